@@ -1,0 +1,49 @@
+//! `drover-coordinator admin …`: operations run against the database directly.
+
+use drover_wire::MemberCredential;
+
+use crate::clock::{Clock, SystemClock};
+use crate::error::Result;
+use crate::store::{Durability, Role, Store};
+
+/// Creates a workspace and its first admin.
+pub async fn bootstrap(
+    database_url: &str,
+    workspace: &str,
+    email: &str,
+) -> Result<MemberCredential> {
+    let store = Store::open(database_url, Durability::Full).await?;
+    let result = store
+        .bootstrap_workspace(workspace, email, SystemClock.now_ms())
+        .await;
+    store.close().await;
+    let (member, token) = result?;
+    Ok(MemberCredential {
+        workspace: member.workspace_name,
+        email: member.email,
+        subject: member.id.to_string(),
+        role: member.role.as_str().into(),
+        token: token.expose().to_owned(),
+    })
+}
+
+pub async fn add_member(
+    database_url: &str,
+    workspace: &str,
+    email: &str,
+    role: Role,
+) -> Result<MemberCredential> {
+    let store = Store::open(database_url, Durability::Full).await?;
+    let result = store
+        .add_member(workspace, email, role, SystemClock.now_ms())
+        .await;
+    store.close().await;
+    let (member, token) = result?;
+    Ok(MemberCredential {
+        workspace: member.workspace_name,
+        email: member.email,
+        subject: member.id.to_string(),
+        role: member.role.as_str().into(),
+        token: token.expose().to_owned(),
+    })
+}

@@ -1,0 +1,23 @@
+//! `/openapi.json` and a docs page that renders it with no network access.
+
+use axum::Router;
+use axum::http::header;
+use axum::response::{Html, IntoResponse};
+use axum::routing::get;
+
+use super::AppState;
+
+const OPENAPI: &str = include_str!("../../openapi.json");
+const DOCS_HTML: &str = include_str!("docs.html");
+
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route(
+            "/openapi.json",
+            get(|| async {
+                ([(header::CONTENT_TYPE, "application/json")], OPENAPI).into_response()
+            }),
+        )
+        .route("/docs", get(|| async { Html(DOCS_HTML) }))
+        .route("/healthz", get(|| async { "ok" }))
+}

@@ -1,0 +1,176 @@
+//! `/v1/jobs`: submit, read, list, cancel, logs.
+
+use std::pin::pin;
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::{Path, State};
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use drover_wire::{self as wire, JobState};
+use serde::Deserialize;
+
+use super::AppState;
+use super::extract::{AuthMember, Json, Query};
+use crate::error::{Error, Result};
+use crate::store::{CancelOutcome, NewJob, Wake};
+
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/v1/jobs", post(submit).get(list))
+        .route("/v1/jobs/{id}", get(show))
+        .route("/v1/jobs/{id}/cancel", post(cancel))
+        .route("/v1/jobs/{id}/logs", get(logs))
+}
+
+async fn submit(
+    State(st): State<AppState>,
+    AuthMember(member): AuthMember,
+    Json(req): Json<wire::SubmitJob>,
+) -> Result<impl IntoResponse> {
+    let job = NewJob::validate(req)?;
+    let placement = st
+        .store
+        .place(&member, &job.parsed_ref, &job.requires)
+        .await?;
+    let created = st
+        .store
+        .submit_job(&member, &job, &placement, st.now())
+        .await?;
+    st.hub.wake(&match placement.pinned_runner {
+        Some(runner) => Wake::Runner {
+            runtime: placement.runtime_id,
+            runner,
+        },
+        None => Wake::Pool {
+            runtime: placement.runtime_id,
+            requires: job.requires,
+        },
+    });
+    Ok((StatusCode::CREATED, axum::Json(created)))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ListQuery {
+    state: Option<String>,
+    limit: Option<u32>,
+}
+
+async fn list(
+    State(st): State<AppState>,
+    AuthMember(member): AuthMember,
+    Query(q): Query<ListQuery>,
+) -> Result<axum::Json<wire::JobList>> {
+    let state = q
+        .state
+        .map(|s| {
+            JobState::parse(&s).ok_or_else(|| Error::bad_request(format!("unknown state {s:?}")))
+        })
+        .transpose()?;
+    let limit = q.limit.unwrap_or(50);
+    if !(1..=1000).contains(&limit) {
+        return Err(Error::bad_request("limit must be 1..=1000"));
+    }
+    Ok(axum::Json(wire::JobList {
+        jobs: st.store.list_jobs(&member, state, limit).await?,
+    }))
+}
+
+async fn show(
+    State(st): State<AppState>,
+    AuthMember(member): AuthMember,
+    Path(id): Path<String>,
+) -> Result<axum::Json<wire::Job>> {
+    Ok(axum::Json(st.store.get_job(&member, &id).await?))
+}
+
+async fn cancel(
+    State(st): State<AppState>,
+    AuthMember(member): AuthMember,
+    Path(id): Path<String>,
+) -> Result<axum::Json<wire::Job>> {
+    match st.store.cancel_job(&member, &id, st.now()).await? {
+        CancelOutcome::Signalled(lease) => st.hub.signal_lease(lease.as_str()),
+        CancelOutcome::Dequeued | CancelOutcome::AlreadyCancelled => {}
+    }
+    st.hub.job_changed(&id);
+    Ok(axum::Json(st.store.get_job(&member, &id).await?))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LogsQuery {
+    #[serde(default)]
+    follow: bool,
+}
+
+/// Cursor over a job's log chunks: (attempt, seq) of the last one sent.
+struct Follow {
+    st: AppState,
+    job: String,
+    cursor: Option<(i64, i64)>,
+    follow: bool,
+}
+
+impl Follow {
+    /// The next batch of log text, or `None` at the end.
+    async fn next(&mut self) -> Result<Option<Bytes>> {
+        let subscription = self.st.hub.subscribe_job(&self.job);
+        loop {
+            let mut changed = pin!(subscription.notify().notified());
+            changed.as_mut().enable();
+            // State first: every chunk is stored before the job ends, so a
+            // read after seeing it end sees every chunk.
+            let ended = self.st.store.job_state(&self.job).await?.is_terminal();
+            let chunks = self.st.store.read_logs(&self.job, self.cursor, 512).await?;
+            if let Some(last) = chunks.last() {
+                self.cursor = Some((last.attempt, last.seq));
+                let text: String = chunks.iter().map(|c| c.data.as_str()).collect();
+                return Ok(Some(Bytes::from(text)));
+            }
+            if ended || !self.follow {
+                return Ok(None);
+            }
+            tokio::select! {
+                _ = changed => {}
+                // A safety net only; wake-ups come from `job_changed`.
+                _ = tokio::time::sleep(Duration::from_secs(5)) => {}
+                _ = self.st.shutting_down() => return Ok(None),
+            }
+        }
+    }
+}
+
+async fn logs(
+    State(st): State<AppState>,
+    AuthMember(member): AuthMember,
+    Path(id): Path<String>,
+    Query(q): Query<LogsQuery>,
+) -> Result<Response> {
+    let job = st.store.get_job(&member, &id).await?;
+    let follow = Follow {
+        st,
+        job: job.id,
+        cursor: None,
+        follow: q.follow,
+    };
+    let stream = futures_util::stream::unfold(Some(follow), |f| async move {
+        let mut f = f?;
+        match f.next().await {
+            Ok(Some(bytes)) => Some((Ok::<_, Error>(bytes), Some(f))),
+            Ok(None) => None,
+            Err(e) => {
+                tracing::error!(error = %e, "log stream failed");
+                Some((Err(e), None))
+            }
+        }
+    });
+    Ok((
+        [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+        Body::from_stream(stream),
+    )
+        .into_response())
+}

@@ -1,0 +1,84 @@
+//! The REST surface. One module per resource, each exposing `router()`.
+
+mod docs;
+pub mod error;
+mod extract;
+mod jobs;
+mod protocol;
+mod runners;
+mod runtimes;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::DefaultBodyLimit;
+use axum::response::Response;
+use drover_wire::ErrorCode;
+use tokio::sync::watch;
+
+use crate::clock::Clock;
+use crate::dispatch::Hub;
+use crate::store::{Store, Wake};
+
+/// Largest request body accepted (a log chunk, a job with a big env).
+pub const MAX_BODY_BYTES: usize = 1024 * 1024;
+
+#[derive(Clone)]
+pub struct AppState {
+    pub store: Store,
+    pub hub: Arc<Hub>,
+    pub clock: Arc<dyn Clock>,
+    pub lease_ttl: Duration,
+    /// Flips to true when the server is shutting down; long-polls end early.
+    pub shutdown: watch::Receiver<bool>,
+}
+
+impl AppState {
+    pub fn now(&self) -> i64 {
+        self.clock.now_ms()
+    }
+
+    pub fn ttl_ms(&self) -> u64 {
+        self.lease_ttl.as_millis() as u64
+    }
+
+    /// Wakes whoever should look at a job that became leasable.
+    pub fn wake_all(&self, wakes: impl IntoIterator<Item = Wake>) {
+        for wake in wakes {
+            self.hub.wake(&wake);
+        }
+    }
+
+    /// Resolves when the server starts shutting down.
+    pub async fn shutting_down(&self) {
+        let mut rx = self.shutdown.clone();
+        let _ = rx.wait_for(|stop| *stop).await;
+    }
+}
+
+async fn not_found() -> Response {
+    error::error_response(ErrorCode::NotFound, "no such route".into())
+}
+
+async fn method_not_allowed() -> Response {
+    let mut r = error::error_response(
+        ErrorCode::BadRequest,
+        "method not allowed on this route".into(),
+    );
+    *r.status_mut() = axum::http::StatusCode::METHOD_NOT_ALLOWED;
+    r
+}
+
+pub fn router(state: AppState) -> Router {
+    Router::new()
+        .merge(jobs::router())
+        .merge(runtimes::router())
+        .merge(runners::router())
+        .merge(protocol::router())
+        .merge(docs::router())
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .with_state(state)
+}

@@ -1,0 +1,183 @@
+//! The runner wire protocol, version 1 (see ARCHITECTURE.md):
+//! join → hello → lease (long-poll) → heartbeat (long-poll for cancel) →
+//! logs → complete.
+
+use std::pin::pin;
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::IntoResponse;
+use axum::routing::post;
+use drover_wire::{self as wire, ErrorCode, MAX_LEASE_WAIT_MS};
+
+use super::AppState;
+use super::extract::{AuthJoin, AuthRunner, Json};
+use crate::error::{Error, Result};
+use crate::store::{LeaseAttempt, RunnerAuth};
+
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/v1/runner/join", post(join))
+        .route("/v1/runner/hello", post(hello))
+        .route("/v1/runner/lease", post(lease))
+        .route("/v1/runner/leases/{lease}/heartbeat", post(heartbeat))
+        .route("/v1/runner/leases/{lease}/logs", post(logs))
+        .route("/v1/runner/leases/{lease}/complete", post(complete))
+}
+
+async fn join(
+    State(st): State<AppState>,
+    AuthJoin(runtime): AuthJoin,
+    Json(req): Json<wire::JoinRequest>,
+) -> Result<impl IntoResponse> {
+    let (runner, token) = st.store.join_runner(&runtime, &req, st.now()).await?;
+    let joined = wire::JoinedRunner {
+        runner_id: runner.to_string(),
+        runtime_id: runtime.to_string(),
+        token: token.expose().to_owned(),
+    };
+    Ok((StatusCode::CREATED, axum::Json(joined)))
+}
+
+async fn hello(
+    State(st): State<AppState>,
+    AuthRunner(r): AuthRunner,
+    Json(req): Json<wire::Hello>,
+) -> Result<StatusCode> {
+    st.store
+        .runner_hello(&r.runner_id, &req.capabilities, st.now())
+        .await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+async fn touch(st: &AppState, r: &RunnerAuth) -> Result<()> {
+    let now = st.now();
+    if st.hub.should_touch(&r.runner_id, now) {
+        st.store.touch_runner(&r.runner_id, now).await?;
+    }
+    Ok(())
+}
+
+fn revoked() -> Error {
+    Error::api(ErrorCode::Unauthorized, "this runner was revoked")
+}
+
+/// Long-poll for a job: answers at once when one is queued, else waits up
+/// to `waitMs` for a wake-up from a submit, a re-queue or a passed-on wake.
+async fn lease(
+    State(st): State<AppState>,
+    AuthRunner(r): AuthRunner,
+    Json(req): Json<wire::LeaseRequest>,
+) -> Result<axum::Json<wire::LeaseResponse>> {
+    let deadline =
+        tokio::time::Instant::now() + Duration::from_millis(req.wait_ms.min(MAX_LEASE_WAIT_MS));
+    touch(&st, &r).await?;
+    let capabilities = st.store.runner_capabilities(&r.runner_id).await?;
+    loop {
+        let guard = st
+            .hub
+            .register(&r.runtime_id, &r.runner_id, capabilities.clone());
+        match st
+            .store
+            .try_lease(&r.runner_id, st.now(), st.ttl_ms())
+            .await?
+        {
+            LeaseAttempt::Leased { lease, next } => {
+                // Not `consume`: a wake that chose us meanwhile may be for
+                // another job, so dropping the guard passes it on.
+                drop(guard);
+                if let Some(next) = next {
+                    st.hub.wake(&next);
+                }
+                st.hub.job_changed(&lease.job.id);
+                return Ok(axum::Json(wire::LeaseResponse { lease: Some(lease) }));
+            }
+            LeaseAttempt::Revoked => {
+                guard.consume();
+                return Err(revoked());
+            }
+            LeaseAttempt::Empty => {}
+        }
+        let woken = tokio::select! {
+            _ = guard.waiter.notified() => true,
+            _ = tokio::time::sleep_until(deadline) => guard.was_woken(),
+            _ = st.shutting_down() => false,
+        };
+        if !woken {
+            drop(guard);
+            touch(&st, &r).await?;
+            return Ok(axum::Json(wire::LeaseResponse { lease: None }));
+        }
+        // Woken: look again (the job is committed before anyone is woken).
+        guard.consume();
+    }
+}
+
+/// Renews the lease, then waits up to `waitMs` (at most half the TTL) for
+/// a cancel, so a cancel reaches the runner at once.
+async fn heartbeat(
+    State(st): State<AppState>,
+    AuthRunner(r): AuthRunner,
+    Path(lease): Path<String>,
+    Json(req): Json<wire::Heartbeat>,
+) -> Result<axum::Json<wire::HeartbeatResponse>> {
+    let ttl = st.ttl_ms();
+    let wait = Duration::from_millis(req.wait_ms.min(ttl / 2));
+    let mut cancel = st
+        .store
+        .heartbeat(&r.runner_id, &lease, st.now(), ttl)
+        .await?;
+    if !cancel && !wait.is_zero() {
+        let subscription = st.hub.subscribe_lease(&lease);
+        let mut signalled = pin!(subscription.notify().notified());
+        signalled.as_mut().enable();
+        cancel = st.store.cancel_requested(&r.runner_id, &lease).await?;
+        if !cancel {
+            tokio::select! {
+                _ = signalled => {}
+                _ = tokio::time::sleep(wait) => {}
+                _ = st.shutting_down() => {}
+            }
+            cancel = st.store.cancel_requested(&r.runner_id, &lease).await?;
+        }
+    }
+    Ok(axum::Json(wire::HeartbeatResponse {
+        cancel,
+        ttl_ms: ttl,
+    }))
+}
+
+async fn logs(
+    State(st): State<AppState>,
+    AuthRunner(r): AuthRunner,
+    Path(lease): Path<String>,
+    Json(chunk): Json<wire::LogChunk>,
+) -> Result<StatusCode> {
+    let job = st
+        .store
+        .append_log(&r.runner_id, &lease, &chunk, st.now())
+        .await?;
+    st.hub.job_changed(job.as_str());
+    Ok(StatusCode::NO_CONTENT)
+}
+
+async fn complete(
+    State(st): State<AppState>,
+    AuthRunner(r): AuthRunner,
+    Path(lease): Path<String>,
+    Json(done): Json<wire::Complete>,
+) -> Result<axum::Json<wire::CompleteResponse>> {
+    let completion = st
+        .store
+        .complete(&r.runner_id, &lease, &done, st.now())
+        .await?;
+    if !completion.repeated {
+        st.hub.job_changed(completion.job_id.as_str());
+    }
+    Ok(axum::Json(wire::CompleteResponse {
+        state: completion.state,
+        repeated: completion.repeated,
+    }))
+}

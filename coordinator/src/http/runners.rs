@@ -1,0 +1,132 @@
+//! Pairing, listing and revoking runners; the workspace budget and usage.
+
+use axum::Router;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::IntoResponse;
+use axum::routing::{delete, get, post, put};
+use drover_wire as wire;
+
+use super::AppState;
+use super::extract::{AuthMember, Json, OptionalJson};
+use crate::error::Result;
+use crate::ids::RunnerId;
+use crate::store::{Owner, RunnerScope};
+
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/v1/me/runners", post(pair_mine).get(list_mine))
+        .route("/v1/me/runners/{id}", delete(revoke_mine))
+        .route("/v1/workspace/runners", post(pair_ws).get(roster))
+        .route("/v1/workspace/runners/owned", get(list_owned))
+        .route("/v1/workspace/runners/{id}", delete(revoke_ws))
+        .route("/v1/workspace/budget", put(set_budget))
+        .route("/v1/workspace/usage", get(usage))
+}
+
+async fn pair_mine(
+    State(st): State<AppState>,
+    AuthMember(m): AuthMember,
+    OptionalJson(req): OptionalJson<wire::PairRunner>,
+) -> Result<impl IntoResponse> {
+    let paired = st
+        .store
+        .pair_runner(&m, &Owner::Member(m.id.clone()), &req, st.now())
+        .await?;
+    Ok((StatusCode::CREATED, axum::Json(paired)))
+}
+
+async fn list_mine(
+    State(st): State<AppState>,
+    AuthMember(m): AuthMember,
+) -> Result<axum::Json<wire::RunnerList>> {
+    let runners = st
+        .store
+        .list_runners(&m, RunnerScope::Mine, st.now())
+        .await?;
+    Ok(axum::Json(wire::RunnerList { runners }))
+}
+
+async fn revoke(
+    st: &AppState,
+    m: &crate::store::Member,
+    owner: Owner,
+    id: &str,
+) -> Result<StatusCode> {
+    let wakes = st.store.revoke_runner(m, &owner, id, st.now()).await?;
+    if let Some(runner) = RunnerId::parse(id) {
+        st.hub.wake_runner_all(&runner);
+    }
+    st.wake_all(wakes);
+    Ok(StatusCode::NO_CONTENT)
+}
+
+async fn revoke_mine(
+    State(st): State<AppState>,
+    AuthMember(m): AuthMember,
+    Path(id): Path<String>,
+) -> Result<StatusCode> {
+    let owner = Owner::Member(m.id.clone());
+    revoke(&st, &m, owner, &id).await
+}
+
+async fn pair_ws(
+    State(st): State<AppState>,
+    AuthMember(m): AuthMember,
+    OptionalJson(req): OptionalJson<wire::PairRunner>,
+) -> Result<impl IntoResponse> {
+    m.require_admin()?;
+    let paired = st
+        .store
+        .pair_runner(&m, &Owner::Workspace, &req, st.now())
+        .await?;
+    Ok((StatusCode::CREATED, axum::Json(paired)))
+}
+
+async fn roster(
+    State(st): State<AppState>,
+    AuthMember(m): AuthMember,
+) -> Result<axum::Json<wire::RunnerList>> {
+    let runners = st
+        .store
+        .list_runners(&m, RunnerScope::Roster, st.now())
+        .await?;
+    Ok(axum::Json(wire::RunnerList { runners }))
+}
+
+async fn list_owned(
+    State(st): State<AppState>,
+    AuthMember(m): AuthMember,
+) -> Result<axum::Json<wire::RunnerList>> {
+    let runners = st
+        .store
+        .list_runners(&m, RunnerScope::WorkspaceOwned, st.now())
+        .await?;
+    Ok(axum::Json(wire::RunnerList { runners }))
+}
+
+async fn revoke_ws(
+    State(st): State<AppState>,
+    AuthMember(m): AuthMember,
+    Path(id): Path<String>,
+) -> Result<StatusCode> {
+    m.require_admin()?;
+    revoke(&st, &m, Owner::Workspace, &id).await
+}
+
+async fn set_budget(
+    State(st): State<AppState>,
+    AuthMember(m): AuthMember,
+    Json(req): Json<wire::SetBudget>,
+) -> Result<axum::Json<wire::Usage>> {
+    m.require_admin()?;
+    st.store.set_budget(&m, req.limit_seconds).await?;
+    Ok(axum::Json(st.store.usage(&m).await?))
+}
+
+async fn usage(
+    State(st): State<AppState>,
+    AuthMember(m): AuthMember,
+) -> Result<axum::Json<wire::Usage>> {
+    Ok(axum::Json(st.store.usage(&m).await?))
+}

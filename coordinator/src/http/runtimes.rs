@@ -1,0 +1,102 @@
+//! Pools: `/v1/me/runtimes` (personal, no role gate) and
+//! `/v1/workspace/runtimes` (workspace-owned; admins create).
+
+use axum::Router;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::IntoResponse;
+use axum::routing::post;
+use drover_wire as wire;
+
+use super::AppState;
+use super::extract::{AuthMember, Json, OptionalJson};
+use crate::error::Result;
+use crate::store::Owner;
+
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/v1/me/runtimes", post(create_mine).get(list_mine))
+        .route("/v1/me/runtimes/{id}/join-tokens", post(join_token_mine))
+        .route("/v1/workspace/runtimes", post(create_ws).get(list_ws))
+        .route(
+            "/v1/workspace/runtimes/{id}/join-tokens",
+            post(join_token_ws),
+        )
+}
+
+async fn create_mine(
+    State(st): State<AppState>,
+    AuthMember(m): AuthMember,
+    Json(req): Json<wire::CreateRuntime>,
+) -> Result<impl IntoResponse> {
+    let rt = st
+        .store
+        .create_runtime(&m, &Owner::Member(m.id.clone()), &req.name, st.now())
+        .await?;
+    Ok((StatusCode::CREATED, axum::Json(rt)))
+}
+
+async fn list_mine(
+    State(st): State<AppState>,
+    AuthMember(m): AuthMember,
+) -> Result<axum::Json<wire::RuntimeList>> {
+    let runtimes = st
+        .store
+        .list_runtimes(&m, &Owner::Member(m.id.clone()))
+        .await?;
+    Ok(axum::Json(wire::RuntimeList { runtimes }))
+}
+
+async fn join_token_mine(
+    State(st): State<AppState>,
+    AuthMember(m): AuthMember,
+    Path(id): Path<String>,
+    OptionalJson(req): OptionalJson<wire::CreateJoinToken>,
+) -> Result<impl IntoResponse> {
+    let token = st
+        .store
+        .create_join_token(
+            &m,
+            &Owner::Member(m.id.clone()),
+            &id,
+            req.ttl_seconds,
+            st.now(),
+        )
+        .await?;
+    Ok((StatusCode::CREATED, axum::Json(token)))
+}
+
+async fn create_ws(
+    State(st): State<AppState>,
+    AuthMember(m): AuthMember,
+    Json(req): Json<wire::CreateRuntime>,
+) -> Result<impl IntoResponse> {
+    m.require_admin()?;
+    let rt = st
+        .store
+        .create_runtime(&m, &Owner::Workspace, &req.name, st.now())
+        .await?;
+    Ok((StatusCode::CREATED, axum::Json(rt)))
+}
+
+async fn list_ws(
+    State(st): State<AppState>,
+    AuthMember(m): AuthMember,
+) -> Result<axum::Json<wire::RuntimeList>> {
+    let runtimes = st.store.list_runtimes(&m, &Owner::Workspace).await?;
+    Ok(axum::Json(wire::RuntimeList { runtimes }))
+}
+
+async fn join_token_ws(
+    State(st): State<AppState>,
+    AuthMember(m): AuthMember,
+    Path(id): Path<String>,
+    OptionalJson(req): OptionalJson<wire::CreateJoinToken>,
+) -> Result<impl IntoResponse> {
+    m.require_admin()?;
+    let token = st
+        .store
+        .create_join_token(&m, &Owner::Workspace, &id, req.ttl_seconds, st.now())
+        .await?;
+    Ok((StatusCode::CREATED, axum::Json(token)))
+}

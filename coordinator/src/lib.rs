@@ -1,0 +1,13 @@
+//! The Drover coordinator: pools, dispatch, jobs and logs, billing, served
+//! over REST. `main.rs` is a thin CLI over [`app::Application`] and [`admin`].
+
+pub mod admin;
+pub mod app;
+pub mod caps;
+pub mod clock;
+pub mod dispatch;
+pub mod error;
+pub mod http;
+pub mod ids;
+pub mod refs;
+pub mod store;

@@ -1,0 +1,233 @@
+//! Workspaces, members and bearer credentials.
+
+use drover_wire::ErrorCode;
+use sqlx::Row;
+
+use super::{Store, on_unique};
+use crate::error::{Error, Result};
+use crate::ids::{MemberId, RunnerId, RuntimeId, Secret, TokenKind, WorkspaceId};
+use crate::refs::{DEFAULT_POOL, valid_segment};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    Admin,
+    Member,
+}
+
+impl Role {
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "admin" => Some(Self::Admin),
+            "member" => Some(Self::Member),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Admin => "admin",
+            Self::Member => "member",
+        }
+    }
+}
+
+/// A signed-in member of one workspace.
+#[derive(Debug, Clone)]
+pub struct Member {
+    pub id: MemberId,
+    pub email: String,
+    pub role: Role,
+    pub workspace_id: WorkspaceId,
+    pub workspace_name: String,
+}
+
+impl Member {
+    /// `settings:write`: managing workspace pools and runners.
+    pub fn require_admin(&self) -> Result<()> {
+        if self.role == Role::Admin {
+            Ok(())
+        } else {
+            Err(Error::api(
+                ErrorCode::Forbidden,
+                "this needs the workspace admin role (settings:write)",
+            ))
+        }
+    }
+}
+
+/// A runner credential: can only lease from its own pool.
+#[derive(Debug, Clone)]
+pub struct RunnerAuth {
+    pub runner_id: RunnerId,
+    pub runtime_id: RuntimeId,
+}
+
+#[derive(Debug, Clone)]
+pub enum Principal {
+    Member(Member),
+    Runner(RunnerAuth),
+    /// A pool's join token: can only exchange itself for a runner credential.
+    Join {
+        runtime_id: RuntimeId,
+    },
+}
+
+fn valid_email(email: &str) -> bool {
+    email.len() <= 254
+        && email.split_once('@').is_some_and(|(local, domain)| {
+            !local.is_empty() && domain.contains('.') && !email.chars().any(char::is_whitespace)
+        })
+}
+
+impl Store {
+    /// Creates a workspace, its default pool and its first admin.
+    pub async fn bootstrap_workspace(
+        &self,
+        name: &str,
+        email: &str,
+        now: i64,
+    ) -> Result<(Member, Secret)> {
+        if !valid_segment(name) || name == "ws" || name == "self" {
+            return Err(Error::bad_request(format!(
+                "invalid workspace name {name:?}: 1-64 of [A-Za-z0-9._-], starting alphanumeric"
+            )));
+        }
+        let mut tx = self.writer.begin().await?;
+        let ws = WorkspaceId::generate();
+        sqlx::query("INSERT INTO workspaces (id, name, created_at) VALUES (?, ?, ?)")
+            .bind(ws.as_str())
+            .bind(name)
+            .bind(now)
+            .execute(&mut *tx)
+            .await
+            .map_err(|e| on_unique(e, || format!("workspace {name:?} already exists")))?;
+        sqlx::query("INSERT INTO runtimes (id, workspace_id, owner_member_id, name, created_at) VALUES (?, ?, NULL, ?, ?)")
+            .bind(RuntimeId::generate().as_str())
+            .bind(ws.as_str())
+            .bind(DEFAULT_POOL)
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        self.add_member(name, email, Role::Admin, now).await
+    }
+
+    /// Adds a member to a workspace and mints their API token (shown once).
+    pub async fn add_member(
+        &self,
+        workspace: &str,
+        email: &str,
+        role: Role,
+        now: i64,
+    ) -> Result<(Member, Secret)> {
+        if !valid_email(email) {
+            return Err(Error::bad_request(format!("invalid email {email:?}")));
+        }
+        let mut tx = self.writer.begin().await?;
+        let ws: Option<String> = sqlx::query_scalar("SELECT id FROM workspaces WHERE name = ?")
+            .bind(workspace)
+            .fetch_optional(&mut *tx)
+            .await?;
+        let ws = ws.ok_or_else(|| Error::not_found(format!("no workspace named {workspace:?}")))?;
+        let member = Member {
+            id: MemberId::generate(),
+            email: email.to_owned(),
+            role,
+            workspace_id: WorkspaceId::from_db(ws),
+            workspace_name: workspace.to_owned(),
+        };
+        sqlx::query("INSERT INTO members (id, workspace_id, email, role, created_at) VALUES (?, ?, ?, ?, ?)")
+            .bind(member.id.as_str())
+            .bind(member.workspace_id.as_str())
+            .bind(email)
+            .bind(role.as_str())
+            .bind(now)
+            .execute(&mut *tx)
+            .await
+            .map_err(|e| on_unique(e, || format!("{email} is already a member of {workspace}")))?;
+        let token = Secret::generate(TokenKind::User);
+        insert_token(
+            &mut tx,
+            &token,
+            TokenKind::User,
+            member.id.as_str(),
+            now,
+            None,
+        )
+        .await?;
+        tx.commit().await?;
+        Ok((member, token))
+    }
+
+    /// Who presents `token`, if anyone. Expired and revoked tokens are nobody.
+    pub async fn authenticate(&self, token: &Secret, now: i64) -> Result<Option<Principal>> {
+        let Some(kind) = TokenKind::of(token.expose()) else {
+            return Ok(None);
+        };
+        let hash = token.hash();
+        let principal = match kind {
+            TokenKind::User => sqlx::query(
+                "SELECT m.id, m.email, m.role, w.id AS ws_id, w.name AS ws_name
+                 FROM tokens t JOIN members m ON m.id = t.subject_id JOIN workspaces w ON w.id = m.workspace_id
+                 WHERE t.hash = ? AND t.kind = 'user' AND (t.expires_at IS NULL OR t.expires_at > ?)",
+            )
+            .bind(&hash)
+            .bind(now)
+            .fetch_optional(&self.reader)
+            .await?
+            .map(|row| -> Result<Principal> {
+                let role: String = row.try_get("role")?;
+                Ok(Principal::Member(Member {
+                    id: MemberId::from_db(row.try_get("id")?),
+                    email: row.try_get("email")?,
+                    role: Role::parse(&role).ok_or_else(|| Error::Corrupt(format!("role {role}")))?,
+                    workspace_id: WorkspaceId::from_db(row.try_get("ws_id")?),
+                    workspace_name: row.try_get("ws_name")?,
+                }))
+            })
+            .transpose()?,
+            TokenKind::Runner => sqlx::query(
+                "SELECT r.id, r.runtime_id FROM tokens t JOIN runners r ON r.id = t.subject_id
+                 WHERE t.hash = ? AND t.kind = 'runner' AND r.revoked_at IS NULL",
+            )
+            .bind(&hash)
+            .fetch_optional(&self.reader)
+            .await?
+            .map(|row| -> Result<Principal> {
+                Ok(Principal::Runner(RunnerAuth {
+                    runner_id: RunnerId::from_db(row.try_get("id")?),
+                    runtime_id: RuntimeId::from_db(row.try_get("runtime_id")?),
+                }))
+            })
+            .transpose()?,
+            TokenKind::Join => sqlx::query_scalar::<_, String>(
+                "SELECT subject_id FROM tokens WHERE hash = ? AND kind = 'join' AND expires_at > ?",
+            )
+            .bind(&hash)
+            .bind(now)
+            .fetch_optional(&self.reader)
+            .await?
+            .map(|id| Principal::Join { runtime_id: RuntimeId::from_db(id) }),
+        };
+        Ok(principal)
+    }
+}
+
+pub(super) async fn insert_token(
+    conn: &mut sqlx::SqliteConnection,
+    token: &Secret,
+    kind: TokenKind,
+    subject: &str,
+    now: i64,
+    expires_at: Option<i64>,
+) -> Result<()> {
+    sqlx::query("INSERT INTO tokens (hash, kind, subject_id, created_at, expires_at) VALUES (?, ?, ?, ?, ?)")
+        .bind(token.hash())
+        .bind(kind.as_str())
+        .bind(subject)
+        .bind(now)
+        .bind(expires_at)
+        .execute(conn)
+        .await?;
+    Ok(())
+}

@@ -1,0 +1,438 @@
+//! Jobs: submit, read, list, cancel, logs, and the workspace budget.
+
+use std::collections::BTreeMap;
+
+use drover_wire::{self as wire, ErrorCode, JobState};
+use serde::{Deserialize, Serialize};
+use sqlx::FromRow;
+
+use super::{Member, Placement, Store, json_list, to_json};
+use crate::caps;
+use crate::error::{Error, Result};
+use crate::ids::{JobId, LeaseId};
+use crate::refs::RuntimeRef;
+
+pub const DEFAULT_MAX_ATTEMPTS: u32 = 3;
+const MAX_ATTEMPTS_LIMIT: u32 = 20;
+const MAX_TIMEOUT_S: u64 = 7 * 24 * 3600;
+const MAX_ARGS: usize = 4096;
+const MAX_ENV: usize = 1024;
+
+/// What a runner needs to execute a job; stored as JSON.
+#[derive(Serialize, Deserialize, Debug, Clone, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct JobSpec {
+    #[serde(default)]
+    pub command: Vec<String>,
+    #[serde(default)]
+    pub script: Option<String>,
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    #[serde(default)]
+    pub timeout_seconds: Option<u64>,
+    #[serde(default)]
+    pub image: Option<String>,
+}
+
+/// A validated submission.
+#[derive(Debug, Clone)]
+pub struct NewJob {
+    pub runtime_ref: String,
+    pub parsed_ref: RuntimeRef,
+    pub spec: JobSpec,
+    pub requires: Vec<String>,
+    pub priority: i32,
+    pub max_attempts: u32,
+}
+
+fn valid_env_name(k: &str) -> bool {
+    let mut bytes = k.bytes();
+    bytes
+        .next()
+        .is_some_and(|b| b.is_ascii_alphabetic() || b == b'_')
+        && bytes.all(|b| b.is_ascii_alphanumeric() || b == b'_')
+        && k.len() <= 256
+}
+
+impl NewJob {
+    pub fn validate(req: wire::SubmitJob) -> Result<Self> {
+        let parsed_ref =
+            RuntimeRef::parse(&req.runtime).map_err(|e| Error::api(ErrorCode::InvalidRef, e.0))?;
+        match (&req.command.is_empty(), &req.script) {
+            (true, None) => {
+                return Err(Error::bad_request(
+                    "give a command (a non-empty array) or a script",
+                ));
+            }
+            (false, Some(_)) => {
+                return Err(Error::bad_request(
+                    "give either command or script, not both",
+                ));
+            }
+            _ => {}
+        }
+        if req.command.len() > MAX_ARGS {
+            return Err(Error::bad_request(format!(
+                "command has more than {MAX_ARGS} arguments"
+            )));
+        }
+        if req.command.first().is_some_and(|c| c.is_empty()) {
+            return Err(Error::bad_request("command[0] is empty"));
+        }
+        if req
+            .command
+            .iter()
+            .chain(req.script.iter())
+            .any(|a| a.contains('\0'))
+        {
+            return Err(Error::bad_request(
+                "command and script may not contain NUL bytes",
+            ));
+        }
+        if req.env.len() > MAX_ENV {
+            return Err(Error::bad_request(format!("at most {MAX_ENV} env entries")));
+        }
+        if let Some((k, _)) = req
+            .env
+            .iter()
+            .find(|(k, v)| !valid_env_name(k) || v.contains('\0'))
+        {
+            return Err(Error::bad_request(format!(
+                "invalid env entry {k:?}: names are [A-Za-z_][A-Za-z0-9_]*, values have no NUL"
+            )));
+        }
+        if let Some(t) = req.timeout_seconds
+            && !(1..=MAX_TIMEOUT_S).contains(&t)
+        {
+            return Err(Error::bad_request(format!(
+                "timeoutSeconds must be 1..={MAX_TIMEOUT_S}"
+            )));
+        }
+        if !(-1000..=1000).contains(&req.priority) {
+            return Err(Error::bad_request("priority must be -1000..=1000"));
+        }
+        let max_attempts = req.max_attempts.unwrap_or(DEFAULT_MAX_ATTEMPTS);
+        if !(1..=MAX_ATTEMPTS_LIMIT).contains(&max_attempts) {
+            return Err(Error::bad_request(format!(
+                "maxAttempts must be 1..={MAX_ATTEMPTS_LIMIT}"
+            )));
+        }
+        let mut requires = req.requires.clone();
+        if let Some(image) = &req.image {
+            if image.is_empty()
+                || image.len() > 512
+                || image.chars().any(|c| c.is_whitespace() || c.is_control())
+            {
+                return Err(Error::bad_request("invalid image"));
+            }
+            requires.push("docker".into());
+        }
+        let requires = caps::normalize(&requires, "requires")?;
+        Ok(Self {
+            runtime_ref: req.runtime,
+            parsed_ref,
+            spec: JobSpec {
+                command: req.command,
+                script: req.script,
+                env: req.env,
+                timeout_seconds: req.timeout_seconds,
+                image: req.image,
+            },
+            requires,
+            priority: req.priority,
+            max_attempts,
+        })
+    }
+}
+
+#[derive(FromRow)]
+pub(super) struct JobRow {
+    pub id: String,
+    pub state: String,
+    pub runtime_ref: String,
+    pub runtime_id: String,
+    pub pinned_runner_id: Option<String>,
+    pub submitter_id: String,
+    pub priority: i64,
+    pub requires: String,
+    pub spec: String,
+    pub attempt: i64,
+    pub max_attempts: i64,
+    pub exit_code: Option<i64>,
+    pub error: Option<String>,
+    pub cancel_requested: bool,
+    pub ran_by: Option<String>,
+    pub ran_by_owner: Option<String>,
+    pub created_at: i64,
+    pub finished_at: Option<i64>,
+}
+
+pub(super) const JOB_COLUMNS: &str = "j.id, j.state, j.runtime_ref, j.runtime_id, j.pinned_runner_id, j.submitter_id,
+    j.priority, j.requires, j.spec, j.attempt, j.max_attempts, j.exit_code, j.error, j.cancel_requested,
+    j.ran_by, j.ran_by_owner, j.created_at, j.finished_at";
+
+/// Jobs a member may see: their own, and any on a workspace-owned pool.
+const VISIBLE: &str = "j.workspace_id = ? AND (j.submitter_id = ? OR j.runtime_id IN
+    (SELECT id FROM runtimes WHERE workspace_id = j.workspace_id AND owner_member_id IS NULL))";
+
+impl JobRow {
+    pub fn into_wire(self) -> Result<wire::Job> {
+        let state = JobState::parse(&self.state)
+            .ok_or_else(|| Error::Corrupt(format!("job state {}", self.state)))?;
+        let spec: JobSpec = serde_json::from_str(&self.spec)?;
+        let provenance = match (self.ran_by, self.ran_by_owner) {
+            (Some(ran_by), Some(by)) => Some(wire::Provenance {
+                ran_by,
+                by,
+                ran_on: "self-hosted".into(),
+                attempt: self.attempt as u32,
+            }),
+            _ => None,
+        };
+        Ok(wire::Job {
+            id: self.id,
+            state,
+            runtime: self.runtime_ref,
+            runtime_id: self.runtime_id,
+            pinned_runner: self.pinned_runner_id,
+            submitted_by: format!("user:{}", self.submitter_id),
+            command: spec.command,
+            script: spec.script,
+            requires: json_list(&self.requires)?,
+            priority: self.priority as i32,
+            attempt: self.attempt as u32,
+            max_attempts: self.max_attempts as u32,
+            exit_code: self.exit_code.map(|c| c as i32),
+            error: self.error,
+            cancel_requested: self.cancel_requested,
+            provenance,
+            created_at: self.created_at,
+            finished_at: self.finished_at,
+        })
+    }
+}
+
+/// What a cancel did.
+#[derive(Debug)]
+pub enum CancelOutcome {
+    /// It was queued; now it is cancelled.
+    Dequeued,
+    /// It is on a runner; the runner is told through this lease.
+    Signalled(LeaseId),
+    /// It was already cancelled.
+    AlreadyCancelled,
+}
+
+#[derive(FromRow, Debug)]
+pub struct LogRow {
+    pub attempt: i64,
+    pub seq: i64,
+    pub stream: String,
+    pub data: String,
+}
+
+impl Store {
+    pub async fn submit_job(
+        &self,
+        member: &Member,
+        job: &NewJob,
+        placement: &Placement,
+        now: i64,
+    ) -> Result<wire::Job> {
+        let mut tx = self.writer.begin().await?;
+        if placement.workspace_owned {
+            let (budget, spent): (Option<i64>, i64) = sqlx::query_as(
+                "SELECT w.budget_ms, COALESCE((SELECT SUM(u.runner_ms) FROM usage u WHERE u.workspace_id = w.id AND u.charged = 1), 0)
+                 FROM workspaces w WHERE w.id = ?",
+            )
+            .bind(member.workspace_id.as_str())
+            .fetch_one(&mut *tx)
+            .await?;
+            if let Some(budget) = budget
+                && spent >= budget
+            {
+                return Err(Error::api(
+                    ErrorCode::BudgetExceeded,
+                    format!(
+                        "the workspace budget is spent ({}s of {}s)",
+                        spent / 1000,
+                        budget / 1000
+                    ),
+                ));
+            }
+        }
+        let id = JobId::generate();
+        sqlx::query(
+            "INSERT INTO jobs (id, workspace_id, submitter_id, runtime_ref, runtime_id, pinned_runner_id, state,
+                               priority, requires, spec, max_attempts, created_at)
+             VALUES (?, ?, ?, ?, ?, ?, 'queued', ?, ?, ?, ?, ?)",
+        )
+        .bind(id.as_str())
+        .bind(member.workspace_id.as_str())
+        .bind(member.id.as_str())
+        .bind(&job.runtime_ref)
+        .bind(placement.runtime_id.as_str())
+        .bind(placement.pinned_runner.as_ref().map(|r| r.as_str()))
+        .bind(job.priority)
+        .bind(to_json(&job.requires))
+        .bind(to_json(&job.spec))
+        .bind(job.max_attempts)
+        .bind(now)
+        .execute(&mut *tx)
+        .await?;
+        let row = sqlx::query_as::<_, JobRow>(&format!(
+            "SELECT {JOB_COLUMNS} FROM jobs j WHERE j.id = ?"
+        ))
+        .bind(id.as_str())
+        .fetch_one(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        row.into_wire()
+    }
+
+    pub async fn get_job(&self, member: &Member, id: &str) -> Result<wire::Job> {
+        let not_found = || Error::not_found(format!("no job {id:?}"));
+        let id = JobId::parse(id).ok_or_else(not_found)?;
+        sqlx::query_as::<_, JobRow>(&format!(
+            "SELECT {JOB_COLUMNS} FROM jobs j WHERE j.id = ? AND {VISIBLE}"
+        ))
+        .bind(id.as_str())
+        .bind(member.workspace_id.as_str())
+        .bind(member.id.as_str())
+        .fetch_optional(&self.reader)
+        .await?
+        .ok_or_else(not_found)?
+        .into_wire()
+    }
+
+    /// Newest first.
+    pub async fn list_jobs(
+        &self,
+        member: &Member,
+        state: Option<JobState>,
+        limit: u32,
+    ) -> Result<Vec<wire::Job>> {
+        let filter = if state.is_some() {
+            "AND j.state = ?"
+        } else {
+            ""
+        };
+        let sql = format!(
+            "SELECT {JOB_COLUMNS} FROM jobs j WHERE {VISIBLE} {filter} ORDER BY j.seq DESC LIMIT ?"
+        );
+        let mut q = sqlx::query_as::<_, JobRow>(&sql)
+            .bind(member.workspace_id.as_str())
+            .bind(member.id.as_str());
+        if let Some(state) = state {
+            q = q.bind(state.as_str());
+        }
+        let rows = q.bind(limit).fetch_all(&self.reader).await?;
+        rows.into_iter().map(JobRow::into_wire).collect()
+    }
+
+    pub async fn cancel_job(&self, member: &Member, id: &str, now: i64) -> Result<CancelOutcome> {
+        let job = self.get_job(member, id).await?; // visibility check, 404 otherwise
+        let mut tx = self.writer.begin().await?;
+        let dequeued = sqlx::query("UPDATE jobs SET state = 'cancelled', finished_at = ?, cancel_requested = 1 WHERE id = ? AND state = 'queued'")
+            .bind(now)
+            .bind(&job.id)
+            .execute(&mut *tx)
+            .await?;
+        if dequeued.rows_affected() == 1 {
+            tx.commit().await?;
+            return Ok(CancelOutcome::Dequeued);
+        }
+        let lease: Option<String> = sqlx::query_scalar(
+            "UPDATE jobs SET cancel_requested = 1 WHERE id = ? AND state IN ('leased', 'running') RETURNING lease_id",
+        )
+        .bind(&job.id)
+        .fetch_optional(&mut *tx)
+        .await?;
+        if let Some(lease) = lease {
+            tx.commit().await?;
+            return Ok(CancelOutcome::Signalled(LeaseId::from_db(lease)));
+        }
+        let state: String = sqlx::query_scalar("SELECT state FROM jobs WHERE id = ?")
+            .bind(&job.id)
+            .fetch_one(&mut *tx)
+            .await?;
+        if state == JobState::Cancelled.as_str() {
+            Ok(CancelOutcome::AlreadyCancelled)
+        } else {
+            Err(Error::conflict(format!(
+                "job {} already finished ({state})",
+                job.id
+            )))
+        }
+    }
+
+    /// Log chunks after `after` (attempt, seq), in order.
+    pub async fn read_logs(
+        &self,
+        job: &str,
+        after: Option<(i64, i64)>,
+        limit: u32,
+    ) -> Result<Vec<LogRow>> {
+        let (attempt, seq) = after.unwrap_or((-1, -1));
+        Ok(sqlx::query_as::<_, LogRow>(
+            "SELECT attempt, seq, stream, data FROM job_logs
+             WHERE job_id = ? AND (attempt > ? OR (attempt = ? AND seq > ?))
+             ORDER BY attempt, seq LIMIT ?",
+        )
+        .bind(job)
+        .bind(attempt)
+        .bind(attempt)
+        .bind(seq)
+        .bind(limit)
+        .fetch_all(&self.reader)
+        .await?)
+    }
+
+    /// The job's state as seen now (for log followers).
+    pub async fn job_state(&self, job: &str) -> Result<JobState> {
+        let state: String = sqlx::query_scalar("SELECT state FROM jobs WHERE id = ?")
+            .bind(job)
+            .fetch_one(&self.reader)
+            .await?;
+        JobState::parse(&state).ok_or_else(|| Error::Corrupt(format!("job state {state}")))
+    }
+
+    pub async fn set_budget(&self, member: &Member, limit_seconds: Option<u64>) -> Result<()> {
+        let limit_ms = limit_seconds
+            .map(|s| {
+                i64::try_from(s.saturating_mul(1000))
+                    .map_err(|_| Error::bad_request("limitSeconds is too large"))
+            })
+            .transpose()?;
+        sqlx::query("UPDATE workspaces SET budget_ms = ? WHERE id = ?")
+            .bind(limit_ms)
+            .bind(member.workspace_id.as_str())
+            .execute(&self.writer)
+            .await?;
+        Ok(())
+    }
+
+    pub async fn usage(&self, member: &Member) -> Result<wire::Usage> {
+        let (budget, charged_ms, own_ms, charged_n, own_n): (Option<i64>, i64, i64, i64, i64) =
+            sqlx::query_as(
+                "SELECT w.budget_ms,
+                    COALESCE(SUM(CASE WHEN u.charged = 1 THEN u.runner_ms END), 0),
+                    COALESCE(SUM(CASE WHEN u.charged = 0 THEN u.runner_ms END), 0),
+                    COUNT(CASE WHEN u.charged = 1 THEN 1 END),
+                    COUNT(CASE WHEN u.charged = 0 THEN 1 END)
+             FROM workspaces w LEFT JOIN usage u ON u.workspace_id = w.id
+             WHERE w.id = ? GROUP BY w.id, w.budget_ms",
+            )
+            .bind(member.workspace_id.as_str())
+            .fetch_one(&self.reader)
+            .await?;
+        Ok(wire::Usage {
+            workspace: member.workspace_name.clone(),
+            limit_seconds: budget.map(|b| (b / 1000) as u64),
+            charged_ms: charged_ms as u64,
+            own_pays_ms: own_ms as u64,
+            jobs_charged: charged_n as u64,
+            jobs_own_pays: own_n as u64,
+        })
+    }
+}
