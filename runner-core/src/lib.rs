@@ -1,1 +1,15 @@
+//! runner-core: the Drover runner as a library, shared by the headless
+//! `drover` binary and the desktop app, plus the typed API client.
+//!
+//! No process-global state and no printing: callers observe runners through
+//! [`runner::Event`]s and [`fleet::Fleet::status`].
 
+pub mod backoff;
+pub mod client;
+pub mod credentials;
+pub mod exec;
+pub mod fleet;
+pub mod host;
+pub mod runner;
+
+pub use drover_wire as wire;

@@ -335,6 +335,13 @@ pub struct Hello {
     pub capabilities: Vec<String>,
 }
 
+#[derive(Serialize, Deserialize, Debug, Clone)]
+#[serde(rename_all = "camelCase")]
+pub struct HelloResponse {
+    pub runner_id: String,
+    pub runtime_id: String,
+}
+
 /// `POST /v1/runner/lease`
 #[derive(Serialize, Deserialize, Debug, Clone)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]

@@ -1,0 +1,410 @@
+//! The typed API client: every coordinator call the runner, the CLI, the
+//! desktop app and the tests make goes through here.
+
+use std::fmt;
+use std::time::Duration;
+
+use drover_wire::{self as wire, ErrorBody, ErrorCode, PROTOCOL_HEADER, PROTOCOL_VERSION};
+use reqwest::{Method, StatusCode};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+/// Requests other than long-polls give up after this long.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// The coordinator answered with an error.
+    #[error("{code:?} ({status}): {message}")]
+    Api {
+        status: u16,
+        code: ErrorCode,
+        message: String,
+    },
+    /// No answer: refused, reset, timed out.
+    #[error("cannot reach the coordinator: {0}")]
+    Transport(String),
+    /// An answer we could not read.
+    #[error("unexpected answer from the coordinator: {0}")]
+    Decode(String),
+}
+
+impl ClientError {
+    /// Worth retrying after a pause? Exhaustive on purpose: a new variant
+    /// must decide.
+    pub fn is_recoverable(&self) -> bool {
+        match self {
+            Self::Transport(_) => true,
+            Self::Api { status, .. } => *status >= 500 || *status == 429,
+            Self::Decode(_) => false,
+        }
+    }
+
+    pub fn code(&self) -> Option<ErrorCode> {
+        match self {
+            Self::Api { code, .. } => Some(*code),
+            _ => None,
+        }
+    }
+}
+
+/// A bearer token; `Debug` and `Display` never show it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Token(String);
+
+impl Token {
+    pub fn new(value: impl Into<String>) -> Self {
+        Self(value.into())
+    }
+
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Token {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Token(***)")
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct Client {
+    http: reqwest::Client,
+    base: String,
+    token: Token,
+}
+
+fn transport(e: reqwest::Error) -> ClientError {
+    // reqwest's messages name the URL but never headers, so no token leaks.
+    ClientError::Transport(e.to_string())
+}
+
+/// Which runner listing to fetch.
+#[derive(Debug, Clone, Copy)]
+pub enum RunnerListing {
+    /// `GET /v1/me/runners`
+    Mine,
+    /// `GET /v1/workspace/runners`: the roster.
+    Roster,
+    /// `GET /v1/workspace/runners/owned`
+    WorkspaceOwned,
+}
+
+/// Personal (`/v1/me/…`) or workspace (`/v1/workspace/…`) resources.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    Me,
+    Workspace,
+}
+
+impl Scope {
+    fn prefix(self) -> &'static str {
+        match self {
+            Self::Me => "/v1/me",
+            Self::Workspace => "/v1/workspace",
+        }
+    }
+}
+
+impl Client {
+    pub fn new(base_url: &str, token: Token) -> Result<Self, ClientError> {
+        let base = base_url.trim_end_matches('/').to_owned();
+        if !(base.starts_with("http://") || base.starts_with("https://")) {
+            return Err(ClientError::Decode(format!(
+                "coordinator URL {base:?} must start with http:// or https://"
+            )));
+        }
+        let http = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(5))
+            .tcp_nodelay(true)
+            .pool_idle_timeout(Duration::from_secs(50))
+            .build()
+            .map_err(transport)?;
+        Ok(Self { http, base, token })
+    }
+
+    /// The same connection pool with another credential.
+    pub fn with_token(&self, token: Token) -> Self {
+        Self {
+            http: self.http.clone(),
+            base: self.base.clone(),
+            token,
+        }
+    }
+
+    pub fn base_url(&self) -> &str {
+        &self.base
+    }
+
+    fn request(&self, method: Method, path: &str, timeout: Duration) -> reqwest::RequestBuilder {
+        self.http
+            .request(method, format!("{}{path}", self.base))
+            .bearer_auth(self.token.expose())
+            .header(PROTOCOL_HEADER, PROTOCOL_VERSION)
+            .timeout(timeout)
+    }
+
+    async fn send(&self, req: reqwest::RequestBuilder) -> Result<reqwest::Response, ClientError> {
+        let resp = req.send().await.map_err(transport)?;
+        if resp.status().is_success() {
+            return Ok(resp);
+        }
+        let status = resp.status().as_u16();
+        let body = resp.bytes().await.map_err(transport)?;
+        Err(match serde_json::from_slice::<ErrorBody>(&body) {
+            Ok(e) => ClientError::Api {
+                status,
+                code: e.error.code,
+                message: e.error.message,
+            },
+            Err(_) => ClientError::Api {
+                status,
+                code: ErrorCode::Unknown,
+                message: String::from_utf8_lossy(&body).chars().take(200).collect(),
+            },
+        })
+    }
+
+    async fn call<T: DeserializeOwned>(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<&(impl Serialize + ?Sized)>,
+        timeout: Duration,
+    ) -> Result<T, ClientError> {
+        let mut req = self.request(method, path, timeout);
+        if let Some(body) = body {
+            req = req.json(body);
+        }
+        let resp = self.send(req).await?;
+        let bytes = resp.bytes().await.map_err(transport)?;
+        serde_json::from_slice(&bytes).map_err(|e| ClientError::Decode(e.to_string()))
+    }
+
+    async fn call_empty(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<&(impl Serialize + ?Sized)>,
+    ) -> Result<(), ClientError> {
+        let mut req = self.request(method, path, REQUEST_TIMEOUT);
+        if let Some(body) = body {
+            req = req.json(body);
+        }
+        self.send(req).await.map(drop)
+    }
+
+    async fn get<T: DeserializeOwned>(&self, path: &str) -> Result<T, ClientError> {
+        self.call(Method::GET, path, None::<&()>, REQUEST_TIMEOUT)
+            .await
+    }
+
+    async fn post<T: DeserializeOwned>(
+        &self,
+        path: &str,
+        body: &(impl Serialize + ?Sized),
+    ) -> Result<T, ClientError> {
+        self.call(Method::POST, path, Some(body), REQUEST_TIMEOUT)
+            .await
+    }
+
+    // ------------------------------------------------------------ members
+
+    pub async fn submit(&self, job: &wire::SubmitJob) -> Result<wire::Job, ClientError> {
+        self.post("/v1/jobs", job).await
+    }
+
+    pub async fn job(&self, id: &str) -> Result<wire::Job, ClientError> {
+        self.get(&format!("/v1/jobs/{id}")).await
+    }
+
+    pub async fn jobs(
+        &self,
+        state: Option<wire::JobState>,
+        limit: u32,
+    ) -> Result<wire::JobList, ClientError> {
+        let mut path = format!("/v1/jobs?limit={limit}");
+        if let Some(state) = state {
+            path.push_str(&format!("&state={}", state.as_str()));
+        }
+        self.get(&path).await
+    }
+
+    pub async fn cancel(&self, id: &str) -> Result<wire::Job, ClientError> {
+        self.post(&format!("/v1/jobs/{id}/cancel"), &()).await
+    }
+
+    /// The whole log so far.
+    pub async fn logs(&self, id: &str) -> Result<String, ClientError> {
+        let resp = self
+            .send(self.request(Method::GET, &format!("/v1/jobs/{id}/logs"), REQUEST_TIMEOUT))
+            .await?;
+        resp.text().await.map_err(transport)
+    }
+
+    /// Follows the log until the job ends, calling `sink` with each piece.
+    pub async fn follow_logs(
+        &self,
+        id: &str,
+        mut sink: impl FnMut(&[u8]),
+    ) -> Result<(), ClientError> {
+        let req = self.request(
+            Method::GET,
+            &format!("/v1/jobs/{id}/logs?follow=true"),
+            Duration::from_secs(7 * 24 * 3600),
+        );
+        let mut resp = self.send(req).await?;
+        while let Some(chunk) = resp.chunk().await.map_err(transport)? {
+            sink(&chunk);
+        }
+        Ok(())
+    }
+
+    pub async fn pair_runner(
+        &self,
+        scope: Scope,
+        req: &wire::PairRunner,
+    ) -> Result<wire::PairedRunner, ClientError> {
+        self.post(&format!("{}/runners", scope.prefix()), req).await
+    }
+
+    pub async fn runners(&self, listing: RunnerListing) -> Result<wire::RunnerList, ClientError> {
+        self.get(match listing {
+            RunnerListing::Mine => "/v1/me/runners",
+            RunnerListing::Roster => "/v1/workspace/runners",
+            RunnerListing::WorkspaceOwned => "/v1/workspace/runners/owned",
+        })
+        .await
+    }
+
+    pub async fn revoke_runner(&self, scope: Scope, id: &str) -> Result<(), ClientError> {
+        self.call_empty(
+            Method::DELETE,
+            &format!("{}/runners/{id}", scope.prefix()),
+            None::<&()>,
+        )
+        .await
+    }
+
+    pub async fn create_runtime(
+        &self,
+        scope: Scope,
+        name: &str,
+    ) -> Result<wire::Runtime, ClientError> {
+        self.post(
+            &format!("{}/runtimes", scope.prefix()),
+            &wire::CreateRuntime { name: name.into() },
+        )
+        .await
+    }
+
+    pub async fn runtimes(&self, scope: Scope) -> Result<wire::RuntimeList, ClientError> {
+        self.get(&format!("{}/runtimes", scope.prefix())).await
+    }
+
+    /// A join token for the pool `runtime` (name or id) of `scope`.
+    pub async fn join_token(
+        &self,
+        scope: Scope,
+        runtime: &str,
+    ) -> Result<wire::JoinToken, ClientError> {
+        self.post(
+            &format!("{}/runtimes/{runtime}/join-tokens", scope.prefix()),
+            &wire::CreateJoinToken::default(),
+        )
+        .await
+    }
+
+    pub async fn set_budget(&self, limit_seconds: Option<u64>) -> Result<wire::Usage, ClientError> {
+        self.call(
+            Method::PUT,
+            "/v1/workspace/budget",
+            Some(&wire::SetBudget { limit_seconds }),
+            REQUEST_TIMEOUT,
+        )
+        .await
+    }
+
+    pub async fn usage(&self) -> Result<wire::Usage, ClientError> {
+        self.get("/v1/workspace/usage").await
+    }
+
+    // ------------------------------------------------------------ runner protocol
+
+    /// Exchanges this client's join token for a runner credential.
+    pub async fn join(&self, req: &wire::JoinRequest) -> Result<wire::JoinedRunner, ClientError> {
+        self.post("/v1/runner/join", req).await
+    }
+
+    /// Announces capabilities; answers who this runner is.
+    pub async fn hello(&self, capabilities: &[String]) -> Result<wire::HelloResponse, ClientError> {
+        self.post(
+            "/v1/runner/hello",
+            &wire::Hello {
+                capabilities: capabilities.to_vec(),
+            },
+        )
+        .await
+    }
+
+    /// Long-polls up to `wait` for a job.
+    pub async fn lease(&self, wait: Duration) -> Result<Option<wire::Lease>, ClientError> {
+        let body = wire::LeaseRequest {
+            wait_ms: wait.as_millis() as u64,
+        };
+        let resp: wire::LeaseResponse = self
+            .call(
+                Method::POST,
+                "/v1/runner/lease",
+                Some(&body),
+                wait + REQUEST_TIMEOUT,
+            )
+            .await?;
+        Ok(resp.lease)
+    }
+
+    /// Renews the lease; waits up to `wait` for a cancel.
+    pub async fn heartbeat(
+        &self,
+        lease: &str,
+        wait: Duration,
+    ) -> Result<wire::HeartbeatResponse, ClientError> {
+        let body = wire::Heartbeat {
+            wait_ms: wait.as_millis() as u64,
+        };
+        self.call(
+            Method::POST,
+            &format!("/v1/runner/leases/{lease}/heartbeat"),
+            Some(&body),
+            wait + REQUEST_TIMEOUT,
+        )
+        .await
+    }
+
+    pub async fn log(&self, lease: &str, chunk: &wire::LogChunk) -> Result<(), ClientError> {
+        self.call_empty(
+            Method::POST,
+            &format!("/v1/runner/leases/{lease}/logs"),
+            Some(chunk),
+        )
+        .await
+    }
+
+    pub async fn complete(
+        &self,
+        lease: &str,
+        done: &wire::Complete,
+    ) -> Result<wire::CompleteResponse, ClientError> {
+        self.post(&format!("/v1/runner/leases/{lease}/complete"), done)
+            .await
+    }
+}
+
+/// HTTP status of an error, for callers that care.
+pub fn status_of(e: &ClientError) -> Option<StatusCode> {
+    match e {
+        ClientError::Api { status, .. } => StatusCode::from_u16(*status).ok(),
+        _ => None,
+    }
+}

@@ -1,0 +1,247 @@
+//! Running one leased job as its own process group: output captured in
+//! chunks, a timeout, and cancel (SIGTERM to the group, SIGKILL after a grace).
+
+use std::path::Path;
+use std::process::Stdio;
+use std::time::Duration;
+
+use drover_wire::{LeasedJob, LogStream, Outcome};
+use tokio::io::{AsyncRead, AsyncReadExt};
+use tokio::process::Command;
+use tokio::sync::{mpsc, watch};
+
+/// Why a running job is being stopped from outside.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopReason {
+    /// A member cancelled it.
+    Cancelled,
+    /// The runner no longer holds the lease (expired, revoked).
+    LeaseLost,
+    /// The runner is shutting down hard.
+    Shutdown,
+}
+
+#[derive(Debug, Clone)]
+pub struct ExecResult {
+    pub outcome: Outcome,
+    pub exit_code: Option<i32>,
+    pub error: Option<String>,
+    /// Set when the job was stopped from outside.
+    pub stopped: Option<StopReason>,
+}
+
+pub type Output = mpsc::Sender<(LogStream, Vec<u8>)>;
+
+/// Environment variables of the runner itself that a job must not inherit.
+fn is_runner_secret(name: &str) -> bool {
+    name.starts_with("DROVER_")
+}
+
+fn build_command(job: &LeasedJob, workdir: &Path) -> Command {
+    let mut cmd = if let Some(image) = &job.image {
+        let mut c = Command::new("docker");
+        c.args([
+            "run",
+            "--rm",
+            "--init",
+            "--name",
+            &format!("drover-{}-{}", job.id, job.attempt),
+        ]);
+        for key in job.env.keys() {
+            // `-e KEY` takes the value from docker's own environment, so
+            // values never appear on a command line.
+            c.args(["-e", key]);
+        }
+        c.arg(image);
+        match &job.script {
+            Some(script) => c.args(["sh", "-c", script]),
+            None => c.args(&job.command),
+        };
+        c
+    } else if let Some(script) = &job.script {
+        let mut c = Command::new("sh");
+        c.args(["-c", script]);
+        c
+    } else {
+        let mut c = Command::new(&job.command[0]);
+        c.args(&job.command[1..]);
+        c
+    };
+    for (key, _) in std::env::vars_os() {
+        if key.to_str().is_some_and(is_runner_secret) {
+            cmd.env_remove(key);
+        }
+    }
+    cmd.envs(&job.env)
+        .env("DROVER_JOB_ID", &job.id)
+        .env("DROVER_ATTEMPT", job.attempt.to_string())
+        .current_dir(workdir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(true);
+    cmd
+}
+
+fn signal_group(pgid: i32, signal: i32) {
+    // SAFETY: kill(2) with a negative pid signals the process group we made;
+    // it has no memory-safety preconditions.
+    unsafe {
+        libc::kill(-pgid, signal);
+    }
+}
+
+async fn pump(mut from: impl AsyncRead + Unpin, stream: LogStream, to: Output) {
+    let mut buf = vec![0u8; 16 * 1024];
+    loop {
+        match from.read(&mut buf).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => {
+                if to.send((stream, buf[..n].to_vec())).await.is_err() {
+                    return;
+                }
+            }
+        }
+    }
+}
+
+fn exit_code(status: std::process::ExitStatus) -> i32 {
+    use std::os::unix::process::ExitStatusExt as _;
+    status
+        .code()
+        .unwrap_or_else(|| 128 + status.signal().unwrap_or(0))
+}
+
+/// Runs `job` in `workdir` until it exits, times out, or `stop` says so.
+pub async fn execute(
+    job: &LeasedJob,
+    workdir: &Path,
+    output: Output,
+    mut stop: watch::Receiver<Option<StopReason>>,
+    kill_grace: Duration,
+) -> ExecResult {
+    let mut child = match build_command(job, workdir).spawn() {
+        Ok(child) => child,
+        Err(e) => {
+            let program = job.image.as_ref().map_or_else(
+                || job.command.first().map_or("sh", String::as_str),
+                |_| "docker",
+            );
+            let message = format!("could not start {program:?}: {e}");
+            let _ = output
+                .send((
+                    LogStream::Stderr,
+                    format!("drover: {message}\n").into_bytes(),
+                ))
+                .await;
+            return ExecResult {
+                outcome: Outcome::Failed,
+                exit_code: None,
+                error: Some(message),
+                stopped: None,
+            };
+        }
+    };
+    let pgid = child.id().map(|p| p as i32);
+    let pumps = [
+        tokio::spawn(pump(
+            child.stdout.take().expect("piped"),
+            LogStream::Stdout,
+            output.clone(),
+        )),
+        tokio::spawn(pump(
+            child.stderr.take().expect("piped"),
+            LogStream::Stderr,
+            output,
+        )),
+    ];
+    let timeout = job.timeout_seconds.map(Duration::from_secs);
+    let deadline = async {
+        match timeout {
+            Some(t) => tokio::time::sleep(t).await,
+            None => std::future::pending().await,
+        }
+    };
+
+    #[derive(Clone, Copy)]
+    enum Ended {
+        Exited,
+        TimedOut,
+        Stopped(StopReason),
+    }
+    let (ended, exited) = tokio::select! {
+        status = child.wait() => (Ended::Exited, Some(status)),
+        _ = deadline => (Ended::TimedOut, None),
+        reason = async {
+            let _ = stop.wait_for(Option::is_some).await;
+            (*stop.borrow()).unwrap_or(StopReason::Shutdown)
+        } => (Ended::Stopped(reason), None),
+    };
+    let status = match exited {
+        Some(status) => status,
+        None => {
+            if let Some(pgid) = pgid {
+                signal_group(pgid, libc::SIGTERM);
+            }
+            match tokio::time::timeout(kill_grace, child.wait()).await {
+                Ok(status) => status,
+                Err(_) => {
+                    if let Some(pgid) = pgid {
+                        signal_group(pgid, libc::SIGKILL);
+                    }
+                    child.wait().await
+                }
+            }
+        }
+    };
+    // Whatever the job left behind in its group goes too, which also closes
+    // the pipes so the pumps end.
+    if let Some(pgid) = pgid {
+        signal_group(pgid, libc::SIGKILL);
+    }
+    for pump in pumps {
+        let abort = pump.abort_handle();
+        if tokio::time::timeout(Duration::from_secs(5), pump)
+            .await
+            .is_err()
+        {
+            abort.abort();
+        }
+    }
+    let code = status.as_ref().ok().map(|s| exit_code(*s));
+    let wait_error = status
+        .err()
+        .map(|e| format!("waiting for the job failed: {e}"));
+    match ended {
+        Ended::Exited => ExecResult {
+            outcome: if code == Some(0) {
+                Outcome::Succeeded
+            } else {
+                Outcome::Failed
+            },
+            exit_code: code,
+            error: wait_error,
+            stopped: None,
+        },
+        Ended::TimedOut => ExecResult {
+            outcome: Outcome::TimedOut,
+            exit_code: code,
+            error: Some(format!(
+                "timed out after {}s",
+                timeout.map_or(0, |t| t.as_secs())
+            )),
+            stopped: None,
+        },
+        Ended::Stopped(reason) => ExecResult {
+            outcome: Outcome::Cancelled,
+            exit_code: code,
+            error: Some(match reason {
+                StopReason::Cancelled => "cancelled".into(),
+                StopReason::LeaseLost => "stopped: the runner lost its lease".into(),
+                StopReason::Shutdown => "stopped: the runner shut down".into(),
+            }),
+            stopped: Some(reason),
+        },
+    }
+}

@@ -1,0 +1,531 @@
+//! One runner: an identity with `slots` workers, each leasing one job at a
+//! time, running it, heartbeating, streaming its logs and reporting back.
+
+use std::fmt;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use drover_wire::{Complete, JobState, Lease, LogChunk, LogStream, Outcome};
+use tokio::sync::{mpsc, watch};
+
+use crate::backoff::Backoff;
+use crate::client::{Client, ClientError, Token};
+use crate::exec::{self, StopReason};
+
+/// A runner's identity and credential.
+#[derive(Clone, Debug)]
+pub struct Credential {
+    pub runner_id: String,
+    pub token: Token,
+}
+
+#[derive(Debug, Clone)]
+pub struct RunnerSettings {
+    /// Jobs one runner runs at once (`--max-concurrent`).
+    pub slots: usize,
+    /// How long one lease long-poll may wait.
+    pub lease_wait: Duration,
+    /// SIGTERM → SIGKILL grace for cancelled and timed-out jobs.
+    pub kill_grace: Duration,
+    pub initial_backoff: Duration,
+    pub max_backoff: Duration,
+    /// Each job runs in a fresh directory under here, removed afterwards.
+    pub work_root: PathBuf,
+    /// Announced to the coordinator on start (`os=`, `arch=`, `docker`).
+    pub capabilities: Vec<String>,
+}
+
+impl Default for RunnerSettings {
+    fn default() -> Self {
+        Self {
+            slots: 1,
+            lease_wait: Duration::from_secs(25),
+            kill_grace: Duration::from_secs(10),
+            initial_backoff: Duration::from_millis(100),
+            max_backoff: Duration::from_secs(5),
+            work_root: std::env::temp_dir().join("drover-work"),
+            capabilities: crate::host::detect_capabilities(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum EventKind {
+    Online,
+    Leased {
+        job: String,
+        attempt: u32,
+    },
+    Finished {
+        job: String,
+        outcome: Outcome,
+        exit_code: Option<i32>,
+        state: JobState,
+    },
+    /// The coordinator would not take the result (lease lost, runner revoked).
+    CompleteRefused {
+        job: String,
+        error: String,
+    },
+    /// A forced stop killed the job; its lease will expire and it re-queues.
+    Abandoned {
+        job: String,
+    },
+    Disconnected {
+        error: String,
+    },
+    Reconnected,
+    Draining,
+    Stopped {
+        error: Option<String>,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Event {
+    pub runner: String,
+    pub kind: EventKind,
+}
+
+impl fmt::Display for Event {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "runner {}: ", self.runner)?;
+        match &self.kind {
+            EventKind::Online => write!(f, "online"),
+            EventKind::Leased { job, attempt } => write!(f, "leased {job} (attempt {attempt})"),
+            EventKind::Finished {
+                job,
+                state,
+                exit_code,
+                ..
+            } => match exit_code {
+                Some(code) => write!(f, "{job} {} (exit {code})", state.as_str()),
+                None => write!(f, "{job} {}", state.as_str()),
+            },
+            EventKind::CompleteRefused { job, error } => {
+                write!(f, "result of {job} refused: {error}")
+            }
+            EventKind::Abandoned { job } => write!(f, "abandoned {job} (forced stop)"),
+            EventKind::Disconnected { error } => write!(f, "disconnected: {error}; retrying"),
+            EventKind::Reconnected => write!(f, "reconnected"),
+            EventKind::Draining => write!(f, "draining: finishing running jobs"),
+            EventKind::Stopped { error: None } => write!(f, "stopped"),
+            EventKind::Stopped { error: Some(e) } => write!(f, "stopped: {e}"),
+        }
+    }
+}
+
+pub type Events = mpsc::UnboundedSender<Event>;
+
+/// What a runner is doing, for status displays.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunnerStatus {
+    pub id: String,
+    pub online: bool,
+    pub draining: bool,
+    pub stopped: bool,
+    pub current_jobs: Vec<String>,
+}
+
+/// Drain (stop leasing, let jobs finish) and kill (stop jobs too).
+#[derive(Clone)]
+pub struct Controls {
+    pub drain: watch::Receiver<bool>,
+    pub kill: watch::Receiver<bool>,
+}
+
+/// The outcome of one step of a worker.
+#[derive(Debug, PartialEq)]
+pub enum Step {
+    Ran {
+        job: String,
+    },
+    /// The long-poll ended without a job.
+    Idle,
+    /// Asked to drain while waiting.
+    Drained,
+}
+
+pub struct Runner {
+    client: Client,
+    id: String,
+    settings: Arc<RunnerSettings>,
+    events: Events,
+    status: Arc<Mutex<RunnerStatus>>,
+}
+
+impl Runner {
+    pub fn new(
+        base: &Client,
+        credential: Credential,
+        settings: Arc<RunnerSettings>,
+        events: Events,
+    ) -> Self {
+        let status = RunnerStatus {
+            id: credential.runner_id.clone(),
+            online: false,
+            draining: false,
+            stopped: false,
+            current_jobs: vec![],
+        };
+        Self {
+            client: base.with_token(credential.token),
+            id: credential.runner_id,
+            settings,
+            events,
+            status: Arc::new(Mutex::new(status)),
+        }
+    }
+
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    pub fn status_handle(&self) -> Arc<Mutex<RunnerStatus>> {
+        self.status.clone()
+    }
+
+    fn emit(&self, kind: EventKind) {
+        let _ = self.events.send(Event {
+            runner: self.id.clone(),
+            kind,
+        });
+    }
+
+    fn set_status(&self, f: impl FnOnce(&mut RunnerStatus)) {
+        f(&mut self.status.lock().expect("status lock"));
+    }
+
+    /// Runs the runner until drained, killed, or refused for good.
+    pub async fn run(self: Arc<Self>, controls: Controls) -> Result<(), ClientError> {
+        let result = self.run_inner(controls).await;
+        self.set_status(|s| {
+            s.online = false;
+            s.stopped = true;
+        });
+        self.emit(EventKind::Stopped {
+            error: result.as_ref().err().map(ToString::to_string),
+        });
+        result
+    }
+
+    async fn run_inner(self: &Arc<Self>, mut controls: Controls) -> Result<(), ClientError> {
+        let mut backoff = Backoff::new(self.settings.initial_backoff, self.settings.max_backoff);
+        loop {
+            match self.client.hello(&self.settings.capabilities).await {
+                Ok(_) => break,
+                Err(e) if e.is_recoverable() => {
+                    self.emit(EventKind::Disconnected {
+                        error: e.to_string(),
+                    });
+                    tokio::select! {
+                        _ = backoff.wait() => {}
+                        _ = controls.drain.wait_for(|d| *d) => return Ok(()),
+                    }
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        self.set_status(|s| s.online = true);
+        self.emit(EventKind::Online);
+        let workers: Vec<_> = (0..self.settings.slots.max(1))
+            .map(|_| tokio::spawn(self.clone().work(controls.clone())))
+            .collect();
+        let mut first_error = None;
+        for w in workers {
+            match w.await {
+                Ok(Err(e)) if first_error.is_none() => first_error = Some(e),
+                _ => {}
+            }
+        }
+        first_error.map_or(Ok(()), Err)
+    }
+
+    /// One worker: step until drained or refused for good.
+    async fn work(self: Arc<Self>, controls: Controls) -> Result<(), ClientError> {
+        let mut backoff = Backoff::new(self.settings.initial_backoff, self.settings.max_backoff);
+        let mut disconnected = false;
+        let mut drain = controls.drain.clone();
+        loop {
+            match self.try_lease_and_run(&controls).await {
+                Ok(Step::Drained) => return Ok(()),
+                Ok(_) => {
+                    backoff.reset();
+                    if std::mem::take(&mut disconnected) {
+                        self.set_status(|s| s.online = true);
+                        self.emit(EventKind::Reconnected);
+                    }
+                }
+                Err(e) if e.is_recoverable() => {
+                    if !disconnected {
+                        disconnected = true;
+                        self.set_status(|s| s.online = false);
+                        self.emit(EventKind::Disconnected {
+                            error: e.to_string(),
+                        });
+                    }
+                    tokio::select! {
+                        _ = backoff.wait() => {}
+                        _ = drain.wait_for(|d| *d) => return Ok(()),
+                    }
+                }
+                Err(e) => {
+                    // Revoked or otherwise refused for good: stop the siblings too.
+                    return Err(e);
+                }
+            }
+        }
+    }
+
+    /// One step: long-poll for a job and, if one comes, run it to the end.
+    pub async fn try_lease_and_run(&self, controls: &Controls) -> Result<Step, ClientError> {
+        let mut drain = controls.drain.clone();
+        if *drain.borrow() {
+            return Ok(Step::Drained);
+        }
+        let leased = tokio::select! {
+            r = self.client.lease(self.settings.lease_wait) => r?,
+            _ = drain.wait_for(|d| *d) => return Ok(Step::Drained),
+        };
+        let Some(lease) = leased else {
+            return Ok(Step::Idle);
+        };
+        let job = lease.job.id.clone();
+        self.run_job(lease, controls).await;
+        Ok(Step::Ran { job })
+    }
+
+    async fn run_job(&self, lease: Lease, controls: &Controls) {
+        let job = lease.job.clone();
+        self.emit(EventKind::Leased {
+            job: job.id.clone(),
+            attempt: job.attempt,
+        });
+        self.set_status(|s| s.current_jobs.push(job.id.clone()));
+
+        let workdir = self
+            .settings
+            .work_root
+            .join(format!("{}-{}", job.id, job.attempt));
+        let (stop_tx, stop_rx) = watch::channel(None);
+        let stop_tx = Arc::new(stop_tx);
+        let (out_tx, out_rx) = mpsc::channel(64);
+        let uploader = tokio::spawn(upload_logs(
+            self.client.clone(),
+            lease.lease_id.clone(),
+            out_rx,
+            self.settings.clone(),
+        ));
+        let heartbeat = tokio::spawn(heartbeat(
+            self.client.clone(),
+            lease.lease_id.clone(),
+            lease.ttl_ms,
+            stop_tx.clone(),
+            self.settings.clone(),
+        ));
+        let kill_watch = {
+            let mut kill = controls.kill.clone();
+            let stop_tx = stop_tx.clone();
+            tokio::spawn(async move {
+                if kill.wait_for(|k| *k).await.is_ok() {
+                    stop_tx.send_replace(Some(StopReason::Shutdown));
+                }
+            })
+        };
+
+        let result = match std::fs::create_dir_all(&workdir) {
+            Ok(()) => {
+                exec::execute(&job, &workdir, out_tx, stop_rx, self.settings.kill_grace).await
+            }
+            Err(e) => {
+                drop(out_tx);
+                exec::ExecResult {
+                    outcome: Outcome::Failed,
+                    exit_code: None,
+                    error: Some(format!("cannot create the work directory: {e}")),
+                    stopped: None,
+                }
+            }
+        };
+        kill_watch.abort();
+        let _ = uploader.await;
+        heartbeat.abort();
+        let _ = std::fs::remove_dir_all(&workdir);
+        self.set_status(|s| s.current_jobs.retain(|j| *j != job.id));
+
+        if result.stopped == Some(StopReason::Shutdown) {
+            self.emit(EventKind::Abandoned { job: job.id });
+            return;
+        }
+        let done = Complete {
+            outcome: result.outcome,
+            exit_code: result.exit_code,
+            error: result.error,
+        };
+        let mut backoff = Backoff::new(self.settings.initial_backoff, self.settings.max_backoff);
+        let mut kill = controls.kill.clone();
+        loop {
+            match self.client.complete(&lease.lease_id, &done).await {
+                Ok(r) => {
+                    self.emit(EventKind::Finished {
+                        job: job.id,
+                        outcome: done.outcome,
+                        exit_code: done.exit_code,
+                        state: r.state,
+                    });
+                    return;
+                }
+                Err(e) if e.is_recoverable() => {
+                    // Keep the result until the coordinator is back.
+                    tokio::select! {
+                        _ = backoff.wait() => {}
+                        _ = kill.wait_for(|k| *k) => {
+                            self.emit(EventKind::Abandoned { job: job.id });
+                            return;
+                        }
+                    }
+                }
+                Err(e) => {
+                    self.emit(EventKind::CompleteRefused {
+                        job: job.id,
+                        error: e.to_string(),
+                    });
+                    return;
+                }
+            }
+        }
+    }
+}
+
+/// Keeps the lease alive. Each heartbeat waits at the coordinator for a
+/// cancel, so a cancel arrives at once. Losing the lease stops the job.
+async fn heartbeat(
+    client: Client,
+    lease: String,
+    ttl_ms: u64,
+    stop: Arc<watch::Sender<Option<StopReason>>>,
+    settings: Arc<RunnerSettings>,
+) {
+    let wait = Duration::from_millis(ttl_ms / 3).min(Duration::from_secs(10));
+    let mut backoff = Backoff::new(settings.initial_backoff, settings.max_backoff);
+    let mut next_wait = Duration::ZERO; // the first one marks the job running
+    loop {
+        match client.heartbeat(&lease, next_wait).await {
+            Ok(r) => {
+                backoff.reset();
+                next_wait = wait;
+                if r.cancel {
+                    stop.send_if_modified(|s| {
+                        s.is_none() && s.replace(StopReason::Cancelled).is_none()
+                    });
+                    // Still heartbeat through the kill grace, but without spinning.
+                    tokio::time::sleep(wait).await;
+                }
+            }
+            Err(e) if e.is_recoverable() => backoff.wait().await,
+            Err(_) => {
+                stop.send_if_modified(|s| {
+                    s.is_none() && s.replace(StopReason::LeaseLost).is_none()
+                });
+                return;
+            }
+        }
+    }
+}
+
+/// Text up to the last whole UTF-8 character; an incomplete tail stays in `buf`.
+fn take_utf8(buf: &mut Vec<u8>, at_end: bool) -> String {
+    let cut = match std::str::from_utf8(buf) {
+        Ok(_) => buf.len(),
+        Err(e) if e.error_len().is_none() && !at_end => e.valid_up_to(),
+        Err(_) => buf.len(),
+    };
+    let rest = buf.split_off(cut);
+    let text = String::from_utf8_lossy(buf).into_owned();
+    *buf = rest;
+    text
+}
+
+const MAX_CHUNK: usize = 64 * 1024;
+
+/// Ships output to the coordinator in order, numbered from 0; merges what
+/// piles up so a chatty job costs few requests.
+async fn upload_logs(
+    client: Client,
+    lease: String,
+    mut rx: mpsc::Receiver<(LogStream, Vec<u8>)>,
+    settings: Arc<RunnerSettings>,
+) {
+    let mut seq = 0u64;
+    let mut pending: [Vec<u8>; 2] = [Vec::new(), Vec::new()];
+    let mut gone = false;
+    let index = |s: LogStream| match s {
+        LogStream::Stdout => 0,
+        LogStream::Stderr => 1,
+    };
+    let mut send = async |stream: LogStream, data: String, gone: &mut bool| {
+        if data.is_empty() || *gone {
+            return;
+        }
+        let chunk = LogChunk { seq, stream, data };
+        seq += 1;
+        let mut backoff = Backoff::new(settings.initial_backoff, settings.max_backoff);
+        for _ in 0..30 {
+            match client.log(&lease, &chunk).await {
+                Ok(()) => return,
+                Err(e) if e.is_recoverable() => backoff.wait().await,
+                Err(_) => break,
+            }
+        }
+        *gone = true; // the lease is gone (or the coordinator is): stop shipping
+    };
+    while let Some((stream, bytes)) = rx.recv().await {
+        let i = index(stream);
+        pending[i].extend_from_slice(&bytes);
+        let mut other = None;
+        while pending[i].len() < MAX_CHUNK {
+            match rx.try_recv() {
+                Ok((s, b)) if s == stream => pending[i].extend_from_slice(&b),
+                Ok(next) => {
+                    other = Some(next);
+                    break;
+                }
+                Err(_) => break,
+            }
+        }
+        let text = take_utf8(&mut pending[i], false);
+        send(stream, text, &mut gone).await;
+        if let Some((s, b)) = other {
+            let j = index(s);
+            pending[j].extend_from_slice(&b);
+            let text = take_utf8(&mut pending[j], false);
+            send(s, text, &mut gone).await;
+        }
+    }
+    for stream in [LogStream::Stdout, LogStream::Stderr] {
+        let text = take_utf8(&mut pending[index(stream)], true);
+        send(stream, text, &mut gone).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn utf8_split_across_reads_is_kept_whole() {
+        let snow = "☃".as_bytes();
+        let mut buf = b"ab".to_vec();
+        buf.extend_from_slice(&snow[..2]);
+        assert_eq!(take_utf8(&mut buf, false), "ab");
+        assert_eq!(buf, snow[..2]);
+        buf.extend_from_slice(&snow[2..]);
+        assert_eq!(take_utf8(&mut buf, false), "☃");
+        assert!(buf.is_empty());
+        let mut bad = vec![b'x', 0xff, b'y'];
+        assert_eq!(take_utf8(&mut bad, false), "x\u{fffd}y");
+        let mut tail = snow[..1].to_vec();
+        assert_eq!(take_utf8(&mut tail, true), "\u{fffd}");
+    }
+}
