@@ -1,1 +1,532 @@
+//! The harness for end-to-end tests and the demo: real `drover-coordinator`
+//! and `drover` processes on loopback, each coordinator on port 0 with a
+//! fresh SQLite file. Nothing of ours is faked.
 
+use std::future::Future;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use runner_core::client::{Client, ClientError, Scope, Token};
+use runner_core::wire::{self, Job, JobState, SubmitJob};
+
+pub use runner_core;
+
+/// Generous: CI machines are slow and tests run in parallel.
+pub const DEADLINE: Duration = Duration::from_secs(60);
+
+/// Where the binaries are: next to the test executable's parent `deps/`.
+pub fn bin(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().expect("current exe");
+    let mut dir = exe.parent().expect("exe dir").to_path_buf();
+    if dir.ends_with("deps") {
+        dir.pop();
+    }
+    let path = dir.join(name);
+    assert!(
+        path.exists(),
+        "{} is missing: build the binaries first (`cargo build --workspace --bins`, which tests/run.sh does)",
+        path.display()
+    );
+    path
+}
+
+/// A scratch directory, removed on drop unless the test failed.
+pub struct TempDir(PathBuf);
+
+impl TempDir {
+    pub fn new(label: &str) -> Self {
+        let mut b = [0u8; 6];
+        getrandom_fill(&mut b);
+        let name: String = b.iter().map(|x| format!("{x:02x}")).collect();
+        let path = std::env::temp_dir().join(format!("drover-{label}-{name}"));
+        std::fs::create_dir_all(&path).expect("create temp dir");
+        Self(path)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!("kept {} for inspection", self.0.display());
+        } else {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+}
+
+fn getrandom_fill(buf: &mut [u8]) {
+    use std::io::Read as _;
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(buf))
+        .expect("/dev/urandom");
+}
+
+fn signal(child: &Child, sig: i32) {
+    // SAFETY: kill(2) on a child we spawned; no memory involved.
+    unsafe {
+        libc::kill(child.id() as i32, sig);
+    }
+}
+
+/// Waits for `child` to exit, up to `deadline`.
+pub async fn wait_exit(child: &mut Child, deadline: Duration) -> ExitStatus {
+    eventually("the process to exit", deadline, || {
+        let status = child.try_wait().expect("try_wait");
+        async move { status }
+    })
+    .await
+}
+
+/// Polls `check` until it yields `Some`, or panics after `deadline` naming `what`.
+pub async fn eventually<T, F, Fut>(what: &str, deadline: Duration, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let end = tokio::time::Instant::now() + deadline;
+    let mut tick = tokio::time::interval(Duration::from_millis(10));
+    loop {
+        tick.tick().await;
+        if let Some(v) = check().await {
+            return v;
+        }
+        assert!(
+            tokio::time::Instant::now() < end,
+            "timed out after {deadline:?} waiting for {what}"
+        );
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct CoordinatorOptions {
+    pub lease_ttl_ms: u64,
+}
+
+impl Default for CoordinatorOptions {
+    fn default() -> Self {
+        Self { lease_ttl_ms: 3000 }
+    }
+}
+
+/// A `drover-coordinator serve` process.
+pub struct Coordinator {
+    child: Option<Child>,
+    pub url: String,
+    addr: String,
+    pub database: String,
+    options: CoordinatorOptions,
+    log: PathBuf,
+    pub dir: TempDir,
+}
+
+/// A member of a workspace with an API client.
+#[derive(Clone, Debug)]
+pub struct Member {
+    pub workspace: String,
+    pub email: String,
+    pub subject: String,
+    pub token: String,
+    pub client: Client,
+}
+
+impl Coordinator {
+    pub async fn start() -> Self {
+        Self::start_with(CoordinatorOptions::default()).await
+    }
+
+    pub async fn start_with(options: CoordinatorOptions) -> Self {
+        let dir = TempDir::new("coord");
+        let database = format!("sqlite://{}", dir.path().join("drover.db").display());
+        let log = dir.path().join("coordinator.log");
+        let mut c = Self {
+            child: None,
+            url: String::new(),
+            addr: "127.0.0.1:0".into(),
+            database,
+            options,
+            log,
+            dir,
+        };
+        c.spawn().await;
+        c
+    }
+
+    async fn spawn(&mut self) {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.log)
+            .expect("log file");
+        let mut child = Command::new(bin("drover-coordinator"))
+            .args([
+                "serve",
+                "--listen",
+                &self.addr,
+                "--database",
+                &self.database,
+            ])
+            .args(["--lease-ttl-ms", &self.options.lease_ttl_ms.to_string()])
+            .env("DROVER_LOG", "drover_coordinator=debug,warn")
+            .stdout(Stdio::piped())
+            .stderr(log)
+            .spawn()
+            .expect("spawn drover-coordinator");
+        let stdout = child.stdout.take().expect("stdout");
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        std::thread::spawn(move || {
+            let mut line = String::new();
+            let _ = BufReader::new(stdout).read_line(&mut line);
+            let _ = tx.send(line);
+        });
+        let line = tokio::time::timeout(DEADLINE, rx)
+            .await
+            .expect("coordinator start timed out")
+            .expect("coordinator stdout");
+        let url = line
+            .trim()
+            .rsplit(' ')
+            .next()
+            .filter(|u| u.starts_with("http://"))
+            .unwrap_or_else(|| {
+                panic!(
+                    "coordinator did not print its URL: {line:?}; log: {}",
+                    self.log_text()
+                )
+            })
+            .to_owned();
+        self.addr = url.trim_start_matches("http://").to_owned();
+        self.url = url;
+        self.child = Some(child);
+    }
+
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    pub fn client(&self, token: &str) -> Client {
+        Client::new(&self.url, Token::new(token)).expect("client")
+    }
+
+    fn admin(&self, args: &[&str]) -> wire::MemberCredential {
+        let out = Command::new(bin("drover-coordinator"))
+            .arg("admin")
+            .args(args)
+            .args(["--database", &self.database, "--json"])
+            .output()
+            .expect("run admin");
+        assert!(
+            out.status.success(),
+            "admin {args:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).expect("admin --json output")
+    }
+
+    fn member(&self, c: wire::MemberCredential) -> Member {
+        Member {
+            client: self.client(&c.token),
+            workspace: c.workspace,
+            email: c.email,
+            subject: c.subject,
+            token: c.token,
+        }
+    }
+
+    /// A new workspace and its first admin.
+    pub fn bootstrap(&self, workspace: &str, email: &str) -> Member {
+        let c = self.admin(&["bootstrap", "--workspace", workspace, "--email", email]);
+        self.member(c)
+    }
+
+    pub fn add_member(&self, workspace: &str, email: &str, role: &str) -> Member {
+        let c = self.admin(&[
+            "add-member",
+            "--workspace",
+            workspace,
+            "--email",
+            email,
+            "--role",
+            role,
+        ]);
+        self.member(c)
+    }
+
+    /// `kill -9`: no chance to clean up.
+    pub async fn kill9(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            signal(&child, libc::SIGKILL);
+            wait_exit(&mut child, DEADLINE).await;
+        }
+    }
+
+    /// SIGTERM and wait for a clean exit.
+    pub async fn stop(&mut self) -> ExitStatus {
+        let mut child = self.child.take().expect("running");
+        signal(&child, libc::SIGTERM);
+        wait_exit(&mut child, DEADLINE).await
+    }
+
+    /// Starts again on the same address and database.
+    pub async fn restart(&mut self) {
+        assert!(self.child.is_none(), "stop it first");
+        self.spawn().await;
+    }
+
+    /// Lease long-polls waiting in the coordinator right now.
+    pub async fn waiting_leases(&self) -> u64 {
+        let v: serde_json::Value = reqwest::get(format!("{}/healthz", self.url))
+            .await
+            .expect("healthz")
+            .json()
+            .await
+            .expect("json");
+        v["waitingLeases"].as_u64().expect("waitingLeases")
+    }
+
+    pub async fn wait_for_waiting(&self, n: u64) {
+        eventually(
+            &format!("{n} waiting lease polls"),
+            DEADLINE,
+            || async move { (self.waiting_leases().await == n).then_some(()) },
+        )
+        .await
+    }
+}
+
+impl Drop for Coordinator {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            signal(&child, libc::SIGKILL);
+            let _ = child.wait();
+        }
+        if std::thread::panicking() {
+            eprintln!("--- coordinator log ---\n{}", self.log_text());
+        }
+    }
+}
+
+/// A `drover runner` process; its event lines are collected.
+pub struct RunnerProcess {
+    child: Option<Child>,
+    lines: Arc<Mutex<Vec<String>>>,
+    args: Vec<String>,
+}
+
+impl RunnerProcess {
+    /// `drover runner <args>` against `url`.
+    pub fn spawn(url: &str, args: &[&str]) -> Self {
+        let mut full = vec![
+            "runner".to_owned(),
+            "--url".to_owned(),
+            url.to_owned(),
+            "--kill-grace".to_owned(),
+            "2".to_owned(),
+            "--max-backoff-ms".to_owned(),
+            "500".to_owned(),
+        ];
+        full.extend(args.iter().map(|s| s.to_string()));
+        let mut p = Self {
+            child: None,
+            lines: Arc::default(),
+            args: full,
+        };
+        p.start();
+        p
+    }
+
+    fn start(&mut self) {
+        let mut child = Command::new(bin("drover"))
+            .args(&self.args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn drover runner");
+        let stderr = child.stderr.take().expect("stderr");
+        let lines = self.lines.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                lines.lock().expect("lines").push(line);
+            }
+        });
+        self.child = Some(child);
+    }
+
+    /// Joins `n` runners to `reference` with a join token, credentials in `state`.
+    pub fn join(
+        url: &str,
+        reference: &str,
+        join_token: &str,
+        n: usize,
+        state: &Path,
+        extra: &[&str],
+    ) -> Self {
+        let n = n.to_string();
+        let state = state.display().to_string();
+        let mut args = vec![
+            "--join",
+            reference,
+            "--token",
+            join_token,
+            "--runners",
+            &n,
+            "--state-dir",
+            &state,
+        ];
+        args.extend_from_slice(extra);
+        Self::spawn(url, &args)
+    }
+
+    /// One paired runner (`rnr_…` token).
+    pub fn paired(url: &str, token: &str, extra: &[&str]) -> Self {
+        let mut args = vec!["--token", token];
+        args.extend_from_slice(extra);
+        Self::spawn(url, &args)
+    }
+
+    pub fn lines(&self) -> Vec<String> {
+        self.lines.lock().expect("lines").clone()
+    }
+
+    /// Waits until `n` lines contain `needle`.
+    pub async fn wait_for_lines(&self, needle: &str, n: usize) {
+        eventually(
+            &format!("{n} runner lines containing {needle:?}"),
+            DEADLINE,
+            || {
+                let count = self.lines().iter().filter(|l| l.contains(needle)).count();
+                async move { (count >= n).then_some(()) }
+            },
+        )
+        .await
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().expect("running").id()
+    }
+
+    pub async fn kill9(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            signal(&child, libc::SIGKILL);
+            wait_exit(&mut child, DEADLINE).await;
+        }
+    }
+
+    pub fn sigterm(&self) {
+        signal(self.child.as_ref().expect("running"), libc::SIGTERM);
+    }
+
+    pub async fn wait_exit(&mut self) -> ExitStatus {
+        let mut child = self.child.take().expect("running");
+        wait_exit(&mut child, DEADLINE).await
+    }
+
+    /// Starts the same command again (same state dir, so the same runners).
+    pub fn restart(&mut self) {
+        assert!(self.child.is_none(), "stop it first");
+        self.start();
+    }
+}
+
+impl Drop for RunnerProcess {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            signal(&child, libc::SIGKILL);
+            let _ = child.wait();
+        }
+        if std::thread::panicking() {
+            eprintln!("--- runner output ---\n{}", self.lines().join("\n"));
+        }
+    }
+}
+
+/// A job with `script`, targeting `runtime`.
+pub fn script_job(runtime: &str, script: &str) -> SubmitJob {
+    SubmitJob {
+        runtime: runtime.into(),
+        script: Some(script.into()),
+        ..SubmitJob::default()
+    }
+}
+
+/// Waits until the job ends (following its log, so no polling), returns it.
+pub async fn wait_done(client: &Client, id: &str) -> Job {
+    tokio::time::timeout(DEADLINE, async {
+        loop {
+            client.follow_logs(id, |_| {}).await.expect("follow logs");
+            let job = client.job(id).await.expect("job");
+            if job.state.is_terminal() {
+                return job;
+            }
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("job {id} did not finish within {DEADLINE:?}"))
+}
+
+/// Waits until the job is in `state`.
+pub async fn wait_state(client: &Client, id: &str, state: JobState) -> Job {
+    eventually(
+        &format!("job {id} to be {}", state.as_str()),
+        DEADLINE,
+        || async move {
+            let job = client.job(id).await.expect("job");
+            (job.state == state).then_some(job)
+        },
+    )
+    .await
+}
+
+/// The error code of a failed call.
+pub fn code<T: std::fmt::Debug>(r: Result<T, ClientError>) -> wire::ErrorCode {
+    match r {
+        Err(ClientError::Api { code, .. }) => code,
+        other => panic!("expected an API error, got {other:?}"),
+    }
+}
+
+/// A workspace join token for pool `runtime`.
+pub async fn ws_join_token(admin: &Member, runtime: &str) -> wire::JoinToken {
+    admin
+        .client
+        .join_token(Scope::Workspace, runtime)
+        .await
+        .expect("join token")
+}
+
+/// Lines of a file (empty if missing).
+pub fn read_lines(path: &Path) -> Vec<String> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Pairs a runner into pool `runtime` (None: the default) of `scope`.
+pub async fn pair(
+    member: &Member,
+    scope: Scope,
+    runtime: Option<&str>,
+    name: &str,
+    labels: &[&str],
+) -> wire::PairedRunner {
+    member
+        .client
+        .pair_runner(
+            scope,
+            &wire::PairRunner {
+                name: Some(name.into()),
+                runtime: runtime.map(Into::into),
+                labels: labels.iter().map(|s| s.to_string()).collect(),
+            },
+        )
+        .await
+        .expect("pair runner")
+}

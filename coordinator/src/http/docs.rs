@@ -7,6 +7,13 @@ use axum::routing::get;
 
 use super::AppState;
 
+/// Liveness, and how many lease long-polls are waiting right now.
+async fn health(
+    axum::extract::State(st): axum::extract::State<AppState>,
+) -> axum::Json<serde_json::Value> {
+    axum::Json(serde_json::json!({ "status": "ok", "waitingLeases": st.hub.waiting() }))
+}
+
 const OPENAPI: &str = include_str!("../../openapi.json");
 const DOCS_HTML: &str = include_str!("docs.html");
 
@@ -19,5 +26,5 @@ pub fn router() -> Router<AppState> {
             }),
         )
         .route("/docs", get(|| async { Html(DOCS_HTML) }))
-        .route("/healthz", get(|| async { "ok" }))
+        .route("/healthz", get(health))
 }

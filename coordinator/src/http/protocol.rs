@@ -45,11 +45,14 @@ async fn hello(
     State(st): State<AppState>,
     AuthRunner(r): AuthRunner,
     Json(req): Json<wire::Hello>,
-) -> Result<StatusCode> {
+) -> Result<axum::Json<wire::HelloResponse>> {
     st.store
         .runner_hello(&r.runner_id, &req.capabilities, st.now())
         .await?;
-    Ok(StatusCode::NO_CONTENT)
+    Ok(axum::Json(wire::HelloResponse {
+        runner_id: r.runner_id.to_string(),
+        runtime_id: r.runtime_id.to_string(),
+    }))
 }
 
 async fn touch(st: &AppState, r: &RunnerAuth) -> Result<()> {
