@@ -3,6 +3,7 @@
 
 use std::fmt;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -153,6 +154,8 @@ pub struct Runner {
     settings: Arc<RunnerSettings>,
     events: Events,
     status: Arc<Mutex<RunnerStatus>>,
+    /// The last call to the coordinator failed for a transient reason.
+    disconnected: AtomicBool,
 }
 
 impl Runner {
@@ -175,6 +178,7 @@ impl Runner {
             settings,
             events,
             status: Arc::new(Mutex::new(status)),
+            disconnected: AtomicBool::new(false),
         }
     }
 
@@ -197,6 +201,32 @@ impl Runner {
         f(&mut self.status.lock().expect("status lock"));
     }
 
+    fn backoff(&self) -> Backoff {
+        Backoff::new(self.settings.initial_backoff, self.settings.max_backoff)
+    }
+
+    /// Records how a call to the coordinator went; whichever task sees the
+    /// link go down or come back emits Disconnected or Reconnected, once.
+    fn link<T>(&self, result: &Result<T, ClientError>) {
+        match result {
+            Ok(_) => {
+                if self.disconnected.swap(false, Ordering::AcqRel) {
+                    self.set_status(|s| s.online = true);
+                    self.emit(EventKind::Reconnected);
+                }
+            }
+            Err(e) if e.is_recoverable() => {
+                if !self.disconnected.swap(true, Ordering::AcqRel) {
+                    self.set_status(|s| s.online = false);
+                    self.emit(EventKind::Disconnected {
+                        error: e.to_string(),
+                    });
+                }
+            }
+            Err(_) => {}
+        }
+    }
+
     /// Runs the runner until drained, killed, or refused for good.
     pub async fn run(self: Arc<Self>, controls: Controls) -> Result<(), ClientError> {
         let result = self.run_inner(controls).await;
@@ -211,14 +241,13 @@ impl Runner {
     }
 
     async fn run_inner(self: &Arc<Self>, mut controls: Controls) -> Result<(), ClientError> {
-        let mut backoff = Backoff::new(self.settings.initial_backoff, self.settings.max_backoff);
+        let mut backoff = self.backoff();
         loop {
-            match self.client.hello(&self.settings.capabilities).await {
+            let r = self.client.hello(&self.settings.capabilities).await;
+            self.link(&r);
+            match r {
                 Ok(_) => break,
                 Err(e) if e.is_recoverable() => {
-                    self.emit(EventKind::Disconnected {
-                        error: e.to_string(),
-                    });
                     tokio::select! {
                         _ = backoff.wait() => {}
                         _ = controls.drain.wait_for(|d| *d) => return Ok(()),
@@ -234,58 +263,48 @@ impl Runner {
             .collect();
         let mut first_error = None;
         for w in workers {
-            match w.await {
-                Ok(Err(e)) if first_error.is_none() => first_error = Some(e),
-                _ => {}
+            if let Ok(Err(e)) = w.await
+                && first_error.is_none()
+            {
+                first_error = Some(e);
             }
         }
         first_error.map_or(Ok(()), Err)
     }
 
-    /// One worker: step until drained or refused for good.
+    /// One worker: step until drained, or refused for good (revoked).
     async fn work(self: Arc<Self>, controls: Controls) -> Result<(), ClientError> {
-        let mut backoff = Backoff::new(self.settings.initial_backoff, self.settings.max_backoff);
-        let mut disconnected = false;
+        let mut backoff = self.backoff();
         let mut drain = controls.drain.clone();
         loop {
             match self.try_lease_and_run(&controls).await {
                 Ok(Step::Drained) => return Ok(()),
-                Ok(_) => {
-                    backoff.reset();
-                    if std::mem::take(&mut disconnected) {
-                        self.set_status(|s| s.online = true);
-                        self.emit(EventKind::Reconnected);
-                    }
-                }
+                Ok(_) => backoff.reset(),
                 Err(e) if e.is_recoverable() => {
-                    if !disconnected {
-                        disconnected = true;
-                        self.set_status(|s| s.online = false);
-                        self.emit(EventKind::Disconnected {
-                            error: e.to_string(),
-                        });
-                    }
                     tokio::select! {
                         _ = backoff.wait() => {}
                         _ = drain.wait_for(|d| *d) => return Ok(()),
                     }
                 }
-                Err(e) => {
-                    // Revoked or otherwise refused for good: stop the siblings too.
-                    return Err(e);
-                }
+                Err(e) => return Err(e),
             }
         }
     }
 
     /// One step: long-poll for a job and, if one comes, run it to the end.
-    pub async fn try_lease_and_run(&self, controls: &Controls) -> Result<Step, ClientError> {
+    pub async fn try_lease_and_run(
+        self: &Arc<Self>,
+        controls: &Controls,
+    ) -> Result<Step, ClientError> {
         let mut drain = controls.drain.clone();
         if *drain.borrow() {
             return Ok(Step::Drained);
         }
         let leased = tokio::select! {
-            r = self.client.lease(self.settings.lease_wait) => r?,
+            r = self.client.lease(self.settings.lease_wait) => {
+                self.link(&r);
+                r?
+            }
             _ = drain.wait_for(|d| *d) => return Ok(Step::Drained),
         };
         let Some(lease) = leased else {
@@ -296,7 +315,7 @@ impl Runner {
         Ok(Step::Ran { job })
     }
 
-    async fn run_job(&self, lease: Lease, controls: &Controls) {
+    async fn run_job(self: &Arc<Self>, lease: Lease, controls: &Controls) {
         let job = lease.job.clone();
         self.emit(EventKind::Leased {
             job: job.id.clone(),
@@ -311,18 +330,11 @@ impl Runner {
         let (stop_tx, stop_rx) = watch::channel(None);
         let stop_tx = Arc::new(stop_tx);
         let (out_tx, out_rx) = mpsc::channel(64);
-        let uploader = tokio::spawn(upload_logs(
-            self.client.clone(),
-            lease.lease_id.clone(),
-            out_rx,
-            self.settings.clone(),
-        ));
-        let heartbeat = tokio::spawn(heartbeat(
-            self.client.clone(),
+        let uploader = tokio::spawn(self.clone().upload_logs(lease.lease_id.clone(), out_rx));
+        let heartbeat = tokio::spawn(self.clone().heartbeat(
             lease.lease_id.clone(),
             lease.ttl_ms,
             stop_tx.clone(),
-            self.settings.clone(),
         ));
         let kill_watch = {
             let mut kill = controls.kill.clone();
@@ -363,10 +375,12 @@ impl Runner {
             exit_code: result.exit_code,
             error: result.error,
         };
-        let mut backoff = Backoff::new(self.settings.initial_backoff, self.settings.max_backoff);
+        let mut backoff = self.backoff();
         let mut kill = controls.kill.clone();
         loop {
-            match self.client.complete(&lease.lease_id, &done).await {
+            let r = self.client.complete(&lease.lease_id, &done).await;
+            self.link(&r);
+            match r {
                 Ok(r) => {
                     self.emit(EventKind::Finished {
                         job: job.id,
@@ -376,8 +390,8 @@ impl Runner {
                     });
                     return;
                 }
+                // Keep the result until the coordinator is back.
                 Err(e) if e.is_recoverable() => {
-                    // Keep the result until the coordinator is back.
                     tokio::select! {
                         _ = backoff.wait() => {}
                         _ = kill.wait_for(|k| *k) => {
@@ -396,41 +410,121 @@ impl Runner {
             }
         }
     }
-}
 
-/// Keeps the lease alive. Each heartbeat waits at the coordinator for a
-/// cancel, so a cancel arrives at once. Losing the lease stops the job.
-async fn heartbeat(
-    client: Client,
-    lease: String,
-    ttl_ms: u64,
-    stop: Arc<watch::Sender<Option<StopReason>>>,
-    settings: Arc<RunnerSettings>,
-) {
-    let wait = Duration::from_millis(ttl_ms / 3).min(Duration::from_secs(10));
-    let mut backoff = Backoff::new(settings.initial_backoff, settings.max_backoff);
-    let mut next_wait = Duration::ZERO; // the first one marks the job running
-    loop {
-        match client.heartbeat(&lease, next_wait).await {
-            Ok(r) => {
-                backoff.reset();
-                next_wait = wait;
-                if r.cancel {
-                    stop.send_if_modified(|s| {
-                        s.is_none() && s.replace(StopReason::Cancelled).is_none()
-                    });
-                    // Still heartbeat through the kill grace, but without spinning.
-                    tokio::time::sleep(wait).await;
+    /// Keeps the lease alive. Each heartbeat waits at the coordinator for a
+    /// cancel, so a cancel arrives at once. Losing the lease stops the job.
+    async fn heartbeat(
+        self: Arc<Self>,
+        lease: String,
+        ttl_ms: u64,
+        stop: Arc<watch::Sender<Option<StopReason>>>,
+    ) {
+        let wait = Duration::from_millis(ttl_ms / 3).min(Duration::from_secs(10));
+        let mut backoff = self.backoff();
+        let mut next_wait = Duration::ZERO; // the first one marks the job running
+        let stop_with =
+            |reason| stop.send_if_modified(|s| s.is_none() && s.replace(reason).is_none());
+        loop {
+            let r = self.client.heartbeat(&lease, next_wait).await;
+            self.link(&r);
+            match r {
+                Ok(r) => {
+                    backoff.reset();
+                    next_wait = wait;
+                    if r.cancel {
+                        stop_with(StopReason::Cancelled);
+                        // Still heartbeat through the kill grace, but without spinning.
+                        tokio::time::sleep(wait).await;
+                    }
+                }
+                Err(e) if e.is_recoverable() => backoff.wait().await,
+                Err(_) => {
+                    stop_with(StopReason::LeaseLost);
+                    return;
                 }
             }
-            Err(e) if e.is_recoverable() => backoff.wait().await,
-            Err(_) => {
-                stop.send_if_modified(|s| {
-                    s.is_none() && s.replace(StopReason::LeaseLost).is_none()
-                });
-                return;
+        }
+    }
+
+    /// Ships output to the coordinator in order, numbered from 0; merges
+    /// what piles up so a chatty job costs few requests.
+    async fn upload_logs(
+        self: Arc<Self>,
+        lease: String,
+        mut rx: mpsc::Receiver<(LogStream, Vec<u8>)>,
+    ) {
+        let mut shipper = LogShipper {
+            runner: &self,
+            lease: &lease,
+            seq: 0,
+            gone: false,
+        };
+        let mut pending: [Vec<u8>; 2] = [Vec::new(), Vec::new()];
+        let index = |s: LogStream| match s {
+            LogStream::Stdout => 0,
+            LogStream::Stderr => 1,
+        };
+        while let Some((stream, bytes)) = rx.recv().await {
+            let i = index(stream);
+            pending[i].extend_from_slice(&bytes);
+            let mut other = None;
+            while pending[i].len() < MAX_CHUNK {
+                match rx.try_recv() {
+                    Ok((s, b)) if s == stream => pending[i].extend_from_slice(&b),
+                    Ok(next) => {
+                        other = Some(next);
+                        break;
+                    }
+                    Err(_) => break,
+                }
+            }
+            shipper
+                .send(stream, take_utf8(&mut pending[i], false))
+                .await;
+            if let Some((s, b)) = other {
+                let j = index(s);
+                pending[j].extend_from_slice(&b);
+                shipper.send(s, take_utf8(&mut pending[j], false)).await;
             }
         }
+        for stream in [LogStream::Stdout, LogStream::Stderr] {
+            shipper
+                .send(stream, take_utf8(&mut pending[index(stream)], true))
+                .await;
+        }
+    }
+}
+
+struct LogShipper<'a> {
+    runner: &'a Runner,
+    lease: &'a str,
+    seq: u64,
+    /// The lease is gone (or the coordinator stayed away): stop shipping.
+    gone: bool,
+}
+
+impl LogShipper<'_> {
+    async fn send(&mut self, stream: LogStream, data: String) {
+        if data.is_empty() || self.gone {
+            return;
+        }
+        let chunk = LogChunk {
+            seq: self.seq,
+            stream,
+            data,
+        };
+        self.seq += 1;
+        let mut backoff = self.runner.backoff();
+        for _ in 0..30 {
+            let r = self.runner.client.log(self.lease, &chunk).await;
+            self.runner.link(&r);
+            match r {
+                Ok(()) => return,
+                Err(e) if e.is_recoverable() => backoff.wait().await,
+                Err(_) => break,
+            }
+        }
+        self.gone = true;
     }
 }
 
@@ -448,66 +542,6 @@ fn take_utf8(buf: &mut Vec<u8>, at_end: bool) -> String {
 }
 
 const MAX_CHUNK: usize = 64 * 1024;
-
-/// Ships output to the coordinator in order, numbered from 0; merges what
-/// piles up so a chatty job costs few requests.
-async fn upload_logs(
-    client: Client,
-    lease: String,
-    mut rx: mpsc::Receiver<(LogStream, Vec<u8>)>,
-    settings: Arc<RunnerSettings>,
-) {
-    let mut seq = 0u64;
-    let mut pending: [Vec<u8>; 2] = [Vec::new(), Vec::new()];
-    let mut gone = false;
-    let index = |s: LogStream| match s {
-        LogStream::Stdout => 0,
-        LogStream::Stderr => 1,
-    };
-    let mut send = async |stream: LogStream, data: String, gone: &mut bool| {
-        if data.is_empty() || *gone {
-            return;
-        }
-        let chunk = LogChunk { seq, stream, data };
-        seq += 1;
-        let mut backoff = Backoff::new(settings.initial_backoff, settings.max_backoff);
-        for _ in 0..30 {
-            match client.log(&lease, &chunk).await {
-                Ok(()) => return,
-                Err(e) if e.is_recoverable() => backoff.wait().await,
-                Err(_) => break,
-            }
-        }
-        *gone = true; // the lease is gone (or the coordinator is): stop shipping
-    };
-    while let Some((stream, bytes)) = rx.recv().await {
-        let i = index(stream);
-        pending[i].extend_from_slice(&bytes);
-        let mut other = None;
-        while pending[i].len() < MAX_CHUNK {
-            match rx.try_recv() {
-                Ok((s, b)) if s == stream => pending[i].extend_from_slice(&b),
-                Ok(next) => {
-                    other = Some(next);
-                    break;
-                }
-                Err(_) => break,
-            }
-        }
-        let text = take_utf8(&mut pending[i], false);
-        send(stream, text, &mut gone).await;
-        if let Some((s, b)) = other {
-            let j = index(s);
-            pending[j].extend_from_slice(&b);
-            let text = take_utf8(&mut pending[j], false);
-            send(s, text, &mut gone).await;
-        }
-    }
-    for stream in [LogStream::Stdout, LogStream::Stderr] {
-        let text = take_utf8(&mut pending[index(stream)], true);
-        send(stream, text, &mut gone).await;
-    }
-}
 
 #[cfg(test)]
 mod tests {
