@@ -133,7 +133,7 @@ async fn roster_lists_workspace_and_personal_runners_with_badges() {
         big.capabilities.contains(&"gpu=a100".to_owned())
             && big.capabilities.contains(&"os=linux".to_owned())
     );
-    assert_eq!(big.current_jobs, [job.id.clone()]);
+    assert_eq!(big.current_jobs, std::slice::from_ref(&job.id));
     let bobs = roster.iter().find(|r| r.id == laptop.runner.id).unwrap();
     assert!(!bobs.online && bobs.last_seen_at.is_none());
     assert_eq!(bobs.owner, format!("user:{}", bob.subject));

@@ -95,7 +95,9 @@ async fn lease(
                     st.hub.wake(&next);
                 }
                 st.hub.job_changed(&lease.job.id);
-                return Ok(axum::Json(wire::LeaseResponse { lease: Some(lease) }));
+                return Ok(axum::Json(wire::LeaseResponse {
+                    lease: Some(*lease),
+                }));
             }
             LeaseAttempt::Revoked => {
                 guard.consume();

@@ -35,7 +35,7 @@ pub enum Wake {
 #[derive(Debug)]
 pub enum LeaseAttempt {
     Leased {
-        lease: wire::Lease,
+        lease: Box<wire::Lease>,
         /// Another job is queued behind this one: wake someone for it too.
         next: Option<Wake>,
     },
@@ -263,7 +263,7 @@ impl Store {
 
         let spec: JobSpec = serde_json::from_str(&spec)?;
         Ok(LeaseAttempt::Leased {
-            lease: wire::Lease {
+            lease: Box::new(wire::Lease {
                 lease_id: lease_id.to_string(),
                 ttl_ms,
                 job: wire::LeasedJob {
@@ -275,7 +275,7 @@ impl Store {
                     timeout_seconds: spec.timeout_seconds,
                     image: spec.image,
                 },
-            },
+            }),
             next,
         })
     }

@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Quickstart, command 1: build, then run the main job on the embedded
+# default (SQLite): a coordinator, a workspace, runners, sample jobs.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+if ! command -v cargo >/dev/null; then
+  echo "demo.sh: Rust is missing: install it with rustup (https://rustup.rs), then run this again" >&2
+  exit 1
+fi
+cargo build --quiet --workspace --bins
+exec target/debug/drover-demo
