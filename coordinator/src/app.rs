@@ -1,5 +1,6 @@
 //! `Application::build(config)` binds the listener (port 0 works) and wires
-//! the store, the hub and the lease reaper together.
+//! the store, the hub, the lease reaper and (on PostgreSQL) the replica
+//! signal listener together.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -9,13 +10,15 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 use crate::clock::{Clock, SystemClock};
-use crate::dispatch::Hub;
+use crate::dispatch::{Hub, Signal};
 use crate::http::{self, AppState};
-use crate::store::{Durability, Store};
+use crate::ids::new_id;
+use crate::store::{self, Backend, Durability, Envelope, Store};
 
 #[derive(Debug, Clone)]
 pub struct Config {
     pub listen: SocketAddr,
+    /// `sqlite://PATH` or `postgres://…`.
     pub database_url: String,
     pub durability: Durability,
     /// A lease ends this long after its last heartbeat.
@@ -31,17 +34,29 @@ pub struct Application {
 impl Application {
     pub async fn build(config: Config) -> anyhow::Result<Self> {
         use anyhow::Context as _;
+        // The URL may hold a password: name only its scheme.
         let store = Store::open(&config.database_url, config.durability)
             .await
-            .with_context(|| format!("opening the database {}", config.database_url))?;
+            .with_context(|| {
+                format!(
+                    "opening the {} database",
+                    store::scheme(&config.database_url)
+                )
+            })?;
         let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-        let ttl_ms = config.lease_ttl.as_millis() as u64;
-        let extended = store.extend_live_leases(clock.now_ms(), ttl_ms).await?;
-        if extended > 0 {
-            tracing::info!(
-                leases = extended,
-                "gave live leases a fresh TTL after start-up"
-            );
+        if store.backend() == Backend::Sqlite {
+            // One coordinator: while it was down no runner could heartbeat,
+            // so live leases get a fresh TTL instead of expiring at once.
+            // (Replicas on PostgreSQL keep serving while one restarts.)
+            let extended = store
+                .extend_live_leases(clock.now_ms(), config.lease_ttl.as_millis() as u64)
+                .await?;
+            if extended > 0 {
+                tracing::info!(
+                    leases = extended,
+                    "gave live leases a fresh TTL after start-up"
+                );
+            }
         }
         let listener = TcpListener::bind(config.listen)
             .await
@@ -53,6 +68,7 @@ impl Application {
             clock,
             lease_ttl: config.lease_ttl,
             shutdown,
+            replica: new_id("co").into(),
         };
         Ok(Self {
             listener,
@@ -79,6 +95,7 @@ impl Application {
             stop,
         } = self;
         let reaper = tokio::spawn(reap_expired_leases(state.clone()));
+        let signals = tokio::spawn(listen_to_replicas(state.clone()));
         let app = http::router(state.clone());
         let stop_for_signal = stop.clone();
         axum::serve(listener, app)
@@ -89,6 +106,7 @@ impl Application {
             .await?;
         let _ = stop.send(true);
         let _ = reaper.await;
+        let _ = signals.await;
         state.store.close().await;
         Ok(())
     }
@@ -101,13 +119,15 @@ async fn reap_expired_leases(st: AppState) {
         let now = st.now();
         match st.store.expire_leases(now).await {
             Ok(expired) => {
+                let mut signals = Vec::new();
                 for (job, wake) in expired {
                     tracing::info!(job = %job, requeued = wake.is_some(), "lease expired");
-                    st.hub.job_changed(job.as_str());
-                    if let Some(wake) = wake {
-                        st.hub.wake(&wake);
-                    }
+                    signals.push(Signal::Job {
+                        job: job.to_string(),
+                    });
+                    signals.extend(wake.map(Signal::from));
                 }
+                st.announce(signals);
             }
             Err(e) => tracing::error!(error = %e, "expiring leases failed"),
         }
@@ -116,6 +136,51 @@ async fn reap_expired_leases(st: AppState) {
         tokio::select! {
             _ = tokio::time::sleep(Duration::from_millis(sleep_ms as u64)) => {}
             _ = st.shutting_down() => return,
+        }
+    }
+}
+
+/// On PostgreSQL: applies the other replicas' signals to this hub. If the
+/// link breaks, signals may have been missed, so every waiter looks again.
+async fn listen_to_replicas(st: AppState) {
+    let mut listener = loop {
+        match st.store.listener().await {
+            Ok(Some(l)) => break l,
+            Ok(None) => return,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot listen for other replicas yet");
+                tokio::select! {
+                    _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+                    _ = st.shutting_down() => return,
+                }
+            }
+        }
+    };
+    loop {
+        let received = tokio::select! {
+            r = listener.try_recv() => r,
+            _ = st.shutting_down() => return,
+        };
+        match received {
+            Ok(Some(n)) => match serde_json::from_str::<Envelope>(n.payload()) {
+                Ok(envelope) if *envelope.origin != *st.replica => {
+                    for signal in &envelope.signals {
+                        st.hub.apply(signal);
+                    }
+                }
+                Ok(_) => {}
+                Err(e) => tracing::warn!(error = %e, "unreadable replica signal"),
+            },
+            // The connection dropped; the next try_recv reconnects.
+            Ok(None) => st.hub.wake_everyone(),
+            Err(e) => {
+                tracing::warn!(error = %e, "replica signal link failed; retrying");
+                st.hub.wake_everyone();
+                tokio::select! {
+                    _ = tokio::time::sleep(Duration::from_millis(200)) => {}
+                    _ = st.shutting_down() => return,
+                }
+            }
         }
     }
 }

@@ -14,11 +14,47 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
+use serde::{Deserialize, Serialize};
 use tokio::sync::Notify;
 
 use crate::caps;
 use crate::ids::{RunnerId, RuntimeId};
 use crate::store::Wake;
+
+/// Something waiters may need to hear about. Applied to the local hub and,
+/// with PostgreSQL, sent to the other replicas (`store::signals`).
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+#[serde(tag = "k", rename_all = "camelCase")]
+pub enum Signal {
+    /// A job became leasable in a pool, for runners meeting `requires`.
+    Pool {
+        runtime: String,
+        requires: Vec<String>,
+    },
+    /// A job pinned to `runner` became leasable.
+    Runner { runtime: String, runner: String },
+    /// The runner was revoked: its waiters should find out.
+    Revoked { runner: String },
+    /// A cancel was asked for on this lease.
+    Cancel { lease: String },
+    /// A job's log or state changed.
+    Job { job: String },
+}
+
+impl From<Wake> for Signal {
+    fn from(wake: Wake) -> Self {
+        match wake {
+            Wake::Pool { runtime, requires } => Self::Pool {
+                runtime: runtime.to_string(),
+                requires,
+            },
+            Wake::Runner { runtime, runner } => Self::Runner {
+                runtime: runtime.to_string(),
+                runner: runner.to_string(),
+            },
+        }
+    }
+}
 
 /// One lease request waiting for a job.
 pub struct Waiter {
@@ -222,6 +258,46 @@ impl Hub {
         waiter.woken.store(true, Ordering::Release);
         waiter.notify.notify_one();
         true
+    }
+
+    /// Acts on a signal, from this replica or another.
+    pub fn apply(&self, signal: &Signal) {
+        match signal {
+            Signal::Pool { runtime, requires } => {
+                self.wake(&Wake::Pool {
+                    runtime: RuntimeId::from_db(runtime.clone()),
+                    requires: requires.clone(),
+                });
+            }
+            Signal::Runner { runtime, runner } => {
+                self.wake(&Wake::Runner {
+                    runtime: RuntimeId::from_db(runtime.clone()),
+                    runner: RunnerId::from_db(runner.clone()),
+                });
+            }
+            Signal::Revoked { runner } => self.wake_runner_all(&RunnerId::from_db(runner.clone())),
+            Signal::Cancel { lease } => self.signal_lease(lease),
+            Signal::Job { job } => self.job_changed(job),
+        }
+    }
+
+    /// Wakes every waiter and follower to look again: after missing
+    /// signals (the link to the other replicas broke), nothing stays asleep.
+    pub fn wake_everyone(&self) {
+        let mut w = self.waiters.lock().expect("hub lock");
+        for pool in std::mem::take(&mut w.by_pool).into_values() {
+            for x in pool.into_values() {
+                x.woken.store(true, Ordering::Release);
+                x.notify.notify_one();
+            }
+        }
+        drop(w);
+        for n in self.jobs.lock().expect("hub lock").values() {
+            n.notify_waiters();
+        }
+        for n in self.leases.lock().expect("hub lock").values() {
+            n.notify_waiters();
+        }
     }
 
     /// Wakes every waiter of `runner` (it was revoked: they should find out).

@@ -27,7 +27,7 @@ enum Command {
 
 #[derive(Args)]
 struct Database {
-    /// sqlite://PATH (default: a file in the user's data directory).
+    /// sqlite://PATH or postgres://… (default: a SQLite file in the user's data directory).
     #[arg(long, env = "DROVER_DATABASE_URL")]
     database: Option<String>,
 }
@@ -74,8 +74,15 @@ struct MemberArgs {
 
 fn database_url(db: &Database) -> anyhow::Result<String> {
     if let Some(url) = &db.database {
-        if !url.starts_with("sqlite:") {
-            bail!("unsupported database URL {url:?}: use sqlite://PATH");
+        if !["sqlite:", "postgres:", "postgresql:"]
+            .iter()
+            .any(|p| url.starts_with(p))
+        {
+            // Only the scheme: the rest of a URL may hold a password.
+            bail!(
+                "unsupported database URL (scheme {:?}): use sqlite://PATH or postgres://USER:PASSWORD@HOST/DB",
+                drover_coordinator::store::scheme(url)
+            );
         }
         return Ok(url.clone());
     }

@@ -1,4 +1,5 @@
--- Drover schema, SQLite dialect. Times are Unix milliseconds.
+-- Drover schema, SQLite dialect (migrations/postgres mirrors it). Times are Unix
+-- milliseconds; flags are 0/1 integers so one set of queries serves both backends.
 -- Landed migrations are never edited; add a new file instead.
 
 CREATE TABLE workspaces (

@@ -14,6 +14,7 @@ use serde::Deserialize;
 
 use super::AppState;
 use super::extract::{AuthMember, Json, Query};
+use crate::dispatch::Signal;
 use crate::error::{Error, Result};
 use crate::store::{CancelOutcome, NewJob, Wake};
 
@@ -39,7 +40,7 @@ async fn submit(
         .store
         .submit_job(&member, &job, &placement, st.now())
         .await?;
-    st.hub.wake(&match placement.pinned_runner {
+    st.announce(vec![Signal::from(match placement.pinned_runner {
         Some(runner) => Wake::Runner {
             runtime: placement.runtime_id,
             runner,
@@ -48,7 +49,7 @@ async fn submit(
             runtime: placement.runtime_id,
             requires: job.requires,
         },
-    });
+    })]);
     Ok((StatusCode::CREATED, axum::Json(created)))
 }
 
@@ -92,11 +93,14 @@ async fn cancel(
     AuthMember(member): AuthMember,
     Path(id): Path<String>,
 ) -> Result<axum::Json<wire::Job>> {
+    let mut signals = vec![Signal::Job { job: id.clone() }];
     match st.store.cancel_job(&member, &id, st.now()).await? {
-        CancelOutcome::Signalled(lease) => st.hub.signal_lease(lease.as_str()),
+        CancelOutcome::Signalled(lease) => signals.push(Signal::Cancel {
+            lease: lease.to_string(),
+        }),
         CancelOutcome::Dequeued | CancelOutcome::AlreadyCancelled => {}
     }
-    st.hub.job_changed(&id);
+    st.announce(signals);
     Ok(axum::Json(st.store.get_job(&member, &id).await?))
 }
 

@@ -18,8 +18,8 @@ use drover_wire::ErrorCode;
 use tokio::sync::watch;
 
 use crate::clock::Clock;
-use crate::dispatch::Hub;
-use crate::store::{Store, Wake};
+use crate::dispatch::{Hub, Signal};
+use crate::store::Store;
 
 /// Largest request body accepted (a log chunk, a job with a big env).
 pub const MAX_BODY_BYTES: usize = 1024 * 1024;
@@ -32,6 +32,8 @@ pub struct AppState {
     pub lease_ttl: Duration,
     /// Flips to true when the server is shutting down; long-polls end early.
     pub shutdown: watch::Receiver<bool>,
+    /// This process among the replicas sharing a PostgreSQL database.
+    pub replica: Arc<str>,
 }
 
 impl AppState {
@@ -43,10 +45,18 @@ impl AppState {
         self.lease_ttl.as_millis() as u64
     }
 
-    /// Wakes whoever should look at a job that became leasable.
-    pub fn wake_all(&self, wakes: impl IntoIterator<Item = Wake>) {
-        for wake in wakes {
-            self.hub.wake(&wake);
+    /// Acts on signals here, then tells the other replicas (if any).
+    pub fn announce(&self, signals: Vec<Signal>) {
+        for signal in &signals {
+            self.hub.apply(signal);
+        }
+        if self.store.backend() == crate::store::Backend::Postgres && !signals.is_empty() {
+            let (store, origin) = (self.store.clone(), self.replica.clone());
+            tokio::spawn(async move {
+                if let Err(e) = store.publish(&origin, &signals).await {
+                    tracing::warn!(error = %e, "could not signal the other replicas");
+                }
+            });
         }
     }
 

@@ -14,6 +14,7 @@ use drover_wire::{self as wire, ErrorCode, MAX_LEASE_WAIT_MS};
 
 use super::AppState;
 use super::extract::{AuthJoin, AuthRunner, Json};
+use crate::dispatch::Signal;
 use crate::error::{Error, Result};
 use crate::store::{LeaseAttempt, RunnerAuth};
 
@@ -91,10 +92,10 @@ async fn lease(
                 // Not `consume`: a wake that chose us meanwhile may be for
                 // another job, so dropping the guard passes it on.
                 drop(guard);
+                // The cascade stays local: other replicas heard of the job when it was queued.
                 if let Some(next) = next {
                     st.hub.wake(&next);
                 }
-                st.hub.job_changed(&lease.job.id);
                 return Ok(axum::Json(wire::LeaseResponse {
                     lease: Some(*lease),
                 }));
@@ -164,7 +165,9 @@ async fn logs(
         .store
         .append_log(&r.runner_id, &lease, &chunk, st.now())
         .await?;
-    st.hub.job_changed(job.as_str());
+    st.announce(vec![Signal::Job {
+        job: job.to_string(),
+    }]);
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -179,7 +182,9 @@ async fn complete(
         .complete(&r.runner_id, &lease, &done, st.now())
         .await?;
     if !completion.repeated {
-        st.hub.job_changed(completion.job_id.as_str());
+        st.announce(vec![Signal::Job {
+            job: completion.job_id.to_string(),
+        }]);
     }
     Ok(axum::Json(wire::CompleteResponse {
         state: completion.state,

@@ -9,8 +9,8 @@ use drover_wire as wire;
 
 use super::AppState;
 use super::extract::{AuthMember, Json, OptionalJson};
+use crate::dispatch::Signal;
 use crate::error::Result;
-use crate::ids::RunnerId;
 use crate::store::{Owner, RunnerScope};
 
 pub fn router() -> Router<AppState> {
@@ -54,10 +54,11 @@ async fn revoke(
     id: &str,
 ) -> Result<StatusCode> {
     let wakes = st.store.revoke_runner(m, &owner, id, st.now()).await?;
-    if let Some(runner) = RunnerId::parse(id) {
-        st.hub.wake_runner_all(&runner);
-    }
-    st.wake_all(wakes);
+    let mut signals: Vec<Signal> = wakes.into_iter().map(Signal::from).collect();
+    signals.push(Signal::Revoked {
+        runner: id.to_owned(),
+    });
+    st.announce(signals);
     Ok(StatusCode::NO_CONTENT)
 }
 

@@ -94,14 +94,14 @@ impl Store {
         }
         let mut tx = self.writer.begin().await?;
         let ws = WorkspaceId::generate();
-        sqlx::query("INSERT INTO workspaces (id, name, created_at) VALUES (?, ?, ?)")
+        sqlx::query("INSERT INTO workspaces (id, name, created_at) VALUES ($1, $2, $3)")
             .bind(ws.as_str())
             .bind(name)
             .bind(now)
             .execute(&mut *tx)
             .await
             .map_err(|e| on_unique(e, || format!("workspace {name:?} already exists")))?;
-        sqlx::query("INSERT INTO runtimes (id, workspace_id, owner_member_id, name, created_at) VALUES (?, ?, NULL, ?, ?)")
+        sqlx::query("INSERT INTO runtimes (id, workspace_id, owner_member_id, name, created_at) VALUES ($1, $2, NULL, $3, $4)")
             .bind(RuntimeId::generate().as_str())
             .bind(ws.as_str())
             .bind(DEFAULT_POOL)
@@ -124,7 +124,7 @@ impl Store {
             return Err(Error::bad_request(format!("invalid email {email:?}")));
         }
         let mut tx = self.writer.begin().await?;
-        let ws: Option<String> = sqlx::query_scalar("SELECT id FROM workspaces WHERE name = ?")
+        let ws: Option<String> = sqlx::query_scalar("SELECT id FROM workspaces WHERE name = $1")
             .bind(workspace)
             .fetch_optional(&mut *tx)
             .await?;
@@ -136,7 +136,7 @@ impl Store {
             workspace_id: WorkspaceId::from_db(ws),
             workspace_name: workspace.to_owned(),
         };
-        sqlx::query("INSERT INTO members (id, workspace_id, email, role, created_at) VALUES (?, ?, ?, ?, ?)")
+        sqlx::query("INSERT INTO members (id, workspace_id, email, role, created_at) VALUES ($1, $2, $3, $4, $5)")
             .bind(member.id.as_str())
             .bind(member.workspace_id.as_str())
             .bind(email)
@@ -169,7 +169,7 @@ impl Store {
             TokenKind::User => sqlx::query(
                 "SELECT m.id, m.email, m.role, w.id AS ws_id, w.name AS ws_name
                  FROM tokens t JOIN members m ON m.id = t.subject_id JOIN workspaces w ON w.id = m.workspace_id
-                 WHERE t.hash = ? AND t.kind = 'user' AND (t.expires_at IS NULL OR t.expires_at > ?)",
+                 WHERE t.hash = $1 AND t.kind = 'user' AND (t.expires_at IS NULL OR t.expires_at > $2)",
             )
             .bind(&hash)
             .bind(now)
@@ -188,7 +188,7 @@ impl Store {
             .transpose()?,
             TokenKind::Runner => sqlx::query(
                 "SELECT r.id, r.runtime_id FROM tokens t JOIN runners r ON r.id = t.subject_id
-                 WHERE t.hash = ? AND t.kind = 'runner' AND r.revoked_at IS NULL",
+                 WHERE t.hash = $1 AND t.kind = 'runner' AND r.revoked_at IS NULL",
             )
             .bind(&hash)
             .fetch_optional(&self.reader)
@@ -201,7 +201,7 @@ impl Store {
             })
             .transpose()?,
             TokenKind::Join => sqlx::query_scalar::<_, String>(
-                "SELECT subject_id FROM tokens WHERE hash = ? AND kind = 'join' AND expires_at > ?",
+                "SELECT subject_id FROM tokens WHERE hash = $1 AND kind = 'join' AND expires_at > $2",
             )
             .bind(&hash)
             .bind(now)
@@ -214,14 +214,14 @@ impl Store {
 }
 
 pub(super) async fn insert_token(
-    conn: &mut sqlx::SqliteConnection,
+    conn: &mut sqlx::AnyConnection,
     token: &Secret,
     kind: TokenKind,
     subject: &str,
     now: i64,
     expires_at: Option<i64>,
 ) -> Result<()> {
-    sqlx::query("INSERT INTO tokens (hash, kind, subject_id, created_at, expires_at) VALUES (?, ?, ?, ?, ?)")
+    sqlx::query("INSERT INTO tokens (hash, kind, subject_id, created_at, expires_at) VALUES ($1, $2, $3, $4, $5)")
         .bind(token.hash())
         .bind(kind.as_str())
         .bind(subject)

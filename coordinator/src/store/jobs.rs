@@ -160,7 +160,7 @@ pub(super) struct JobRow {
     pub max_attempts: i64,
     pub exit_code: Option<i64>,
     pub error: Option<String>,
-    pub cancel_requested: bool,
+    pub cancel_requested: i64,
     pub ran_by: Option<String>,
     pub ran_by_owner: Option<String>,
     pub created_at: i64,
@@ -172,8 +172,14 @@ pub(super) const JOB_COLUMNS: &str = "j.id, j.state, j.runtime_ref, j.runtime_id
     j.ran_by, j.ran_by_owner, j.created_at, j.finished_at";
 
 /// Jobs a member may see: their own, and any on a workspace-owned pool.
-const VISIBLE: &str = "j.workspace_id = ? AND (j.submitter_id = ? OR j.runtime_id IN
-    (SELECT id FROM runtimes WHERE workspace_id = j.workspace_id AND owner_member_id IS NULL))";
+/// Takes (workspace, member) as parameters `$first` and `$first + 1`.
+fn visible(first: usize) -> String {
+    format!(
+        "j.workspace_id = ${first} AND (j.submitter_id = ${} OR j.runtime_id IN
+         (SELECT id FROM runtimes WHERE workspace_id = j.workspace_id AND owner_member_id IS NULL))",
+        first + 1
+    )
+}
 
 impl JobRow {
     pub fn into_wire(self) -> Result<wire::Job> {
@@ -204,7 +210,7 @@ impl JobRow {
             max_attempts: self.max_attempts as u32,
             exit_code: self.exit_code.map(|c| c as i32),
             error: self.error,
-            cancel_requested: self.cancel_requested,
+            cancel_requested: self.cancel_requested != 0,
             provenance,
             created_at: self.created_at,
             finished_at: self.finished_at,
@@ -242,8 +248,8 @@ impl Store {
         let mut tx = self.writer.begin().await?;
         if placement.workspace_owned {
             let (budget, spent): (Option<i64>, i64) = sqlx::query_as(
-                "SELECT w.budget_ms, COALESCE((SELECT SUM(u.runner_ms) FROM usage u WHERE u.workspace_id = w.id AND u.charged = 1), 0)
-                 FROM workspaces w WHERE w.id = ?",
+                "SELECT w.budget_ms, CAST(COALESCE((SELECT SUM(u.runner_ms) FROM usage u WHERE u.workspace_id = w.id AND u.charged = 1), 0) AS BIGINT)
+                 FROM workspaces w WHERE w.id = $1",
             )
             .bind(member.workspace_id.as_str())
             .fetch_one(&mut *tx)
@@ -265,7 +271,7 @@ impl Store {
         sqlx::query(
             "INSERT INTO jobs (id, workspace_id, submitter_id, runtime_ref, runtime_id, pinned_runner_id, state,
                                priority, requires, spec, max_attempts, created_at)
-             VALUES (?, ?, ?, ?, ?, ?, 'queued', ?, ?, ?, ?, ?)",
+             VALUES ($1, $2, $3, $4, $5, $6, 'queued', $7, $8, $9, $10, $11)",
         )
         .bind(id.as_str())
         .bind(member.workspace_id.as_str())
@@ -273,15 +279,15 @@ impl Store {
         .bind(&job.runtime_ref)
         .bind(placement.runtime_id.as_str())
         .bind(placement.pinned_runner.as_ref().map(|r| r.as_str()))
-        .bind(job.priority)
+        .bind(i64::from(job.priority))
         .bind(to_json(&job.requires))
         .bind(to_json(&job.spec))
-        .bind(job.max_attempts)
+        .bind(i64::from(job.max_attempts))
         .bind(now)
         .execute(&mut *tx)
         .await?;
         let row = sqlx::query_as::<_, JobRow>(&format!(
-            "SELECT {JOB_COLUMNS} FROM jobs j WHERE j.id = ?"
+            "SELECT {JOB_COLUMNS} FROM jobs j WHERE j.id = $1"
         ))
         .bind(id.as_str())
         .fetch_one(&mut *tx)
@@ -294,7 +300,8 @@ impl Store {
         let not_found = || Error::not_found(format!("no job {id:?}"));
         let id = JobId::parse(id).ok_or_else(not_found)?;
         sqlx::query_as::<_, JobRow>(&format!(
-            "SELECT {JOB_COLUMNS} FROM jobs j WHERE j.id = ? AND {VISIBLE}"
+            "SELECT {JOB_COLUMNS} FROM jobs j WHERE j.id = $1 AND {}",
+            visible(2)
         ))
         .bind(id.as_str())
         .bind(member.workspace_id.as_str())
@@ -312,13 +319,14 @@ impl Store {
         state: Option<JobState>,
         limit: u32,
     ) -> Result<Vec<wire::Job>> {
-        let filter = if state.is_some() {
-            "AND j.state = ?"
+        let (filter, limit_param) = if state.is_some() {
+            ("AND j.state = $3", "$4")
         } else {
-            ""
+            ("", "$3")
         };
         let sql = format!(
-            "SELECT {JOB_COLUMNS} FROM jobs j WHERE {VISIBLE} {filter} ORDER BY j.seq DESC LIMIT ?"
+            "SELECT {JOB_COLUMNS} FROM jobs j WHERE {} {filter} ORDER BY j.seq DESC LIMIT {limit_param}",
+            visible(1)
         );
         let mut q = sqlx::query_as::<_, JobRow>(&sql)
             .bind(member.workspace_id.as_str())
@@ -326,14 +334,14 @@ impl Store {
         if let Some(state) = state {
             q = q.bind(state.as_str());
         }
-        let rows = q.bind(limit).fetch_all(&self.reader).await?;
+        let rows = q.bind(i64::from(limit)).fetch_all(&self.reader).await?;
         rows.into_iter().map(JobRow::into_wire).collect()
     }
 
     pub async fn cancel_job(&self, member: &Member, id: &str, now: i64) -> Result<CancelOutcome> {
         let job = self.get_job(member, id).await?; // visibility check, 404 otherwise
         let mut tx = self.writer.begin().await?;
-        let dequeued = sqlx::query("UPDATE jobs SET state = 'cancelled', finished_at = ?, cancel_requested = 1 WHERE id = ? AND state = 'queued'")
+        let dequeued = sqlx::query("UPDATE jobs SET state = 'cancelled', finished_at = $1, cancel_requested = 1 WHERE id = $2 AND state = 'queued'")
             .bind(now)
             .bind(&job.id)
             .execute(&mut *tx)
@@ -343,7 +351,7 @@ impl Store {
             return Ok(CancelOutcome::Dequeued);
         }
         let lease: Option<String> = sqlx::query_scalar(
-            "UPDATE jobs SET cancel_requested = 1 WHERE id = ? AND state IN ('leased', 'running') RETURNING lease_id",
+            "UPDATE jobs SET cancel_requested = 1 WHERE id = $1 AND state IN ('leased', 'running') RETURNING lease_id",
         )
         .bind(&job.id)
         .fetch_optional(&mut *tx)
@@ -352,7 +360,7 @@ impl Store {
             tx.commit().await?;
             return Ok(CancelOutcome::Signalled(LeaseId::from_db(lease)));
         }
-        let state: String = sqlx::query_scalar("SELECT state FROM jobs WHERE id = ?")
+        let state: String = sqlx::query_scalar("SELECT state FROM jobs WHERE id = $1")
             .bind(&job.id)
             .fetch_one(&mut *tx)
             .await?;
@@ -376,21 +384,20 @@ impl Store {
         let (attempt, seq) = after.unwrap_or((-1, -1));
         Ok(sqlx::query_as::<_, LogRow>(
             "SELECT attempt, seq, stream, data FROM job_logs
-             WHERE job_id = ? AND (attempt > ? OR (attempt = ? AND seq > ?))
-             ORDER BY attempt, seq LIMIT ?",
+             WHERE job_id = $1 AND (attempt > $2 OR (attempt = $2 AND seq > $3))
+             ORDER BY attempt, seq LIMIT $4",
         )
         .bind(job)
         .bind(attempt)
-        .bind(attempt)
         .bind(seq)
-        .bind(limit)
+        .bind(i64::from(limit))
         .fetch_all(&self.reader)
         .await?)
     }
 
     /// The job's state as seen now (for log followers).
     pub async fn job_state(&self, job: &str) -> Result<JobState> {
-        let state: String = sqlx::query_scalar("SELECT state FROM jobs WHERE id = ?")
+        let state: String = sqlx::query_scalar("SELECT state FROM jobs WHERE id = $1")
             .bind(job)
             .fetch_one(&self.reader)
             .await?;
@@ -404,7 +411,7 @@ impl Store {
                     .map_err(|_| Error::bad_request("limitSeconds is too large"))
             })
             .transpose()?;
-        sqlx::query("UPDATE workspaces SET budget_ms = ? WHERE id = ?")
+        sqlx::query("UPDATE workspaces SET budget_ms = $1 WHERE id = $2")
             .bind(limit_ms)
             .bind(member.workspace_id.as_str())
             .execute(&self.writer)
@@ -416,12 +423,12 @@ impl Store {
         let (budget, charged_ms, own_ms, charged_n, own_n): (Option<i64>, i64, i64, i64, i64) =
             sqlx::query_as(
                 "SELECT w.budget_ms,
-                    COALESCE(SUM(CASE WHEN u.charged = 1 THEN u.runner_ms END), 0),
-                    COALESCE(SUM(CASE WHEN u.charged = 0 THEN u.runner_ms END), 0),
+                    CAST(COALESCE(SUM(CASE WHEN u.charged = 1 THEN u.runner_ms END), 0) AS BIGINT),
+                    CAST(COALESCE(SUM(CASE WHEN u.charged = 0 THEN u.runner_ms END), 0) AS BIGINT),
                     COUNT(CASE WHEN u.charged = 1 THEN 1 END),
                     COUNT(CASE WHEN u.charged = 0 THEN 1 END)
              FROM workspaces w LEFT JOIN usage u ON u.workspace_id = w.id
-             WHERE w.id = ? GROUP BY w.id, w.budget_ms",
+             WHERE w.id = $1 GROUP BY w.id, w.budget_ms",
             )
             .bind(member.workspace_id.as_str())
             .fetch_one(&self.reader)

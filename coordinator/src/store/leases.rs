@@ -6,16 +6,14 @@
 //! two writers ever raced (it is the only way a job leaves the queue).
 
 use drover_wire::{self as wire, JobState, Outcome};
-use sqlx::{FromRow, SqliteConnection};
+use sqlx::{AnyConnection, FromRow};
 
 use super::jobs::JobSpec;
 use super::pools::capabilities;
-use super::{Store, json_list};
+use super::{Dialect, Store, json_list};
 use crate::caps;
 use crate::error::{Error, Result};
 use crate::ids::{JobId, LeaseId, RunnerId, RuntimeId};
-
-const PAGE: i64 = 128;
 
 /// Who should be woken because a job became leasable.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -67,7 +65,7 @@ struct Held {
     requires: String,
     attempt: i64,
     max_attempts: i64,
-    cancel_requested: bool,
+    cancel_requested: i64,
 }
 
 fn wake_for(runtime_id: &str, pinned: Option<&str>, requires: &str) -> Result<Wake> {
@@ -91,13 +89,13 @@ fn meets(caps: &[String], requires: &str) -> Result<bool> {
 /// them: `cancelled` if a cancel was asked for, `lost` when out of attempts.
 /// Returns (job, who to wake) for each.
 async fn release(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     held: Vec<Held>,
     now: i64,
 ) -> Result<Vec<(JobId, Option<Wake>)>> {
     let mut out = Vec::with_capacity(held.len());
     for job in held {
-        let (end_state, error) = if job.cancel_requested {
+        let (end_state, error) = if job.cancel_requested != 0 {
             (
                 Some(JobState::Cancelled),
                 "cancelled; the runner stopped answering",
@@ -112,8 +110,8 @@ async fn release(
         };
         if let Some(state) = end_state {
             sqlx::query(
-                "UPDATE jobs SET state = ?, error = ?, finished_at = ?, lease_id = NULL, lease_runner_id = NULL, lease_expires_at = NULL
-                 WHERE id = ?",
+                "UPDATE jobs SET state = $1, error = $2, finished_at = $3, lease_id = NULL, lease_runner_id = NULL, lease_expires_at = NULL
+                 WHERE id = $4",
             )
             .bind(state.as_str())
             .bind(error)
@@ -125,8 +123,8 @@ async fn release(
         } else {
             sqlx::query(
                 "UPDATE jobs SET state = 'queued', lease_id = NULL, lease_runner_id = NULL, lease_expires_at = NULL,
-                    queue_pos = (SELECT COALESCE(MIN(q.queue_pos), 0) FROM jobs q WHERE q.state = 'queued' AND q.runtime_id = ?) - 1
-                 WHERE id = ?",
+                    queue_pos = (SELECT COALESCE(MIN(q.queue_pos), 0) FROM jobs q WHERE q.state = 'queued' AND q.runtime_id = $1) - 1
+                 WHERE id = $2",
             )
             .bind(&job.runtime_id)
             .bind(&job.id)
@@ -148,12 +146,12 @@ const HELD_COLUMNS: &str =
 
 /// Releases every lease `runner` holds (it was revoked).
 pub(super) async fn release_leases_of_runner(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     runner: &RunnerId,
     now: i64,
 ) -> Result<Vec<Wake>> {
     let held = sqlx::query_as::<_, Held>(&format!(
-        "SELECT {HELD_COLUMNS} FROM jobs WHERE lease_runner_id = ? AND state IN ('leased', 'running')"
+        "SELECT {HELD_COLUMNS} FROM jobs WHERE lease_runner_id = $1 AND state IN ('leased', 'running')"
     ))
     .bind(runner.as_str())
     .fetch_all(&mut *conn)
@@ -177,7 +175,7 @@ impl Store {
     ) -> Result<LeaseAttempt> {
         let mut tx = self.writer.begin().await?;
         let row: Option<(String, String, String, Option<i64>)> = sqlx::query_as(
-            "SELECT runtime_id, labels, detected, revoked_at FROM runners WHERE id = ?",
+            "SELECT runtime_id, labels, detected, revoked_at FROM runners WHERE id = $1",
         )
         .bind(runner.as_str())
         .fetch_optional(&mut *tx)
@@ -189,12 +187,14 @@ impl Store {
 
         let mut picked: Option<String> = None;
         let mut next: Option<Wake> = None;
-        let pinned = sqlx::query_as::<_, Candidate>(
-            "SELECT id, requires FROM jobs WHERE state = 'queued' AND pinned_runner_id = ?
-             ORDER BY priority DESC, queue_pos, seq LIMIT ?",
-        )
+        let d: &Dialect = self.dialect;
+        let pinned = sqlx::query_as::<_, Candidate>(&format!(
+            "SELECT id, requires FROM jobs WHERE state = 'queued' AND pinned_runner_id = $1
+             ORDER BY priority DESC, queue_pos, seq LIMIT $2 {}",
+            d.lock_skip_locked
+        ))
         .bind(runner.as_str())
-        .bind(PAGE)
+        .bind(d.lease_page)
         .fetch_all(&mut *tx)
         .await?;
         for c in &pinned {
@@ -211,12 +211,13 @@ impl Store {
         }
         let mut offset = 0;
         while next.is_none() {
-            let page = sqlx::query_as::<_, Candidate>(
-                "SELECT id, requires FROM jobs WHERE state = 'queued' AND runtime_id = ? AND pinned_runner_id IS NULL
-                 ORDER BY priority DESC, queue_pos, seq LIMIT ? OFFSET ?",
-            )
+            let page = sqlx::query_as::<_, Candidate>(&format!(
+                "SELECT id, requires FROM jobs WHERE state = 'queued' AND runtime_id = $1 AND pinned_runner_id IS NULL
+                 ORDER BY priority DESC, queue_pos, seq LIMIT $2 OFFSET $3 {}",
+                d.lock_skip_locked
+            ))
             .bind(&runtime_id)
-            .bind(PAGE)
+            .bind(d.lease_page)
             .bind(offset)
             .fetch_all(&mut *tx)
             .await?;
@@ -232,29 +233,34 @@ impl Store {
                     picked = Some(c.id.clone());
                 }
             }
-            if (page.len() as i64) < PAGE {
+            if (page.len() as i64) < d.lease_page {
                 break;
             }
-            offset += PAGE;
+            offset += d.lease_page;
         }
         let Some(job_id) = picked else {
             return Ok(LeaseAttempt::Empty);
         };
 
         let lease_id = LeaseId::generate();
-        let (attempt, spec): (i64, String) = sqlx::query_as(
-            "UPDATE jobs SET state = 'leased', attempt = attempt + 1, lease_id = ?, lease_runner_id = ?,
-                 lease_expires_at = ?, started_at = ?
-             WHERE id = ? AND state = 'queued' RETURNING attempt, spec",
+        let taken: Option<(i64, String)> = sqlx::query_as(
+            "UPDATE jobs SET state = 'leased', attempt = attempt + 1, lease_id = $1, lease_runner_id = $2,
+                 lease_expires_at = $3, started_at = $4
+             WHERE id = $5 AND state = 'queued' RETURNING attempt, spec",
         )
         .bind(lease_id.as_str())
         .bind(runner.as_str())
         .bind(now + ttl_ms as i64)
         .bind(now)
         .bind(&job_id)
-        .fetch_one(&mut *tx)
+        .fetch_optional(&mut *tx)
         .await?;
-        sqlx::query("UPDATE runners SET last_seen_at = ? WHERE id = ?")
+        // Only `WHERE state = 'queued'` moves a job out of the queue; with the
+        // candidate locked (or the one writer) this always finds it.
+        let Some((attempt, spec)) = taken else {
+            return Ok(LeaseAttempt::Empty);
+        };
+        sqlx::query("UPDATE runners SET last_seen_at = $1 WHERE id = $2")
             .bind(now)
             .bind(runner.as_str())
             .execute(&mut *tx)
@@ -289,9 +295,9 @@ impl Store {
         now: i64,
         ttl_ms: u64,
     ) -> Result<bool> {
-        let cancel: Option<bool> = sqlx::query_scalar(
-            "UPDATE jobs SET lease_expires_at = ?, state = CASE WHEN state = 'leased' THEN 'running' ELSE state END
-             WHERE lease_id = ? AND lease_runner_id = ? AND state IN ('leased', 'running')
+        let cancel: Option<i64> = sqlx::query_scalar(
+            "UPDATE jobs SET lease_expires_at = $1, state = CASE WHEN state = 'leased' THEN 'running' ELSE state END
+             WHERE lease_id = $2 AND lease_runner_id = $3 AND state IN ('leased', 'running')
              RETURNING cancel_requested",
         )
         .bind(now + ttl_ms as i64)
@@ -299,19 +305,19 @@ impl Store {
         .bind(runner.as_str())
         .fetch_optional(&self.writer)
         .await?;
-        cancel.ok_or_else(Error::lease_lost)
+        cancel.map(|c| c != 0).ok_or_else(Error::lease_lost)
     }
 
     /// Is a cancel asked for on this live lease? (Read-only, for heartbeat waits.)
     pub async fn cancel_requested(&self, runner: &RunnerId, lease: &str) -> Result<bool> {
-        let cancel: Option<bool> = sqlx::query_scalar(
-            "SELECT cancel_requested FROM jobs WHERE lease_id = ? AND lease_runner_id = ? AND state IN ('leased', 'running')",
+        let cancel: Option<i64> = sqlx::query_scalar(
+            "SELECT cancel_requested FROM jobs WHERE lease_id = $1 AND lease_runner_id = $2 AND state IN ('leased', 'running')",
         )
         .bind(lease)
         .bind(runner.as_str())
         .fetch_optional(&self.reader)
         .await?;
-        cancel.ok_or_else(Error::lease_lost)
+        cancel.map(|c| c != 0).ok_or_else(Error::lease_lost)
     }
 
     /// Stores one log chunk; a chunk number already stored is ignored.
@@ -324,7 +330,7 @@ impl Store {
     ) -> Result<JobId> {
         let mut tx = self.writer.begin().await?;
         let held: Option<(String, i64)> = sqlx::query_as(
-            "SELECT id, attempt FROM jobs WHERE lease_id = ? AND lease_runner_id = ? AND state IN ('leased', 'running')",
+            "SELECT id, attempt FROM jobs WHERE lease_id = $1 AND lease_runner_id = $2 AND state IN ('leased', 'running')",
         )
         .bind(lease)
         .bind(runner.as_str())
@@ -333,7 +339,7 @@ impl Store {
         let (job, attempt) = held.ok_or_else(Error::lease_lost)?;
         let seq = i64::try_from(chunk.seq).map_err(|_| Error::bad_request("seq is too large"))?;
         sqlx::query(
-            "INSERT INTO job_logs (job_id, attempt, seq, stream, data, created_at) VALUES (?, ?, ?, ?, ?, ?)
+            "INSERT INTO job_logs (job_id, attempt, seq, stream, data, created_at) VALUES ($1, $2, $3, $4, $5, $6)
              ON CONFLICT (job_id, attempt, seq) DO NOTHING",
         )
         .bind(&job)
@@ -367,19 +373,20 @@ impl Store {
             state: String,
             lease_runner_id: Option<String>,
             attempt: i64,
-            cancel_requested: bool,
+            cancel_requested: i64,
             started_at: Option<i64>,
             workspace_id: String,
             owner_member_id: Option<String>,
             workspace_name: String,
         }
-        let row = sqlx::query_as::<_, Row>(
+        let row = sqlx::query_as::<_, Row>(&format!(
             "SELECT j.id, j.state, j.lease_runner_id, j.attempt, j.cancel_requested, j.started_at, j.workspace_id,
                     rt.owner_member_id, w.name AS workspace_name
              FROM jobs j JOIN runners r ON r.id = j.lease_runner_id JOIN runtimes rt ON rt.id = r.runtime_id
                          JOIN workspaces w ON w.id = j.workspace_id
-             WHERE j.lease_id = ?",
-        )
+             WHERE j.lease_id = $1 {}",
+            self.dialect.lock_job_row
+        ))
         .bind(lease)
         .fetch_optional(&mut *tx)
         .await?
@@ -395,26 +402,28 @@ impl Store {
             });
         }
         let state = match done.outcome {
-            _ if row.cancel_requested && done.outcome != Outcome::Succeeded => JobState::Cancelled,
+            _ if row.cancel_requested != 0 && done.outcome != Outcome::Succeeded => {
+                JobState::Cancelled
+            }
             Outcome::Succeeded => JobState::Succeeded,
             Outcome::Failed => JobState::Failed,
             Outcome::Cancelled => JobState::Cancelled,
             Outcome::TimedOut => JobState::TimedOut,
         };
         let (payer, charged) = match &row.owner_member_id {
-            Some(member) => (format!("user:{member}"), false),
-            None => (format!("ws:{}", row.workspace_name), true),
+            Some(member) => (format!("user:{member}"), 0i64),
+            None => (format!("ws:{}", row.workspace_name), 1i64),
         };
         let error = done
             .error
             .as_deref()
             .map(|e| e.chars().take(2000).collect::<String>());
         sqlx::query(
-            "UPDATE jobs SET state = ?, exit_code = ?, error = ?, ran_by = ?, ran_by_owner = ?, finished_at = ?, lease_expires_at = NULL
-             WHERE id = ?",
+            "UPDATE jobs SET state = $1, exit_code = $2, error = $3, ran_by = $4, ran_by_owner = $5, finished_at = $6, lease_expires_at = NULL
+             WHERE id = $7",
         )
         .bind(state.as_str())
-        .bind(done.exit_code)
+        .bind(done.exit_code.map(i64::from))
         .bind(error)
         .bind(runner.as_str())
         .bind(&payer)
@@ -423,7 +432,7 @@ impl Store {
         .execute(&mut *tx)
         .await?;
         sqlx::query(
-            "INSERT INTO usage (job_id, attempt, workspace_id, payer, charged, runner_ms, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)
+            "INSERT INTO usage (job_id, attempt, workspace_id, payer, charged, runner_ms, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7)
              ON CONFLICT (job_id, attempt) DO NOTHING",
         )
         .bind(&row.id)
@@ -447,7 +456,8 @@ impl Store {
     pub async fn expire_leases(&self, now: i64) -> Result<Vec<(JobId, Option<Wake>)>> {
         let mut tx = self.writer.begin().await?;
         let held = sqlx::query_as::<_, Held>(&format!(
-            "SELECT {HELD_COLUMNS} FROM jobs WHERE state IN ('leased', 'running') AND lease_expires_at < ?"
+            "SELECT {HELD_COLUMNS} FROM jobs WHERE state IN ('leased', 'running') AND lease_expires_at < $1 {}",
+            self.dialect.lock_skip_locked
         ))
         .bind(now)
         .fetch_all(&mut *tx)
@@ -464,7 +474,7 @@ impl Store {
     /// Give every live lease a fresh TTL instead of punishing its runner.
     pub async fn extend_live_leases(&self, now: i64, ttl_ms: u64) -> Result<u64> {
         let done = sqlx::query(
-            "UPDATE jobs SET lease_expires_at = ? WHERE state IN ('leased', 'running')",
+            "UPDATE jobs SET lease_expires_at = $1 WHERE state IN ('leased', 'running')",
         )
         .bind(now + ttl_ms as i64)
         .execute(&self.writer)

@@ -1,19 +1,29 @@
 //! All SQL lives under `store`. Everything above it speaks in domain types.
 //!
-//! SQLite runs with one writer connection (so every write transaction is
-//! serialized, which is what makes a lease atomic) and a small pool of
-//! readers (WAL lets them read while the writer writes).
+//! One set of queries serves both backends through sqlx's `Any` driver:
+//! statements use `$1, $2, …` placeholders (numbered in order of first use,
+//! which SQLite reads as named parameters), integers are BIGINT and flags
+//! are 0/1 integers on both sides. Where the dialects truly differ, the
+//! difference is a named field of [`Dialect`].
+//!
+//! - **SQLite** (the embedded default): one writer connection, so every
+//!   write transaction is serialized (that alone makes a lease atomic), and
+//!   a few read-only connections (WAL lets them read while the writer writes).
+//! - **PostgreSQL** (scale-out): one pool shared by several coordinator
+//!   replicas; a lease locks its candidate rows `FOR UPDATE SKIP LOCKED`,
+//!   and replicas wake each other through `LISTEN`/`NOTIFY` (see `signals`).
 
 mod identity;
 mod jobs;
 mod leases;
 mod pools;
+pub mod signals;
 
 use std::str::FromStr;
 use std::time::Duration;
 
-use sqlx::SqlitePool;
-use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
+use sqlx::any::AnyPoolOptions;
+use sqlx::{AnyPool, Executor as _};
 
 use crate::error::{Error, Result};
 
@@ -21,15 +31,53 @@ pub use identity::{Member, Principal, Role, RunnerAuth};
 pub use jobs::{CancelOutcome, JobSpec, NewJob};
 pub use leases::{Completion, LeaseAttempt, Wake};
 pub use pools::{Owner, Placement, RunnerScope};
+pub use signals::Envelope;
 
-pub(crate) static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../migrations/sqlite");
+static SQLITE_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("../migrations/sqlite");
+static POSTGRES_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("../migrations/postgres");
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+/// Where the SQL of the two backends differs. Everything else is shared text.
+#[derive(Debug)]
+pub struct Dialect {
+    pub backend: Backend,
+    /// Null-safe equality (`owner IS $1` matches NULL with NULL).
+    is: &'static str,
+    /// After the lease's candidate scan: lock the rows we may take, and let
+    /// other replicas' transactions skip them instead of waiting.
+    lock_skip_locked: &'static str,
+    /// Candidates read per page by a lease.
+    lease_page: i64,
+    /// On a query joining `jobs j`: lock the job row until commit.
+    lock_job_row: &'static str,
+}
+
+const SQLITE: Dialect = Dialect {
+    backend: Backend::Sqlite,
+    is: "IS",
+    lock_skip_locked: "",
+    lease_page: 128,
+    lock_job_row: "",
+};
+const POSTGRES: Dialect = Dialect {
+    backend: Backend::Postgres,
+    is: "IS NOT DISTINCT FROM",
+    lock_skip_locked: "FOR UPDATE SKIP LOCKED",
+    lease_page: 16,
+    lock_job_row: "FOR UPDATE OF j",
+};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Durability {
-    /// `synchronous=FULL`: a commit survives power loss.
+    /// SQLite `synchronous=FULL`: a commit survives power loss.
     #[default]
     Full,
-    /// `synchronous=NORMAL`: a commit survives a process crash, not power loss.
+    /// SQLite `synchronous=NORMAL`: a commit survives a process crash, not power loss.
     Normal,
 }
 
@@ -46,41 +94,90 @@ impl FromStr for Durability {
 
 #[derive(Clone)]
 pub struct Store {
-    writer: SqlitePool,
-    reader: SqlitePool,
+    writer: AnyPool,
+    reader: AnyPool,
+    dialect: &'static Dialect,
+    url: String,
+}
+
+fn with_param(url: &str, param: &str) -> String {
+    format!("{url}{}{param}", if url.contains('?') { '&' } else { '?' })
 }
 
 impl Store {
-    /// Opens (creating if needed) the database at `url` and applies migrations.
+    /// Opens (creating if needed) the database at `url` (`sqlite://PATH` or
+    /// `postgres://…`) and applies migrations.
     pub async fn open(url: &str, durability: Durability) -> Result<Self> {
-        let options = SqliteConnectOptions::from_str(url)?
-            .create_if_missing(true)
-            .journal_mode(SqliteJournalMode::Wal)
-            .synchronous(match durability {
-                Durability::Full => SqliteSynchronous::Full,
-                Durability::Normal => SqliteSynchronous::Normal,
+        sqlx::any::install_default_drivers();
+        if url.starts_with("sqlite:") {
+            let sync = match durability {
+                Durability::Full => "FULL",
+                Durability::Normal => "NORMAL",
+            };
+            let pragmas = format!(
+                "PRAGMA busy_timeout = 10000; PRAGMA foreign_keys = ON; PRAGMA synchronous = {sync};"
+            );
+            let writer_pragmas = format!("PRAGMA journal_mode = WAL; {pragmas}");
+            let writer = AnyPoolOptions::new()
+                .max_connections(1)
+                .min_connections(1)
+                .acquire_timeout(Duration::from_secs(30))
+                .after_connect(move |conn, _| {
+                    let sql = writer_pragmas.clone();
+                    Box::pin(async move { conn.execute(sql.as_str()).await.map(drop) })
+                })
+                .connect(&with_param(url, "mode=rwc"))
+                .await?;
+            SQLITE_MIGRATIONS.run(&writer).await?;
+            let reader = AnyPoolOptions::new()
+                .max_connections(4)
+                .acquire_timeout(Duration::from_secs(30))
+                .after_connect(move |conn, _| {
+                    let sql = pragmas.clone();
+                    Box::pin(async move { conn.execute(sql.as_str()).await.map(drop) })
+                })
+                .connect(&with_param(url, "mode=ro"))
+                .await?;
+            Ok(Self {
+                writer,
+                reader,
+                dialect: &SQLITE,
+                url: url.to_owned(),
             })
-            .busy_timeout(Duration::from_secs(10))
-            .foreign_keys(true);
-        let writer = SqlitePoolOptions::new()
-            .max_connections(1)
-            .min_connections(1)
-            .acquire_timeout(Duration::from_secs(30))
-            .connect_with(options.clone())
-            .await?;
-        MIGRATOR.run(&writer).await?;
-        let reader = SqlitePoolOptions::new()
-            .max_connections(4)
-            .acquire_timeout(Duration::from_secs(30))
-            .connect_with(options.read_only(true))
-            .await?;
-        Ok(Self { writer, reader })
+        } else if url.starts_with("postgres:") || url.starts_with("postgresql:") {
+            let pool = AnyPoolOptions::new()
+                .max_connections(24)
+                .acquire_timeout(Duration::from_secs(30))
+                .connect(url)
+                .await?;
+            POSTGRES_MIGRATIONS.run(&pool).await?;
+            Ok(Self {
+                writer: pool.clone(),
+                reader: pool,
+                dialect: &POSTGRES,
+                url: url.to_owned(),
+            })
+        } else {
+            Err(Error::bad_request(format!(
+                "unsupported database URL: use sqlite://PATH or postgres://… (got {:?})",
+                scheme(url)
+            )))
+        }
+    }
+
+    pub fn backend(&self) -> Backend {
+        self.dialect.backend
     }
 
     pub async fn close(&self) {
         self.reader.close().await;
         self.writer.close().await;
     }
+}
+
+/// The part of a database URL before `://`, for messages (never credentials).
+pub fn scheme(url: &str) -> &str {
+    url.split_once("://").map_or("(none)", |(s, _)| s)
 }
 
 fn json_list(s: &str) -> Result<Vec<String>> {

@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 
 use drover_wire::{self as wire, ErrorCode};
-use sqlx::{FromRow, SqliteConnection};
+use sqlx::{AnyConnection, FromRow};
 
 use super::identity::insert_token;
 use super::leases::{Wake, release_leases_of_runner};
@@ -138,7 +138,7 @@ pub enum RunnerScope {
 impl Store {
     async fn runtime_by(
         &self,
-        conn: &mut SqliteConnection,
+        conn: &mut AnyConnection,
         member: &Member,
         owner: &Owner,
         name_or_id: &str,
@@ -146,8 +146,9 @@ impl Store {
         let by_id = RuntimeId::parse(name_or_id).is_some();
         let sql = format!(
             "SELECT {RUNTIME_COLUMNS} FROM runtimes rt
-             WHERE rt.workspace_id = ? AND rt.owner_member_id IS ? AND {} = ?",
-            if by_id { "rt.id" } else { "rt.name" }
+             WHERE rt.workspace_id = $1 AND rt.owner_member_id {is} $2 AND {column} = $3",
+            is = self.dialect.is,
+            column = if by_id { "rt.id" } else { "rt.name" }
         );
         Ok(sqlx::query_as::<_, RuntimeRow>(&sql)
             .bind(member.workspace_id.as_str())
@@ -161,7 +162,7 @@ impl Store {
     /// created on first use.
     async fn runtime_for_pairing(
         &self,
-        conn: &mut SqliteConnection,
+        conn: &mut AnyConnection,
         member: &Member,
         owner: &Owner,
         name: &str,
@@ -181,14 +182,14 @@ impl Store {
 
     async fn insert_runtime(
         &self,
-        conn: &mut SqliteConnection,
+        conn: &mut AnyConnection,
         member: &Member,
         owner: &Owner,
         name: &str,
         now: i64,
     ) -> Result<RuntimeId> {
         let id = RuntimeId::generate();
-        sqlx::query("INSERT INTO runtimes (id, workspace_id, owner_member_id, name, created_at) VALUES (?, ?, ?, ?, ?)")
+        sqlx::query("INSERT INTO runtimes (id, workspace_id, owner_member_id, name, created_at) VALUES ($1, $2, $3, $4, $5)")
             .bind(id.as_str())
             .bind(member.workspace_id.as_str())
             .bind(owner.member_id())
@@ -231,7 +232,8 @@ impl Store {
         owner: &Owner,
     ) -> Result<Vec<wire::Runtime>> {
         let sql = format!(
-            "SELECT {RUNTIME_COLUMNS} FROM runtimes rt WHERE rt.workspace_id = ? AND rt.owner_member_id IS ? ORDER BY rt.name"
+            "SELECT {RUNTIME_COLUMNS} FROM runtimes rt WHERE rt.workspace_id = $1 AND rt.owner_member_id {is} $2 ORDER BY rt.name",
+            is = self.dialect.is
         );
         let rows = sqlx::query_as::<_, RuntimeRow>(&sql)
             .bind(member.workspace_id.as_str())
@@ -279,14 +281,14 @@ impl Store {
     }
 
     async fn insert_runner(
-        conn: &mut SqliteConnection,
+        conn: &mut AnyConnection,
         runtime_id: &str,
         name: &str,
         labels: &[String],
         now: i64,
     ) -> Result<(RunnerId, Secret)> {
         let id = RunnerId::generate();
-        sqlx::query("INSERT INTO runners (id, runtime_id, name, labels, detected, created_at) VALUES (?, ?, ?, ?, '[]', ?)")
+        sqlx::query("INSERT INTO runners (id, runtime_id, name, labels, detected, created_at) VALUES ($1, $2, $3, $4, '[]', $5)")
             .bind(id.as_str())
             .bind(runtime_id)
             .bind(name)
@@ -350,7 +352,7 @@ impl Store {
         let detected = caps::normalize(&req.capabilities, "capabilities")?;
         let mut tx = self.writer.begin().await?;
         let pool: Option<(String, Option<String>, String)> = sqlx::query_as(
-            "SELECT rt.name, rt.owner_member_id, w.name FROM runtimes rt JOIN workspaces w ON w.id = rt.workspace_id WHERE rt.id = ?",
+            "SELECT rt.name, rt.owner_member_id, w.name FROM runtimes rt JOIN workspaces w ON w.id = rt.workspace_id WHERE rt.id = $1",
         )
         .bind(runtime_id.as_str())
         .fetch_optional(&mut *tx)
@@ -378,7 +380,7 @@ impl Store {
         }
         let (id, token) =
             Self::insert_runner(&mut tx, runtime_id.as_str(), &req.name, &[], now).await?;
-        sqlx::query("UPDATE runners SET detected = ? WHERE id = ?")
+        sqlx::query("UPDATE runners SET detected = $1 WHERE id = $2")
             .bind(to_json(&detected))
             .bind(id.as_str())
             .execute(&mut *tx)
@@ -395,7 +397,7 @@ impl Store {
         now: i64,
     ) -> Result<()> {
         let detected = caps::normalize(detected, "capabilities")?;
-        sqlx::query("UPDATE runners SET detected = ?, last_seen_at = ? WHERE id = ?")
+        sqlx::query("UPDATE runners SET detected = $1, last_seen_at = $2 WHERE id = $3")
             .bind(to_json(&detected))
             .bind(now)
             .bind(runner.as_str())
@@ -407,7 +409,7 @@ impl Store {
     /// A live runner's capabilities; UNAUTHORIZED once it is revoked.
     pub async fn runner_capabilities(&self, runner: &RunnerId) -> Result<Vec<String>> {
         let row: Option<(String, String)> = sqlx::query_as(
-            "SELECT labels, detected FROM runners WHERE id = ? AND revoked_at IS NULL",
+            "SELECT labels, detected FROM runners WHERE id = $1 AND revoked_at IS NULL",
         )
         .bind(runner.as_str())
         .fetch_optional(&self.reader)
@@ -418,7 +420,7 @@ impl Store {
     }
 
     pub async fn touch_runner(&self, runner: &RunnerId, now: i64) -> Result<()> {
-        sqlx::query("UPDATE runners SET last_seen_at = ? WHERE id = ?")
+        sqlx::query("UPDATE runners SET last_seen_at = $1 WHERE id = $2")
             .bind(now)
             .bind(runner.as_str())
             .execute(&self.writer)
@@ -428,7 +430,7 @@ impl Store {
 
     async fn current_jobs(&self, member: &Member) -> Result<HashMap<String, Vec<String>>> {
         let rows: Vec<(String, String)> = sqlx::query_as(
-            "SELECT lease_runner_id, id FROM jobs WHERE workspace_id = ? AND state IN ('leased', 'running') AND lease_runner_id IS NOT NULL",
+            "SELECT lease_runner_id, id FROM jobs WHERE workspace_id = $1 AND state IN ('leased', 'running') AND lease_runner_id IS NOT NULL",
         )
         .bind(member.workspace_id.as_str())
         .fetch_all(&self.reader)
@@ -442,7 +444,7 @@ impl Store {
 
     async fn runner_view(&self, member: &Member, id: &RunnerId, now: i64) -> Result<wire::Runner> {
         let sql = format!(
-            "SELECT {RUNNER_COLUMNS} FROM runners r JOIN runtimes rt ON rt.id = r.runtime_id WHERE r.id = ?"
+            "SELECT {RUNNER_COLUMNS} FROM runners r JOIN runtimes rt ON rt.id = r.runtime_id WHERE r.id = $1"
         );
         let row = sqlx::query_as::<_, RunnerRow>(&sql)
             .bind(id.as_str())
@@ -458,13 +460,13 @@ impl Store {
         now: i64,
     ) -> Result<Vec<wire::Runner>> {
         let filter = match scope {
-            RunnerScope::Mine => "rt.owner_member_id = ?2",
+            RunnerScope::Mine => "rt.owner_member_id = $2",
             RunnerScope::WorkspaceOwned => "rt.owner_member_id IS NULL",
             RunnerScope::Roster => "1 = 1",
         };
         let sql = format!(
             "SELECT {RUNNER_COLUMNS} FROM runners r JOIN runtimes rt ON rt.id = r.runtime_id
-             WHERE rt.workspace_id = ?1 AND r.revoked_at IS NULL AND {filter}
+             WHERE rt.workspace_id = $1 AND r.revoked_at IS NULL AND {filter}
              ORDER BY rt.owner_member_id IS NOT NULL, rt.name, r.created_at, r.id"
         );
         let mut query = sqlx::query_as::<_, RunnerRow>(&sql).bind(member.workspace_id.as_str());
@@ -490,20 +492,22 @@ impl Store {
         let not_found = || Error::not_found(format!("no runner {id:?}"));
         let id = RunnerId::parse(id).ok_or_else(not_found)?;
         let mut tx = self.writer.begin().await?;
-        let done = sqlx::query(
-            "UPDATE runners SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL AND runtime_id IN
-             (SELECT id FROM runtimes WHERE workspace_id = ? AND owner_member_id IS ?)",
-        )
-        .bind(now)
-        .bind(id.as_str())
-        .bind(member.workspace_id.as_str())
-        .bind(owner.member_id())
-        .execute(&mut *tx)
-        .await?;
+        let sql = format!(
+            "UPDATE runners SET revoked_at = $1 WHERE id = $2 AND revoked_at IS NULL AND runtime_id IN
+             (SELECT id FROM runtimes WHERE workspace_id = $3 AND owner_member_id {is} $4)",
+            is = self.dialect.is
+        );
+        let done = sqlx::query(&sql)
+            .bind(now)
+            .bind(id.as_str())
+            .bind(member.workspace_id.as_str())
+            .bind(owner.member_id())
+            .execute(&mut *tx)
+            .await?;
         if done.rows_affected() == 0 {
             return Err(not_found());
         }
-        sqlx::query("DELETE FROM tokens WHERE subject_id = ? AND kind = 'runner'")
+        sqlx::query("DELETE FROM tokens WHERE subject_id = $1 AND kind = 'runner'")
             .bind(id.as_str())
             .execute(&mut *tx)
             .await?;
@@ -542,7 +546,8 @@ impl Store {
         if let Some(runner) = RunnerId::parse(target) {
             let sql = format!(
                 "SELECT {RUNNER_COLUMNS} FROM runners r JOIN runtimes rt ON rt.id = r.runtime_id
-                 WHERE r.id = ? AND r.revoked_at IS NULL AND rt.workspace_id = ? AND rt.owner_member_id IS ?"
+                 WHERE r.id = $1 AND r.revoked_at IS NULL AND rt.workspace_id = $2 AND rt.owner_member_id {is} $3",
+                is = self.dialect.is
             );
             let row = sqlx::query_as::<_, RunnerRow>(&sql)
                 .bind(runner.as_str())

@@ -1,0 +1,50 @@
+//! Carrying dispatch signals between coordinator replicas over PostgreSQL
+//! `LISTEN`/`NOTIFY`. SQLite has one coordinator, so there it is a no-op.
+
+use serde::{Deserialize, Serialize};
+use sqlx::postgres::PgListener;
+
+use super::{Backend, Store};
+use crate::dispatch::Signal;
+use crate::error::Result;
+
+/// The notification channel every replica listens on.
+pub const CHANNEL: &str = "drover_signals";
+
+/// One notification: who sent it, and what happened.
+#[derive(Serialize, Deserialize, Debug)]
+pub struct Envelope {
+    #[serde(rename = "o")]
+    pub origin: String,
+    #[serde(rename = "s")]
+    pub signals: Vec<Signal>,
+}
+
+impl Store {
+    /// Tells the other replicas (sent after the change committed).
+    pub async fn publish(&self, origin: &str, signals: &[Signal]) -> Result<()> {
+        if self.dialect.backend != Backend::Postgres || signals.is_empty() {
+            return Ok(());
+        }
+        let payload = serde_json::to_string(&Envelope {
+            origin: origin.to_owned(),
+            signals: signals.to_vec(),
+        })?;
+        sqlx::query("SELECT pg_notify($1, $2)")
+            .bind(CHANNEL)
+            .bind(payload)
+            .execute(&self.writer)
+            .await?;
+        Ok(())
+    }
+
+    /// A listener for other replicas' signals, on PostgreSQL.
+    pub async fn listener(&self) -> Result<Option<PgListener>> {
+        if self.dialect.backend != Backend::Postgres {
+            return Ok(None);
+        }
+        let mut listener = PgListener::connect(&self.url).await?;
+        listener.listen(CHANNEL).await?;
+        Ok(Some(listener))
+    }
+}
