@@ -104,15 +104,81 @@ where
     }
 }
 
+/// Which database a test coordinator uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+impl Backend {
+    /// `DROVER_TEST_DATABASE=sqlite|postgres` (default sqlite); tests/run.sh runs the suite with each.
+    pub fn from_env() -> Self {
+        match std::env::var("DROVER_TEST_DATABASE").as_deref() {
+            Ok("postgres") => Self::Postgres,
+            Ok("sqlite") | Err(_) => Self::Sqlite,
+            Ok(other) => panic!("DROVER_TEST_DATABASE={other:?}: use sqlite or postgres"),
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct CoordinatorOptions {
     pub lease_ttl_ms: u64,
+    pub backend: Backend,
 }
 
 impl Default for CoordinatorOptions {
     fn default() -> Self {
-        Self { lease_ttl_ms: 3000 }
+        Self {
+            lease_ttl_ms: 3000,
+            backend: Backend::from_env(),
+        }
     }
+}
+
+/// The PostgreSQL server the tests use (an admin URL; each coordinator gets
+/// its own fresh database on it).
+pub fn postgres_admin_url() -> String {
+    std::env::var("DROVER_TEST_PG_URL").unwrap_or_else(|_| {
+        panic!("DROVER_TEST_PG_URL is not set: tests/run.sh starts PostgreSQL and sets it (e.g. postgres://drover:drover@127.0.0.1:5432/postgres)")
+    })
+}
+
+fn run_blocking<T: Send + 'static>(f: impl Future<Output = T> + Send + 'static) -> T {
+    std::thread::spawn(move || {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime")
+            .block_on(f)
+    })
+    .join()
+    .expect("thread")
+}
+
+async fn pg_admin(sql: String) {
+    use sqlx::Connection as _;
+    let mut conn = sqlx::PgConnection::connect(&postgres_admin_url())
+        .await
+        .expect("connect to the test PostgreSQL");
+    sqlx::Executor::execute(&mut conn, sql.as_str())
+        .await
+        .expect("admin statement");
+}
+
+/// A fresh, empty PostgreSQL database: (URL, name).
+pub async fn fresh_postgres_database() -> (String, String) {
+    let mut b = [0u8; 6];
+    getrandom_fill(&mut b);
+    let name = format!(
+        "drover_t_{}",
+        b.iter().map(|x| format!("{x:02x}")).collect::<String>()
+    );
+    pg_admin(format!("CREATE DATABASE {name}")).await;
+    let admin = postgres_admin_url();
+    let base = admin.rsplit_once('/').expect("admin URL with a database").0;
+    (format!("{base}/{name}"), name)
 }
 
 /// A `drover-coordinator serve` process.
@@ -121,7 +187,9 @@ pub struct Coordinator {
     pub url: String,
     addr: String,
     pub database: String,
-    options: CoordinatorOptions,
+    /// The PostgreSQL database this coordinator created (dropped with it).
+    owned_database: Option<String>,
+    pub options: CoordinatorOptions,
     log: PathBuf,
     pub dir: TempDir,
 }
@@ -143,19 +211,100 @@ impl Coordinator {
 
     pub async fn start_with(options: CoordinatorOptions) -> Self {
         let dir = TempDir::new("coord");
-        let database = format!("sqlite://{}", dir.path().join("drover.db").display());
+        let (database, owned_database) = match options.backend {
+            Backend::Sqlite => (
+                format!("sqlite://{}", dir.path().join("drover.db").display()),
+                None,
+            ),
+            Backend::Postgres => {
+                let (url, name) = fresh_postgres_database().await;
+                (url, Some(name))
+            }
+        };
         let log = dir.path().join("coordinator.log");
         let mut c = Self {
             child: None,
             url: String::new(),
             addr: "127.0.0.1:0".into(),
             database,
+            owned_database,
             options,
             log,
             dir,
         };
         c.spawn().await;
         c
+    }
+
+    /// Another coordinator process on the same (PostgreSQL) database.
+    pub async fn replica(&self) -> Self {
+        assert_eq!(
+            self.options.backend,
+            Backend::Postgres,
+            "replicas share a PostgreSQL database"
+        );
+        let dir = TempDir::new("replica");
+        let log = dir.path().join("coordinator.log");
+        let mut c = Self {
+            child: None,
+            url: String::new(),
+            addr: "127.0.0.1:0".into(),
+            database: self.database.clone(),
+            owned_database: None,
+            options: self.options.clone(),
+            log,
+            dir,
+        };
+        c.spawn().await;
+        c
+    }
+
+    /// Everything the database holds, as bytes to search: the SQLite files,
+    /// or every PostgreSQL table rendered as text.
+    pub async fn database_contents(&self) -> Vec<u8> {
+        match self.options.backend {
+            Backend::Sqlite => {
+                let mut all = Vec::new();
+                for entry in std::fs::read_dir(self.dir.path()).expect("dir") {
+                    let path = entry.expect("entry").path();
+                    if path
+                        .file_name()
+                        .expect("name")
+                        .to_string_lossy()
+                        .starts_with("drover.db")
+                    {
+                        all.extend(std::fs::read(&path).expect("read db file"));
+                    }
+                }
+                assert!(!all.is_empty(), "no database files");
+                all
+            }
+            Backend::Postgres => {
+                use sqlx::Connection as _;
+                let mut conn = sqlx::PgConnection::connect(&self.database)
+                    .await
+                    .expect("connect");
+                let tables: Vec<String> =
+                    sqlx::query_scalar("SELECT table_name::text FROM information_schema.tables WHERE table_schema = 'public'")
+                        .fetch_all(&mut conn)
+                        .await
+                        .expect("tables");
+                assert!(tables.len() >= 8, "{tables:?}");
+                let mut all = Vec::new();
+                for table in tables {
+                    let rows: Vec<String> =
+                        sqlx::query_scalar(&format!("SELECT CAST(t AS TEXT) FROM \"{table}\" t"))
+                            .fetch_all(&mut conn)
+                            .await
+                            .expect("rows");
+                    for row in rows {
+                        all.extend(row.into_bytes());
+                        all.push(b'\n');
+                    }
+                }
+                all
+            }
+        }
     }
 
     async fn spawn(&mut self) {
@@ -308,6 +457,11 @@ impl Drop for Coordinator {
         }
         if std::thread::panicking() {
             eprintln!("--- coordinator log ---\n{}", self.log_text());
+        }
+        if let Some(name) = self.owned_database.take() {
+            run_blocking(pg_admin(format!(
+                "DROP DATABASE IF EXISTS {name} WITH (FORCE)"
+            )));
         }
     }
 }

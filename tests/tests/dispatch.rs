@@ -127,7 +127,11 @@ async fn torture_many_runners_thousands_of_jobs_zero_duplicates_zero_lost() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(2000);
-    let c = Coordinator::start_with(CoordinatorOptions { lease_ttl_ms: 2000 }).await;
+    let c = Coordinator::start_with(CoordinatorOptions {
+        lease_ttl_ms: 2000,
+        ..Default::default()
+    })
+    .await;
     let admin = c.bootstrap("acme", "admin@acme.test");
     let join = ws_join_token(&admin, "default").await;
     let dir = TempDir::new("torture");

@@ -207,7 +207,11 @@ async fn cancel_stops_the_whole_process_group() {
 
 #[tokio::test]
 async fn a_killed_runner_loses_its_lease_and_the_job_requeues_at_the_front() {
-    let c = Coordinator::start_with(CoordinatorOptions { lease_ttl_ms: 2000 }).await;
+    let c = Coordinator::start_with(CoordinatorOptions {
+        lease_ttl_ms: 2000,
+        ..Default::default()
+    })
+    .await;
     let admin = c.bootstrap("acme", "admin@acme.test");
     let first = pair(&admin, Scope::Workspace, None, "first", &[]).await;
     let second = pair(&admin, Scope::Workspace, None, "second", &[]).await;
@@ -265,7 +269,11 @@ async fn a_killed_runner_loses_its_lease_and_the_job_requeues_at_the_front() {
 
 #[tokio::test]
 async fn out_of_attempts_a_job_is_lost() {
-    let c = Coordinator::start_with(CoordinatorOptions { lease_ttl_ms: 1500 }).await;
+    let c = Coordinator::start_with(CoordinatorOptions {
+        lease_ttl_ms: 1500,
+        ..Default::default()
+    })
+    .await;
     let admin = c.bootstrap("acme", "admin@acme.test");
     let runner = pair(&admin, Scope::Workspace, None, "r", &[]).await;
     let dir = TempDir::new("lost");
@@ -290,7 +298,11 @@ async fn out_of_attempts_a_job_is_lost() {
 
 #[tokio::test]
 async fn complete_is_idempotent_and_refused_once_the_lease_is_lost() {
-    let c = Coordinator::start_with(CoordinatorOptions { lease_ttl_ms: 1000 }).await;
+    let c = Coordinator::start_with(CoordinatorOptions {
+        lease_ttl_ms: 1000,
+        ..Default::default()
+    })
+    .await;
     let admin = c.bootstrap("acme", "admin@acme.test");
     let paired = pair(&admin, Scope::Workspace, None, "manual", &[]).await;
     let runner = c.client(&paired.token);

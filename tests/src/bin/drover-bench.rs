@@ -82,6 +82,7 @@ async fn main() {
         .unwrap_or(10);
     let c = Coordinator::start_with(CoordinatorOptions {
         lease_ttl_ms: 20_000,
+        ..Default::default()
     })
     .await;
     let admin = c.bootstrap("bench", "bench@bench.test");
