@@ -1,0 +1,275 @@
+//! Several coordinator replicas sharing one PostgreSQL database. These
+//! always run on PostgreSQL (tests/run.sh starts it).
+
+use std::collections::{HashMap, HashSet};
+use std::time::Duration;
+
+use drover_tests::runner_core::client::Scope;
+use drover_tests::runner_core::wire::{JobState, SubmitJob};
+use drover_tests::*;
+
+async fn primary(lease_ttl_ms: u64) -> Coordinator {
+    Coordinator::start_with(CoordinatorOptions {
+        lease_ttl_ms,
+        backend: Backend::Postgres,
+    })
+    .await
+}
+
+#[tokio::test]
+async fn replicas_hand_work_across_and_wake_each_other() {
+    let a = primary(2000).await;
+    let b = a.replica().await;
+    let admin = a.bootstrap("acme", "admin@acme.test");
+    let on_b = pair(&admin, Scope::Workspace, None, "on-b", &[]).await;
+    let _runner = RunnerProcess::paired(&b.url, &on_b.token, &[]);
+    b.wait_for_waiting(1).await;
+
+    // Submitted on A, leased by the runner long-polling B: B is woken by A's signal.
+    let dir = TempDir::new("replicas");
+    let go = dir.path().join("go");
+    let job = admin
+        .client
+        .submit(&script_job("self:ws", "echo from b"))
+        .await
+        .unwrap();
+    let done = wait_done(&admin.client, &job.id).await;
+    assert_eq!(done.provenance.unwrap().ran_by, on_b.runner.id);
+
+    // Logs followed on A while the job runs via B; cancel on A reaches the runner on B.
+    let job = admin
+        .client
+        .submit(&script_job(
+            "self:ws",
+            &format!(
+                "echo started; while [ ! -f {} ]; do sleep 0.02; done; sleep 1000",
+                go.display()
+            ),
+        ))
+        .await
+        .unwrap();
+    let mut seen = Vec::new();
+    let follow = admin.client.follow_logs(&job.id, |b| {
+        seen.extend_from_slice(b);
+        if String::from_utf8_lossy(&seen).contains("started") && !go.exists() {
+            std::fs::write(&go, "").unwrap();
+        }
+    });
+    let cancel = async {
+        eventually("the job to reach the gate", DEADLINE, || async {
+            go.exists().then_some(())
+        })
+        .await;
+        admin.client.cancel(&job.id).await.unwrap()
+    };
+    let (followed, _) = tokio::join!(tokio::time::timeout(DEADLINE, follow), cancel);
+    followed.expect("the follow ended").unwrap();
+    assert_eq!(
+        wait_done(&admin.client, &job.id).await.state,
+        JobState::Cancelled
+    );
+
+    // The jobs and the runner are the same seen from either replica.
+    let from_b = b.client(&admin.token);
+    assert_eq!(
+        from_b.job(&job.id).await.unwrap().state,
+        JobState::Cancelled
+    );
+    assert_eq!(from_b.usage().await.unwrap().jobs_charged, 2);
+}
+
+#[tokio::test]
+async fn a_lease_held_through_a_replica_that_died_expires_and_requeues_elsewhere() {
+    let a = primary(2000).await;
+    let mut b = a.replica().await;
+    let admin = a.bootstrap("acme", "admin@acme.test");
+    let doomed = pair(&admin, Scope::Workspace, None, "doomed", &[]).await;
+    let survivor = pair(&admin, Scope::Workspace, None, "survivor", &[]).await;
+    let dir = TempDir::new("dead-replica");
+    let mut r1 = RunnerProcess::paired(&b.url, &doomed.token, &[]);
+    let job = admin
+        .client
+        .submit(&script_job(
+            "self:ws",
+            &format!(
+                "if [ \"$DROVER_ATTEMPT\" = 1 ]; then echo $$ > {}/pgid; sleep 1000; fi",
+                dir.path().display()
+            ),
+        ))
+        .await
+        .unwrap();
+    wait_state(&admin.client, &job.id, JobState::Running).await;
+    // The replica and the runner behind it both die; replica A's reaper re-queues.
+    b.kill9().await;
+    r1.kill9().await;
+    let requeued = wait_state(&admin.client, &job.id, JobState::Queued).await;
+    assert_eq!(requeued.attempt, 1);
+    let _r2 = RunnerProcess::paired(&a.url, &survivor.token, &[]);
+    let done = wait_done(&admin.client, &job.id).await;
+    let p = done.provenance.unwrap();
+    assert_eq!(
+        (done.state, p.ran_by.as_str(), p.attempt),
+        (JobState::Succeeded, survivor.runner.id.as_str(), 2)
+    );
+    if let Ok(pgid) = std::fs::read_to_string(dir.path().join("pgid")) {
+        // SAFETY: the orphaned first attempt's process group, made by this test.
+        unsafe {
+            libc::kill(-pgid.trim().parse::<i32>().unwrap(), libc::SIGKILL);
+        }
+    }
+    b.restart().await;
+    assert_eq!(
+        b.client(&admin.token).job(&job.id).await.unwrap().state,
+        JobState::Succeeded
+    );
+}
+
+/// 3 replicas on one PostgreSQL, 30+ runners spread across them, 10,000
+/// jobs; runner processes killed with SIGKILL and one replica killed and
+/// restarted mid-run. No job runs twice in one attempt, none is lost, each
+/// completes exactly once, and re-runs happen only after a lost lease.
+#[tokio::test]
+async fn torture_three_replicas_thirty_runners_ten_thousand_jobs() {
+    let jobs: usize = std::env::var("DROVER_REPLICA_TORTURE_JOBS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(10_000);
+    let a = primary(2000).await;
+    let mut replicas = vec![a.replica().await, a.replica().await];
+    let admin = a.bootstrap("acme", "admin@acme.test");
+    let join = ws_join_token(&admin, "default").await;
+    let dir = TempDir::new("replica-torture");
+    let record = dir.path().join("executions");
+    // 6 runner processes × 6 runners = 36 runners, two processes per replica.
+    let urls = [
+        a.url.clone(),
+        replicas[0].url.clone(),
+        replicas[1].url.clone(),
+    ];
+    let mut procs: Vec<RunnerProcess> = (0..6)
+        .map(|i| {
+            let state = dir.path().join(format!("state-{i}"));
+            RunnerProcess::join(&urls[i % 3], "self:ws", &join.token, 6, &state, &[])
+        })
+        .collect();
+    eventually("36 runners online", DEADLINE, || {
+        let client = admin.client.clone();
+        async move {
+            let roster = client
+                .runners(drover_tests::runner_core::client::RunnerListing::Roster)
+                .await
+                .ok()?;
+            (roster.runners.iter().filter(|r| r.online).count() == 36).then_some(())
+        }
+    })
+    .await;
+
+    // Each job holds its runner a moment, so the kills below catch jobs mid-run.
+    let script = format!(
+        "echo \"$DROVER_JOB_ID $DROVER_ATTEMPT\" >> {}; sleep 0.05",
+        record.display()
+    );
+    let submitters: Vec<_> = (0..8)
+        .map(|s| {
+            let client = a.client(&admin.token);
+            let client = if s % 2 == 0 {
+                client
+            } else {
+                replicas[0].client(&admin.token)
+            };
+            let script = script.clone();
+            tokio::spawn(async move {
+                let mut ids = Vec::new();
+                for i in (s..jobs).step_by(8) {
+                    let job = SubmitJob {
+                        priority: (i % 3) as i32,
+                        ..script_job("self:ws", &script)
+                    };
+                    ids.push(client.submit(&job).await.expect("submit").id);
+                }
+                ids
+            })
+        })
+        .collect();
+    let mut ids = Vec::with_capacity(jobs);
+    for s in submitters {
+        ids.extend(s.await.unwrap());
+    }
+    // Chaos while the queue drains.
+    let progress = |n: usize| {
+        let client = admin.client.clone();
+        async move { (client.usage().await.ok()?.jobs_charged as usize >= n).then_some(()) }
+    };
+    eventually("a fifth done", Duration::from_secs(600), || {
+        progress(jobs / 5)
+    })
+    .await;
+    procs[1].kill9().await;
+    procs[4].kill9().await;
+    eventually("two fifths done", Duration::from_secs(600), || {
+        progress(2 * jobs / 5)
+    })
+    .await;
+    replicas[1].kill9().await;
+    eventually("three fifths done", Duration::from_secs(600), || {
+        progress(3 * jobs / 5)
+    })
+    .await;
+    replicas[1].restart().await;
+    procs[1].restart();
+    eventually("every job done", Duration::from_secs(900), || {
+        progress(jobs)
+    })
+    .await;
+
+    let mut seen: HashMap<String, Vec<u32>> = HashMap::new();
+    for line in read_lines(&record) {
+        let (id, attempt) = line.split_once(' ').expect("id attempt");
+        seen.entry(id.to_owned())
+            .or_default()
+            .push(attempt.parse().unwrap());
+    }
+    assert_eq!(ids.len(), jobs);
+    let mut reruns = 0;
+    for id in &ids {
+        let attempts = seen.get(id).unwrap_or_else(|| panic!("job {id} never ran"));
+        let unique: HashSet<_> = attempts.iter().collect();
+        assert_eq!(
+            unique.len(),
+            attempts.len(),
+            "job {id} ran twice in one attempt: {attempts:?}"
+        );
+        reruns += attempts.len() - 1;
+    }
+    assert_eq!(seen.len(), jobs);
+    let usage = admin.client.usage().await.unwrap();
+    assert_eq!(
+        usage.jobs_charged as usize, jobs,
+        "each job completed (and billed) exactly once"
+    );
+    let lost = admin
+        .client
+        .jobs(Some(JobState::Lost), 1000)
+        .await
+        .unwrap()
+        .jobs
+        .len();
+    let failed = admin
+        .client
+        .jobs(Some(JobState::Failed), 1000)
+        .await
+        .unwrap()
+        .jobs
+        .len();
+    assert_eq!((lost, failed), (0, 0));
+    // Every re-run is explained by its attempt number: the recorded
+    // attempts of a job are exactly 1..=its final attempt, or its earlier
+    // attempts died unrecorded with their runner.
+    for id in ids.iter().step_by(101) {
+        let job = admin.client.job(id).await.unwrap();
+        assert_eq!(job.state, JobState::Succeeded);
+        assert_eq!(job.attempt, *seen[id].iter().max().unwrap());
+    }
+    eprintln!("{jobs} jobs, {reruns} re-runs after lost leases");
+    drop(procs);
+}
