@@ -126,6 +126,8 @@ impl Backend {
 pub struct CoordinatorOptions {
     pub lease_ttl_ms: u64,
     pub backend: Backend,
+    /// `full` or `normal` (SQLite only).
+    pub sqlite_sync: &'static str,
 }
 
 impl Default for CoordinatorOptions {
@@ -133,6 +135,7 @@ impl Default for CoordinatorOptions {
         Self {
             lease_ttl_ms: 3000,
             backend: Backend::from_env(),
+            sqlite_sync: "full",
         }
     }
 }
@@ -322,6 +325,7 @@ impl Coordinator {
                 &self.database,
             ])
             .args(["--lease-ttl-ms", &self.options.lease_ttl_ms.to_string()])
+            .args(["--sqlite-sync", self.options.sqlite_sync])
             .env("DROVER_LOG", "drover_coordinator=debug,warn")
             .stdout(Stdio::piped())
             .stderr(log)
@@ -353,6 +357,11 @@ impl Coordinator {
         self.addr = url.trim_start_matches("http://").to_owned();
         self.url = url;
         self.child = Some(child);
+    }
+
+    /// The coordinator process's pid.
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().expect("running").id()
     }
 
     pub fn log_text(&self) -> String {

@@ -12,6 +12,7 @@ async fn primary(lease_ttl_ms: u64) -> Coordinator {
     Coordinator::start_with(CoordinatorOptions {
         lease_ttl_ms,
         backend: Backend::Postgres,
+        ..Default::default()
     })
     .await
 }
@@ -135,7 +136,7 @@ async fn torture_three_replicas_thirty_runners_ten_thousand_jobs() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(10_000);
     let a = primary(2000).await;
-    let mut replicas = vec![a.replica().await, a.replica().await];
+    let mut replicas = [a.replica().await, a.replica().await];
     let admin = a.bootstrap("acme", "admin@acme.test");
     let join = ws_join_token(&admin, "default").await;
     let dir = TempDir::new("replica-torture");
