@@ -5,7 +5,8 @@
 CREATE TABLE workspaces (
     id            TEXT PRIMARY KEY,
     name          TEXT NOT NULL UNIQUE,
-    budget_ms     BIGINT,
+        budget_ms     BIGINT,
+    spent_ms      BIGINT NOT NULL DEFAULT 0,
     created_at    BIGINT NOT NULL
 );
 

@@ -5,7 +5,10 @@
 CREATE TABLE workspaces (
     id            TEXT PRIMARY KEY,
     name          TEXT NOT NULL UNIQUE,
-    budget_ms     INTEGER,
+        budget_ms     INTEGER,
+    -- Runner-milliseconds charged so far: kept with each charge, so the
+    -- budget check at submit never scans usage history.
+    spent_ms      INTEGER NOT NULL DEFAULT 0,
     created_at    INTEGER NOT NULL
 );
 

@@ -247,13 +247,11 @@ impl Store {
     ) -> Result<wire::Job> {
         let mut tx = self.writer.begin().await?;
         if placement.workspace_owned {
-            let (budget, spent): (Option<i64>, i64) = sqlx::query_as(
-                "SELECT w.budget_ms, CAST(COALESCE((SELECT SUM(u.runner_ms) FROM usage u WHERE u.workspace_id = w.id AND u.charged = 1), 0) AS BIGINT)
-                 FROM workspaces w WHERE w.id = $1",
-            )
-            .bind(member.workspace_id.as_str())
-            .fetch_one(&mut *tx)
-            .await?;
+            let (budget, spent): (Option<i64>, i64) =
+                sqlx::query_as("SELECT budget_ms, spent_ms FROM workspaces WHERE id = $1")
+                    .bind(member.workspace_id.as_str())
+                    .fetch_one(&mut *tx)
+                    .await?;
             if let Some(budget) = budget
                 && spent >= budget
             {

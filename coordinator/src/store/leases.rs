@@ -431,7 +431,8 @@ impl Store {
         .bind(&row.id)
         .execute(&mut *tx)
         .await?;
-        sqlx::query(
+        let runner_ms = (now - row.started_at.unwrap_or(now)).max(0);
+        let billed = sqlx::query(
             "INSERT INTO usage (job_id, attempt, workspace_id, payer, charged, runner_ms, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7)
              ON CONFLICT (job_id, attempt) DO NOTHING",
         )
@@ -440,10 +441,17 @@ impl Store {
         .bind(&row.workspace_id)
         .bind(&payer)
         .bind(charged)
-        .bind((now - row.started_at.unwrap_or(now)).max(0))
+        .bind(runner_ms)
         .bind(now)
         .execute(&mut *tx)
         .await?;
+        if billed.rows_affected() == 1 && charged == 1 {
+            sqlx::query("UPDATE workspaces SET spent_ms = spent_ms + $1 WHERE id = $2")
+                .bind(runner_ms)
+                .bind(&row.workspace_id)
+                .execute(&mut *tx)
+                .await?;
+        }
         tx.commit().await?;
         Ok(Completion {
             job_id: JobId::from_db(row.id),
