@@ -30,9 +30,22 @@ fn base32(bytes: &[u8]) -> String {
     out
 }
 
-/// A new random identifier with `prefix`, e.g. `job_3k9…` (80 bits).
+/// A new identifier with `prefix`, e.g. `job_01jd…`: 48 bits of Unix
+/// milliseconds, then 48 random bits. Ids made later sort later, so a big
+/// table's unique index grows at its right edge (cache-friendly) instead of
+/// at random pages.
 pub fn new_id(prefix: &str) -> String {
-    format!("{prefix}_{}", base32(&random_bytes::<10>()))
+    let millis = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64);
+    id_at(prefix, millis, random_bytes::<6>())
+}
+
+fn id_at(prefix: &str, millis: u64, random: [u8; 6]) -> String {
+    let mut bytes = [0u8; 12];
+    bytes[..6].copy_from_slice(&millis.to_be_bytes()[2..]);
+    bytes[6..].copy_from_slice(&random);
+    format!("{prefix}_{}", base32(&bytes))
 }
 
 macro_rules! id_type {
@@ -174,6 +187,19 @@ mod tests {
         assert_eq!(JobId::parse("job_"), None);
         assert_eq!(JobId::parse("job_ABC"), None);
         assert_eq!(JobId::parse("job_../../etc"), None);
+    }
+
+    #[test]
+    fn ids_made_later_sort_later_and_do_not_collide() {
+        let ids: Vec<String> = (0..2000).map(|_| new_id("job")).collect();
+        let unique: std::collections::HashSet<_> = ids.iter().collect();
+        assert_eq!(unique.len(), ids.len());
+        let now = 1_800_000_000_000;
+        assert!(
+            id_at("job", now + 1, [0; 6]) > id_at("job", now, [0xff; 6]),
+            "a later id sorts after an earlier one"
+        );
+        assert!(JobId::parse(&id_at("job", now, [7; 6])).is_some());
     }
 
     #[test]

@@ -28,7 +28,7 @@ enum Command {
 #[derive(Args)]
 struct Database {
     /// sqlite://PATH or postgres://… (default: a SQLite file in the user's data directory).
-    #[arg(long, env = "DROVER_DATABASE_URL")]
+    #[arg(long, env = "DROVER_DATABASE_URL", hide_env_values = true)]
     database: Option<String>,
 }
 

@@ -37,16 +37,14 @@ fn is_runner_secret(name: &str) -> bool {
     name.starts_with("DROVER_")
 }
 
+fn container_name(job: &LeasedJob) -> String {
+    format!("drover-{}-{}", job.id, job.attempt)
+}
+
 fn build_command(job: &LeasedJob, workdir: &Path) -> Command {
     let mut cmd = if let Some(image) = &job.image {
         let mut c = Command::new("docker");
-        c.args([
-            "run",
-            "--rm",
-            "--init",
-            "--name",
-            &format!("drover-{}-{}", job.id, job.attempt),
-        ]);
+        c.args(["run", "--rm", "--init", "--name", &container_name(job)]);
         for key in job.env.keys() {
             // `-e KEY` takes the value from docker's own environment, so
             // values never appear on a command line.
@@ -199,6 +197,17 @@ pub async fn execute(
     // the pipes so the pumps end.
     if let Some(pgid) = pgid {
         signal_group(pgid, libc::SIGKILL);
+    }
+    // A container is not in our process group: killing the docker client
+    // does not stop it, so remove it by name (a no-op if it already exited).
+    if job.image.is_some() && !matches!(ended, Ended::Exited) {
+        let _ = Command::new("docker")
+            .args(["rm", "-f", &container_name(job)])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .await;
     }
     for pump in pumps {
         let abort = pump.abort_handle();

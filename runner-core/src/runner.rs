@@ -73,6 +73,12 @@ pub enum EventKind {
     Abandoned {
         job: String,
     },
+    /// The lease was lost (expired, revoked, or not renewable for a TTL):
+    /// the job was stopped or never started, and its result is not sent.
+    LeaseLost {
+        job: String,
+        error: String,
+    },
     Disconnected {
         error: String,
     },
@@ -108,6 +114,7 @@ impl fmt::Display for Event {
                 write!(f, "result of {job} refused: {error}")
             }
             EventKind::Abandoned { job } => write!(f, "abandoned {job} (forced stop)"),
+            EventKind::LeaseLost { job, error } => write!(f, "lost the lease on {job}: {error}"),
             EventKind::Disconnected { error } => write!(f, "disconnected: {error}; retrying"),
             EventKind::Reconnected => write!(f, "reconnected"),
             EventKind::Draining => write!(f, "draining: finishing running jobs"),
@@ -317,10 +324,20 @@ impl Runner {
 
     async fn run_job(self: &Arc<Self>, lease: Lease, controls: &Controls) {
         let job = lease.job.clone();
+        let ttl = Duration::from_millis(lease.ttl_ms);
         self.emit(EventKind::Leased {
             job: job.id.clone(),
             attempt: job.attempt,
         });
+        // Mark it running before starting anything: a lease that never got
+        // here never ran, so the coordinator may give its attempt back.
+        if let Err(reason) = self.first_heartbeat(&lease.lease_id, ttl).await {
+            self.emit(EventKind::LeaseLost {
+                job: job.id,
+                error: reason,
+            });
+            return;
+        }
         self.set_status(|s| s.current_jobs.push(job.id.clone()));
 
         let workdir = self
@@ -333,7 +350,7 @@ impl Runner {
         let uploader = tokio::spawn(self.clone().upload_logs(lease.lease_id.clone(), out_rx));
         let heartbeat = tokio::spawn(self.clone().heartbeat(
             lease.lease_id.clone(),
-            lease.ttl_ms,
+            ttl,
             stop_tx.clone(),
         ));
         let kill_watch = {
@@ -362,14 +379,27 @@ impl Runner {
         };
         kill_watch.abort();
         let _ = uploader.await;
-        heartbeat.abort();
         let _ = std::fs::remove_dir_all(&workdir);
         self.set_status(|s| s.current_jobs.retain(|j| *j != job.id));
 
-        if result.stopped == Some(StopReason::Shutdown) {
-            self.emit(EventKind::Abandoned { job: job.id });
-            return;
+        match result.stopped {
+            Some(StopReason::Shutdown) => {
+                heartbeat.abort();
+                self.emit(EventKind::Abandoned { job: job.id });
+                return;
+            }
+            Some(StopReason::LeaseLost) => {
+                // Someone else may be running it now; our result is not wanted.
+                heartbeat.abort();
+                self.emit(EventKind::LeaseLost {
+                    job: job.id,
+                    error: "stopped the job".into(),
+                });
+                return;
+            }
+            Some(StopReason::Cancelled) | None => {}
         }
+        // The heartbeat keeps the lease alive until the result is taken.
         let done = Complete {
             outcome: result.outcome,
             exit_code: result.exit_code,
@@ -377,67 +407,94 @@ impl Runner {
         };
         let mut backoff = self.backoff();
         let mut kill = controls.kill.clone();
-        loop {
+        let outcome = loop {
             let r = self.client.complete(&lease.lease_id, &done).await;
             self.link(&r);
             match r {
                 Ok(r) => {
-                    self.emit(EventKind::Finished {
+                    break EventKind::Finished {
                         job: job.id,
                         outcome: done.outcome,
                         exit_code: done.exit_code,
                         state: r.state,
-                    });
-                    return;
+                    };
                 }
                 // Keep the result until the coordinator is back.
                 Err(e) if e.is_recoverable() => {
                     tokio::select! {
                         _ = backoff.wait() => {}
-                        _ = kill.wait_for(|k| *k) => {
-                            self.emit(EventKind::Abandoned { job: job.id });
-                            return;
-                        }
+                        _ = kill.wait_for(|k| *k) => break EventKind::Abandoned { job: job.id },
                     }
                 }
                 Err(e) => {
-                    self.emit(EventKind::CompleteRefused {
+                    break EventKind::CompleteRefused {
                         job: job.id,
                         error: e.to_string(),
-                    });
-                    return;
+                    };
                 }
+            }
+        };
+        heartbeat.abort();
+        self.emit(outcome);
+    }
+
+    /// The heartbeat that marks the job running, retried until the TTL is
+    /// spent. `Err` says why the lease is not ours any more.
+    async fn first_heartbeat(&self, lease: &str, ttl: Duration) -> Result<(), String> {
+        let started = tokio::time::Instant::now();
+        let mut backoff = self.backoff();
+        loop {
+            let r = self.client.heartbeat(lease, Duration::ZERO).await;
+            self.link(&r);
+            match r {
+                Ok(_) => return Ok(()),
+                Err(e) if e.is_recoverable() && started.elapsed() < ttl => backoff.wait().await,
+                Err(e) => return Err(e.to_string()),
             }
         }
     }
 
     /// Keeps the lease alive. Each heartbeat waits at the coordinator for a
-    /// cancel, so a cancel arrives at once. Losing the lease stops the job.
+    /// cancel, so a cancel arrives at once. A lease not renewed for a whole
+    /// TTL may have been handed to another runner, so the job stops then
+    /// (as it does when the coordinator says the lease is lost).
     async fn heartbeat(
         self: Arc<Self>,
         lease: String,
-        ttl_ms: u64,
+        ttl: Duration,
         stop: Arc<watch::Sender<Option<StopReason>>>,
     ) {
-        let wait = Duration::from_millis(ttl_ms / 3).min(Duration::from_secs(10));
+        let wait = (ttl / 3).min(Duration::from_secs(10));
         let mut backoff = self.backoff();
-        let mut next_wait = Duration::ZERO; // the first one marks the job running
+        let mut renewed = tokio::time::Instant::now();
         let stop_with =
             |reason| stop.send_if_modified(|s| s.is_none() && s.replace(reason).is_none());
         loop {
-            let r = self.client.heartbeat(&lease, next_wait).await;
+            // Never wait on one request past the point the lease would lapse.
+            let budget = ttl
+                .saturating_sub(renewed.elapsed())
+                .max(Duration::from_millis(100));
+            let r = match tokio::time::timeout(
+                budget,
+                self.client.heartbeat(&lease, wait.min(budget / 2)),
+            )
+            .await
+            {
+                Ok(r) => r,
+                Err(_) => Err(ClientError::Transport("heartbeat timed out".into())),
+            };
             self.link(&r);
             match r {
                 Ok(r) => {
                     backoff.reset();
-                    next_wait = wait;
+                    renewed = tokio::time::Instant::now();
                     if r.cancel {
                         stop_with(StopReason::Cancelled);
                         // Still heartbeat through the kill grace, but without spinning.
                         tokio::time::sleep(wait).await;
                     }
                 }
-                Err(e) if e.is_recoverable() => backoff.wait().await,
+                Err(e) if e.is_recoverable() && renewed.elapsed() < ttl => backoff.wait().await,
                 Err(_) => {
                     stop_with(StopReason::LeaseLost);
                     return;

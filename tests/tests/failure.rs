@@ -601,10 +601,10 @@ async fn expired_join_tokens_and_revoked_runners_are_refused() {
         code(manual_client.complete(&lease.lease_id, &done).await),
         ErrorCode::Unauthorized
     );
-    assert_eq!(
-        admin.client.job(&pinned.id).await.unwrap().state,
-        JobState::Queued
-    );
+    // Nobody else may run a job pinned to a revoked runner: it ends.
+    let pinned = admin.client.job(&pinned.id).await.unwrap();
+    assert_eq!(pinned.state, JobState::Lost);
+    assert!(pinned.error.unwrap().contains("revoked"));
 }
 
 #[tokio::test]

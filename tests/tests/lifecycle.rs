@@ -358,7 +358,8 @@ async fn complete_is_idempotent_and_refused_once_the_lease_is_lost() {
         "billed once"
     );
 
-    // A lease left to expire is re-queued; its holder can no longer report.
+    // A started lease left to expire is re-queued, keeping its attempt
+    // number; its holder can no longer report.
     let job = admin
         .client
         .submit(&script_job("self:ws", "true"))
@@ -369,7 +370,16 @@ async fn complete_is_idempotent_and_refused_once_the_lease_is_lost() {
         .await
         .unwrap()
         .expect("a lease");
-    wait_state(&admin.client, &job.id, JobState::Queued).await;
+    runner
+        .heartbeat(&stale.lease_id, Duration::ZERO)
+        .await
+        .unwrap();
+    assert_eq!(
+        wait_state(&admin.client, &job.id, JobState::Queued)
+            .await
+            .attempt,
+        1
+    );
     assert_eq!(
         code(runner.complete(&stale.lease_id, &done).await),
         ErrorCode::LeaseLost
@@ -410,6 +420,39 @@ async fn complete_is_idempotent_and_refused_once_the_lease_is_lost() {
     runner.complete(&fresh.lease_id, &done).await.unwrap();
     assert_eq!(admin.client.logs(&job.id).await.unwrap(), "late");
     assert_eq!(admin.client.usage().await.unwrap().jobs_charged, 2);
+
+    // A lease that never started (no heartbeat: the runner never got it,
+    // or never began) gives its attempt back when it expires.
+    let unstarted = admin
+        .client
+        .submit(&SubmitJob {
+            max_attempts: Some(1),
+            ..script_job("self:ws", "true")
+        })
+        .await
+        .unwrap();
+    let lease = runner
+        .lease(Duration::from_secs(5))
+        .await
+        .unwrap()
+        .expect("a lease");
+    assert_eq!(lease.job.attempt, 1);
+    assert_eq!(
+        wait_state(&admin.client, &unstarted.id, JobState::Queued)
+            .await
+            .attempt,
+        0,
+        "not lost: it never ran"
+    );
+    let again = runner
+        .lease(Duration::from_secs(5))
+        .await
+        .unwrap()
+        .expect("the job again");
+    assert_eq!(
+        (again.job.id.as_str(), again.job.attempt),
+        (unstarted.id.as_str(), 1)
+    );
 }
 
 #[tokio::test]

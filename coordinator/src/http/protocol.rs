@@ -92,16 +92,18 @@ async fn lease(
                 // Not `consume`: a wake that chose us meanwhile may be for
                 // another job, so dropping the guard passes it on.
                 drop(guard);
-                // The cascade stays local: other replicas heard of the job when it was queued.
+                // More is queued behind it: wake another waiter, here or on
+                // another replica (whose lease may have skipped our locked rows).
                 if let Some(next) = next {
-                    st.hub.wake(&next);
+                    st.announce(vec![Signal::from(next)]);
                 }
                 return Ok(axum::Json(wire::LeaseResponse {
                     lease: Some(*lease),
                 }));
             }
             LeaseAttempt::Revoked => {
-                guard.consume();
+                // Dropped, not consumed: a wake that chose us passes on.
+                drop(guard);
                 return Err(revoked());
             }
             LeaseAttempt::Empty => {}

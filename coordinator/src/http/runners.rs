@@ -53,8 +53,14 @@ async fn revoke(
     owner: Owner,
     id: &str,
 ) -> Result<StatusCode> {
-    let wakes = st.store.revoke_runner(m, &owner, id, st.now()).await?;
-    let mut signals: Vec<Signal> = wakes.into_iter().map(Signal::from).collect();
+    let changed = st.store.revoke_runner(m, &owner, id, st.now()).await?;
+    let mut signals = Vec::new();
+    for (job, wake) in changed {
+        signals.push(Signal::Job {
+            job: job.to_string(),
+        });
+        signals.extend(wake.map(Signal::from));
+    }
     signals.push(Signal::Revoked {
         runner: id.to_owned(),
     });

@@ -265,6 +265,19 @@ impl Store {
                 ));
             }
         }
+        if let Some(runner) = &placement.pinned_runner {
+            // Locked, so a revoke cannot slip between this check and the commit.
+            let live: Option<i64> = sqlx::query_scalar(&format!(
+                "SELECT 1 FROM runners WHERE id = $1 AND revoked_at IS NULL {}",
+                self.dialect.lock_for_update
+            ))
+            .bind(runner.as_str())
+            .fetch_optional(&mut *tx)
+            .await?;
+            if live.is_none() {
+                return Err(Error::not_found(format!("no runner {runner}")));
+            }
+        }
         let id = JobId::generate();
         sqlx::query(
             "INSERT INTO jobs (id, workspace_id, submitter_id, runtime_ref, runtime_id, pinned_runner_id, state,

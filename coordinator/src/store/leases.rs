@@ -60,6 +60,7 @@ struct Candidate {
 #[derive(FromRow)]
 struct Held {
     id: String,
+    state: String,
     runtime_id: String,
     pinned_runner_id: Option<String>,
     requires: String,
@@ -87,6 +88,8 @@ fn meets(caps: &[String], requires: &str) -> Result<bool> {
 
 /// Puts jobs whose lease is gone back at the front of their queue, or ends
 /// them: `cancelled` if a cancel was asked for, `lost` when out of attempts.
+/// A lease that never reached `running` never ran (a runner heartbeats
+/// before it starts the process), so it gives its attempt back.
 /// Returns (job, who to wake) for each.
 async fn release(
     conn: &mut AnyConnection,
@@ -95,12 +98,13 @@ async fn release(
 ) -> Result<Vec<(JobId, Option<Wake>)>> {
     let mut out = Vec::with_capacity(held.len());
     for job in held {
+        let started = job.state == JobState::Running.as_str();
         let (end_state, error) = if job.cancel_requested != 0 {
             (
                 Some(JobState::Cancelled),
                 "cancelled; the runner stopped answering",
             )
-        } else if job.attempt >= job.max_attempts {
+        } else if started && job.attempt >= job.max_attempts {
             (
                 Some(JobState::Lost),
                 "the runner stopped answering and the job is out of attempts",
@@ -111,7 +115,7 @@ async fn release(
         if let Some(state) = end_state {
             sqlx::query(
                 "UPDATE jobs SET state = $1, error = $2, finished_at = $3, lease_id = NULL, lease_runner_id = NULL, lease_expires_at = NULL
-                 WHERE id = $4",
+                 WHERE id = $4 AND state IN ('leased', 'running')",
             )
             .bind(state.as_str())
             .bind(error)
@@ -123,9 +127,11 @@ async fn release(
         } else {
             sqlx::query(
                 "UPDATE jobs SET state = 'queued', lease_id = NULL, lease_runner_id = NULL, lease_expires_at = NULL,
-                    queue_pos = (SELECT COALESCE(MIN(q.queue_pos), 0) FROM jobs q WHERE q.state = 'queued' AND q.runtime_id = $1) - 1
-                 WHERE id = $2",
+                    attempt = attempt - $1,
+                    queue_pos = (SELECT COALESCE(MIN(q.queue_pos), 0) FROM jobs q WHERE q.state = 'queued' AND q.runtime_id = $2) - 1
+                 WHERE id = $3 AND state IN ('leased', 'running')",
             )
+            .bind(if started { 0i64 } else { 1 })
             .bind(&job.runtime_id)
             .bind(&job.id)
             .execute(&mut *conn)
@@ -142,25 +148,23 @@ async fn release(
 }
 
 const HELD_COLUMNS: &str =
-    "id, runtime_id, pinned_runner_id, requires, attempt, max_attempts, cancel_requested";
-
-/// Releases every lease `runner` holds (it was revoked).
+    "id, state, runtime_id, pinned_runner_id, requires, attempt, max_attempts, cancel_requested";
+/// Releases every lease `runner` holds (it was revoked), waiting for any
+/// transaction (a complete) that holds one of those rows.
 pub(super) async fn release_leases_of_runner(
     conn: &mut AnyConnection,
+    dialect: &Dialect,
     runner: &RunnerId,
     now: i64,
-) -> Result<Vec<Wake>> {
+) -> Result<Vec<(JobId, Option<Wake>)>> {
     let held = sqlx::query_as::<_, Held>(&format!(
-        "SELECT {HELD_COLUMNS} FROM jobs WHERE lease_runner_id = $1 AND state IN ('leased', 'running')"
+        "SELECT {HELD_COLUMNS} FROM jobs WHERE lease_runner_id = $1 AND state IN ('leased', 'running') {}",
+        dialect.lock_for_update
     ))
     .bind(runner.as_str())
     .fetch_all(&mut *conn)
     .await?;
-    Ok(release(conn, held, now)
-        .await?
-        .into_iter()
-        .filter_map(|(_, w)| w)
-        .collect())
+    release(conn, held, now).await
 }
 
 impl Store {
@@ -349,7 +353,7 @@ impl Store {
             wire::LogStream::Stdout => "stdout",
             wire::LogStream::Stderr => "stderr",
         })
-        .bind(&chunk.data)
+        .bind(chunk.data.replace('\0', "\u{fffd}"))
         .bind(now)
         .execute(&mut *tx)
         .await?;
@@ -414,10 +418,13 @@ impl Store {
             Some(member) => (format!("user:{member}"), 0i64),
             None => (format!("ws:{}", row.workspace_name), 1i64),
         };
-        let error = done
-            .error
-            .as_deref()
-            .map(|e| e.chars().take(2000).collect::<String>());
+        // PostgreSQL text cannot hold NUL; neither backend stores it.
+        let error = done.error.as_deref().map(|e| {
+            e.chars()
+                .take(2000)
+                .map(|c| if c == '\0' { '\u{fffd}' } else { c })
+                .collect::<String>()
+        });
         sqlx::query(
             "UPDATE jobs SET state = $1, exit_code = $2, error = $3, ran_by = $4, ran_by_owner = $5, finished_at = $6, lease_expires_at = NULL
              WHERE id = $7",

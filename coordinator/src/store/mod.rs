@@ -55,6 +55,8 @@ pub struct Dialect {
     lease_page: i64,
     /// On a query joining `jobs j`: lock the job row until commit.
     lock_job_row: &'static str,
+    /// Lock the rows read until commit, waiting for other holders.
+    lock_for_update: &'static str,
 }
 
 const SQLITE: Dialect = Dialect {
@@ -63,6 +65,7 @@ const SQLITE: Dialect = Dialect {
     lock_skip_locked: "",
     lease_page: 128,
     lock_job_row: "",
+    lock_for_update: "",
 };
 const POSTGRES: Dialect = Dialect {
     backend: Backend::Postgres,
@@ -70,6 +73,7 @@ const POSTGRES: Dialect = Dialect {
     lock_skip_locked: "FOR UPDATE SKIP LOCKED",
     lease_page: 16,
     lock_job_row: "FOR UPDATE OF j",
+    lock_for_update: "FOR UPDATE",
 };
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

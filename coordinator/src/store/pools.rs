@@ -11,7 +11,7 @@ use super::leases::{Wake, release_leases_of_runner};
 use super::{Member, Store, json_list, on_unique, to_json};
 use crate::caps;
 use crate::error::{Error, Result};
-use crate::ids::{MemberId, RunnerId, RuntimeId, Secret, TokenKind};
+use crate::ids::{JobId, MemberId, RunnerId, RuntimeId, Secret, TokenKind};
 use crate::refs::{DEFAULT_POOL, RuntimeRef, valid_segment};
 
 /// A runner is online if it has talked to the coordinator this recently.
@@ -480,15 +480,17 @@ impl Store {
             .collect()
     }
 
-    /// Revokes a runner of `owner`: its token stops working at once, and any
-    /// job it holds is re-queued (or lost, when out of attempts).
+    /// Revokes a runner of `owner`: its token stops working at once, any job
+    /// it holds is re-queued (or lost, when out of attempts), and jobs pinned
+    /// to it, which no one else may run, end as `lost`. Returns the jobs that
+    /// changed and who to wake for them.
     pub async fn revoke_runner(
         &self,
         member: &Member,
         owner: &Owner,
         id: &str,
         now: i64,
-    ) -> Result<Vec<Wake>> {
+    ) -> Result<Vec<(JobId, Option<Wake>)>> {
         let not_found = || Error::not_found(format!("no runner {id:?}"));
         let id = RunnerId::parse(id).ok_or_else(not_found)?;
         let mut tx = self.writer.begin().await?;
@@ -511,9 +513,21 @@ impl Store {
             .bind(id.as_str())
             .execute(&mut *tx)
             .await?;
-        let wakes = release_leases_of_runner(&mut tx, &id, now).await?;
+        let mut changed = release_leases_of_runner(&mut tx, self.dialect, &id, now).await?;
+        let pinned: Vec<String> = sqlx::query_scalar(
+            "UPDATE jobs SET state = 'lost', error = 'the runner it was pinned to was revoked', finished_at = $1
+             WHERE pinned_runner_id = $2 AND state = 'queued' RETURNING id",
+        )
+        .bind(now)
+        .bind(id.as_str())
+        .fetch_all(&mut *tx)
+        .await?;
         tx.commit().await?;
-        Ok(wakes)
+        changed.retain(
+            |(_, wake)| !matches!(wake, Some(Wake::Runner { runner, .. }) if *runner == id),
+        );
+        changed.extend(pinned.into_iter().map(|job| (JobId::from_db(job), None)));
+        Ok(changed)
     }
 
     /// Resolves a ref for a job submitted by `member` (SPEC §2 rules 2-5).

@@ -11,6 +11,9 @@ use crate::error::Result;
 /// The notification channel every replica listens on.
 pub const CHANNEL: &str = "drover_signals";
 
+/// Signal bytes per notification (PostgreSQL's limit is 8000 with the envelope).
+const MAX_PAYLOAD: usize = 6000;
+
 /// One notification: who sent it, and what happened.
 #[derive(Serialize, Deserialize, Debug)]
 pub struct Envelope {
@@ -26,11 +29,28 @@ impl Store {
         if self.dialect.backend != Backend::Postgres || signals.is_empty() {
             return Ok(());
         }
+        // NOTIFY payloads must stay under 8000 bytes: send in batches.
+        let mut batch: Vec<Signal> = Vec::new();
+        let mut size = 0;
+        for signal in signals {
+            let len = serde_json::to_string(signal)?.len() + 1;
+            if !batch.is_empty() && size + len > MAX_PAYLOAD {
+                self.notify(origin, std::mem::take(&mut batch)).await?;
+                size = 0;
+            }
+            batch.push(signal.clone());
+            size += len;
+        }
+        self.notify(origin, batch).await
+    }
+
+    async fn notify(&self, origin: &str, signals: Vec<Signal>) -> Result<()> {
         let payload = serde_json::to_string(&Envelope {
             origin: origin.to_owned(),
-            signals: signals.to_vec(),
+            signals,
         })?;
-        sqlx::query("SELECT pg_notify($1, $2)")
+        // A notification needs no durability: do not wait for a WAL flush.
+        sqlx::query("SELECT set_config('synchronous_commit', 'off', true), pg_notify($1, $2)")
             .bind(CHANNEL)
             .bind(payload)
             .execute(&self.writer)
