@@ -7,6 +7,7 @@
 //! `BENCH_ITERATIONS`, `BENCH_DRAIN_JOBS`, `BENCH_HISTORY`, `BENCH_IDLE_SECONDS`;
 //! PostgreSQL comes from `DROVER_TEST_PG_URL` (an admin URL; see tests/run.sh).
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use drover_tests::runner_core::client::{Client, Scope};
@@ -236,6 +237,297 @@ async fn drain(admin: &Member, coords: &[&Coordinator], jobs: usize, runners: us
     jobs as f64 / secs
 }
 
+/// Pre-queues `jobs` no-op jobs, then `runners` protocol-level runners
+/// (lease → complete, nothing executed) drain them. Returns (jobs/s,
+/// coordinator CPU-seconds per 1,000 jobs).
+async fn protocol_drain(
+    c: &Coordinator,
+    admin: &Member,
+    jobs: usize,
+    runners: usize,
+) -> (f64, f64) {
+    let mut clients = Vec::with_capacity(runners);
+    for i in 0..runners {
+        let paired = pair(
+            admin,
+            Scope::Workspace,
+            None,
+            &format!("drain{runners}-{i}"),
+            &[],
+        )
+        .await;
+        let client = c.client(&paired.token);
+        client.hello(&[]).await.unwrap();
+        clients.push(client);
+    }
+    let noop = script_job("self:ws", "true");
+    let submits: Vec<_> = (0..8)
+        .map(|s| {
+            let client = admin.client.clone();
+            let noop = noop.clone();
+            tokio::spawn(async move {
+                for _ in (s..jobs).step_by(8) {
+                    client.submit(&noop).await.unwrap();
+                }
+            })
+        })
+        .collect();
+    for s in submits {
+        s.await.unwrap();
+    }
+    let left = std::sync::Arc::new(std::sync::atomic::AtomicI64::new(jobs as i64));
+    let (cpu0, _) = usage_of(c.pid());
+    let t0 = Instant::now();
+    let workers: Vec<_> = clients
+        .into_iter()
+        .map(|client| {
+            let left = left.clone();
+            tokio::spawn(async move {
+                let done = Complete {
+                    outcome: Outcome::Succeeded,
+                    exit_code: Some(0),
+                    error: None,
+                };
+                while left.load(std::sync::atomic::Ordering::Relaxed) > 0 {
+                    if let Some(lease) = client.lease(Duration::from_millis(200)).await.unwrap() {
+                        client.complete(&lease.lease_id, &done).await.unwrap();
+                        left.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+                    }
+                }
+            })
+        })
+        .collect();
+    for w in workers {
+        w.await.unwrap();
+    }
+    let secs = t0.elapsed().as_secs_f64();
+    let (cpu1, _) = usage_of(c.pid());
+    (jobs as f64 / secs, (cpu1 - cpu0) / jobs as f64 * 1000.0)
+}
+
+/// Open-loop arrivals at `rate` jobs/s for `secs` seconds, 8 protocol-level
+/// runners: (enqueue→lease, enqueue→complete).
+async fn open_loop(c: &Coordinator, admin: &Member, rate: u64, secs: u64) -> (Stats, Stats) {
+    use std::collections::HashMap;
+    use std::sync::{Arc, Mutex};
+    let submitted: Arc<Mutex<HashMap<String, Instant>>> = Arc::default();
+    let leased: Arc<Mutex<Vec<(String, Instant, Instant)>>> = Arc::default();
+    let total = (rate * secs) as usize;
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut workers = Vec::new();
+    for i in 0..8 {
+        let paired = pair(
+            admin,
+            Scope::Workspace,
+            None,
+            &format!("open{rate}-{i}"),
+            &[],
+        )
+        .await;
+        let client = c.client(&paired.token);
+        client.hello(&[]).await.unwrap();
+        let (leased, stop) = (leased.clone(), stop.clone());
+        workers.push(tokio::spawn(async move {
+            let done = Complete {
+                outcome: Outcome::Succeeded,
+                exit_code: Some(0),
+                error: None,
+            };
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                if let Some(lease) = client.lease(Duration::from_millis(200)).await.unwrap() {
+                    let at_lease = Instant::now();
+                    client.complete(&lease.lease_id, &done).await.unwrap();
+                    leased
+                        .lock()
+                        .unwrap()
+                        .push((lease.job.id, at_lease, Instant::now()));
+                }
+            }
+        }));
+    }
+    let noop = script_job("self:ws", "true");
+    let start = Instant::now();
+    let mut pending = Vec::with_capacity(total);
+    for n in 0..total {
+        tokio::time::sleep_until((start + Duration::from_secs_f64(n as f64 / rate as f64)).into())
+            .await;
+        let (client, noop, submitted) = (admin.client.clone(), noop.clone(), submitted.clone());
+        pending.push(tokio::spawn(async move {
+            let t = Instant::now();
+            let id = client.submit(&noop).await.unwrap().id;
+            submitted.lock().unwrap().insert(id, t);
+        }));
+    }
+    for p in pending {
+        p.await.unwrap();
+    }
+    eventually("the open-loop jobs", Duration::from_secs(600), || {
+        let n = leased.lock().unwrap().len();
+        async move { (n >= total).then_some(()) }
+    })
+    .await;
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for w in workers {
+        w.await.unwrap();
+    }
+    let submitted = submitted.lock().unwrap();
+    let (mut to_lease, mut to_complete) = (Vec::new(), Vec::new());
+    for (id, at_lease, at_done) in leased.lock().unwrap().iter() {
+        let t0 = submitted[id];
+        to_lease.push(at_lease.saturating_duration_since(t0));
+        to_complete.push(at_done.saturating_duration_since(t0));
+    }
+    (Stats::of(to_lease), Stats::of(to_complete))
+}
+
+/// `k` runners long-polling one coordinator, idle: (coordinator RSS MiB,
+/// coordinator % of a core over `secs`, first job's enqueue→lease).
+async fn idle_fleet(c: &Coordinator, admin: &Member, k: usize, secs: u64) -> (f64, f64, Duration) {
+    let mut clients = Vec::with_capacity(k);
+    for chunk in (0..k).collect::<Vec<_>>().chunks(64) {
+        let pairs: Vec<_> = chunk
+            .iter()
+            .map(|i| {
+                let admin = admin.clone();
+                let name = format!("idle{k}-{i}");
+                tokio::spawn(async move { pair(&admin, Scope::Workspace, None, &name, &[]).await })
+            })
+            .collect();
+        for p in pairs {
+            // One HTTP client (and connection pool) per runner, as separate machines would have.
+            clients.push(c.client(&p.await.unwrap().token));
+        }
+    }
+    let first = Arc::new(tokio::sync::Mutex::new(None::<Instant>));
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let tasks: Vec<_> = clients
+        .into_iter()
+        .map(|client| {
+            let (first, stop) = (first.clone(), stop.clone());
+            tokio::spawn(async move {
+                let done = Complete {
+                    outcome: Outcome::Succeeded,
+                    exit_code: Some(0),
+                    error: None,
+                };
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    match client.lease(Duration::from_secs(25)).await {
+                        Ok(Some(lease)) => {
+                            first.lock().await.get_or_insert(Instant::now());
+                            let _ = client.complete(&lease.lease_id, &done).await;
+                        }
+                        Ok(None) => {}
+                        Err(_) => return,
+                    }
+                }
+            })
+        })
+        .collect();
+    c.wait_for_waiting(k as u64).await;
+    let (cpu0, _) = usage_of(c.pid());
+    tokio::time::sleep(Duration::from_secs(secs)).await;
+    let (cpu1, rss) = usage_of(c.pid());
+    let t0 = Instant::now();
+    admin
+        .client
+        .submit(&script_job("self:ws", "true"))
+        .await
+        .unwrap();
+    let at = eventually("the first job after idling", DEADLINE, || {
+        let first = first.clone();
+        async move { *first.lock().await }
+    })
+    .await;
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for t in tasks {
+        t.abort();
+    }
+    (
+        rss as f64 / 1024.0,
+        (cpu1 - cpu0) / secs as f64 * 100.0,
+        at - t0,
+    )
+}
+
+/// Raises the open-files limit to the hard limit (an idle fleet holds a
+/// socket per runner on each side).
+fn raise_fd_limit() {
+    // SAFETY: getrlimit/setrlimit with a valid struct.
+    unsafe {
+        let mut lim = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 {
+            lim.rlim_cur = lim.rlim_max;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
+        }
+    }
+}
+
+/// The fleet section: drain with 1, 8 and 64 runners, open-loop latency,
+/// idle fleets and footprint, per backend.
+async fn fleet_section(name: &str, backend: Backend, sqlite_sync: &'static str) -> Value {
+    let drain_jobs = env_or("BENCH_DRAIN_JOBS", 5000usize);
+    let mut out = json!({"backend": name});
+    let mut lines = Vec::new();
+    for runners in [1usize, 8, 64] {
+        let c = Coordinator::start_with(CoordinatorOptions {
+            lease_ttl_ms: 20_000,
+            backend,
+            sqlite_sync,
+        })
+        .await;
+        let admin = c.bootstrap("drain", "bench@bench.test");
+        let (jps, cpu_per_1000) = protocol_drain(&c, &admin, drain_jobs, runners).await;
+        lines.push(format!("| {name} | drain {drain_jobs} jobs, {runners} runners | {jps:.0} jobs/s; coordinator {cpu_per_1000:.2} CPU-s per 1,000 jobs |"));
+        out[format!("drain{runners}")] =
+            json!({"jobsPerSecond": jps, "coordinatorCpuSecondsPer1000": cpu_per_1000});
+    }
+    for rate in [200u64, 1000] {
+        let c = Coordinator::start_with(CoordinatorOptions {
+            lease_ttl_ms: 20_000,
+            backend,
+            sqlite_sync,
+        })
+        .await;
+        let admin = c.bootstrap("open", "bench@bench.test");
+        let (lease, complete) =
+            open_loop(&c, &admin, rate, env_or("BENCH_OPEN_SECONDS", 10u64)).await;
+        lines.push(format!(
+            "| {name} | open loop {rate} jobs/s: enqueue→lease | {lease} |"
+        ));
+        lines.push(format!(
+            "| {name} | open loop {rate} jobs/s: enqueue→complete | {complete} |"
+        ));
+        out[format!("open{rate}")] =
+            json!({"enqueueToLeaseMs": lease.json(), "enqueueToCompleteMs": complete.json()});
+    }
+    for k in env_or("BENCH_FLEETS", "1000,10000".to_string())
+        .split(',')
+        .filter_map(|k| k.parse::<usize>().ok())
+    {
+        let c = Coordinator::start_with(CoordinatorOptions {
+            lease_ttl_ms: 20_000,
+            backend,
+            sqlite_sync,
+        })
+        .await;
+        let admin = c.bootstrap("fleet", "bench@bench.test");
+        let (rss, cpu, first) =
+            idle_fleet(&c, &admin, k, env_or("BENCH_IDLE_SECONDS", 10u64)).await;
+        lines.push(format!(
+            "| {name} | {k} idle runners long-polling | coordinator RSS {rss:.0} MiB, {cpu:.1} % of a core; first job leased {:.2} ms after submit |",
+            first.as_secs_f64() * 1000.0
+        ));
+        out[format!("fleet{k}")] = json!({"coordinatorRssMiB": rss, "coordinatorCpuPercent": cpu, "firstJobMs": first.as_secs_f64() * 1000.0});
+    }
+    for l in lines {
+        println!("{l}");
+    }
+    out
+}
+
 struct Row {
     name: &'static str,
     latency: Stats,
@@ -294,6 +586,24 @@ async fn bench_backend(
 
 #[tokio::main]
 async fn main() {
+    raise_fd_limit();
+    if std::env::var("BENCH_SECTION").as_deref() == Ok("fleet") {
+        let backends = std::env::var("BENCH_BACKENDS")
+            .unwrap_or_else(|_| "sqlite-normal,sqlite-full,pg".into());
+        println!("| backend | measure | value |");
+        println!("|---|---|---|");
+        let mut all = Vec::new();
+        for b in backends.split(',') {
+            all.push(match b {
+                "sqlite-full" => fleet_section("SQLite FULL", Backend::Sqlite, "full").await,
+                "sqlite-normal" => fleet_section("SQLite NORMAL", Backend::Sqlite, "normal").await,
+                "pg" => fleet_section("PostgreSQL", Backend::Postgres, "full").await,
+                other => panic!("unknown backend {other:?}"),
+            });
+        }
+        println!("\n{}", json!({"fleet": all}));
+        return;
+    }
     let backends = std::env::var("BENCH_BACKENDS")
         .unwrap_or_else(|_| "sqlite-full,sqlite-normal,pg-1,pg-3".into());
     let mut rows = Vec::new();
