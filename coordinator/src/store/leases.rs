@@ -213,15 +213,18 @@ impl Store {
                 picked = Some(c.id.clone());
             }
         }
+                // Usually the head of the queue fits: read two rows (the job, and
+        // whether another waits behind it), and page further only if not.
         let mut offset = 0;
+        let mut limit = 2;
         while next.is_none() {
             let page = sqlx::query_as::<_, Candidate>(&format!(
                 "SELECT id, requires FROM jobs WHERE state = 'queued' AND runtime_id = $1 AND pinned_runner_id IS NULL
                  ORDER BY priority DESC, queue_pos, seq LIMIT $2 OFFSET $3 {}",
                 d.lock_skip_locked
             ))
-            .bind(&runtime_id)
-            .bind(d.lease_page)
+                        .bind(&runtime_id)
+            .bind(limit)
             .bind(offset)
             .fetch_all(&mut *tx)
             .await?;
@@ -237,10 +240,11 @@ impl Store {
                     picked = Some(c.id.clone());
                 }
             }
-            if (page.len() as i64) < d.lease_page {
+                        if (page.len() as i64) < limit {
                 break;
             }
-            offset += d.lease_page;
+            offset += limit;
+            limit = d.lease_page;
         }
         let Some(job_id) = picked else {
             return Ok(LeaseAttempt::Empty);
