@@ -235,12 +235,13 @@ async fn a_killed_runner_loses_its_lease_and_the_job_requeues_at_the_front() {
         .await
         .unwrap();
 
-    r1.kill9().await;
-    // The orphaned job keeps running on the dead runner's host; it is not ours to reap here.
+    // Once the job's process is up (its pid is written), kill the runner.
+    // The orphaned job keeps running on the dead runner's host; the test reaps it at the end.
     let orphan = eventually("the first attempt's pid", DEADLINE, || async {
         read_pid(&dir.path().join("pgid"))
     })
     .await;
+    r1.kill9().await;
     let requeued = wait_state(&admin.client, &x.id, JobState::Queued).await;
     assert_eq!(requeued.attempt, 1);
     assert_eq!(

@@ -213,7 +213,7 @@ impl Store {
                 picked = Some(c.id.clone());
             }
         }
-                // Usually the head of the queue fits: read two rows (the job, and
+        // Usually the head of the queue fits: read two rows (the job, and
         // whether another waits behind it), and page further only if not.
         let mut offset = 0;
         let mut limit = 2;
@@ -240,7 +240,7 @@ impl Store {
                     picked = Some(c.id.clone());
                 }
             }
-                        if (page.len() as i64) < limit {
+            if (page.len() as i64) < limit {
                 break;
             }
             offset += limit;
@@ -268,11 +268,7 @@ impl Store {
         let Some((attempt, spec)) = taken else {
             return Ok(LeaseAttempt::Empty);
         };
-        sqlx::query("UPDATE runners SET last_seen_at = $1 WHERE id = $2")
-            .bind(now)
-            .bind(runner.as_str())
-            .execute(&mut *tx)
-            .await?;
+        // (`last_seen_at` is kept by the lease handler, at most every few seconds.)
         tx.commit().await?;
 
         let spec: JobSpec = serde_json::from_str(&spec)?;
