@@ -6,7 +6,9 @@
 // Usage: node graphile_bench.js drain N M | open RATE SECONDS  (one JSON line)
 // Needs PEER_PG_URL: a database graphile-worker may install its schema in.
 const path = require("path");
-const { run, makeWorkerUtils } = require(path.join(__dirname, ".local/node/node_modules/graphile-worker"));
+const { run, makeWorkerUtils, Logger } = require(path.join(__dirname, ".local/node/node_modules/graphile-worker"));
+// Errors only: per-job INFO lines would measure the console, not the queue.
+const logger = new Logger(() => (level, message) => { if (level === "error") console.error(message); });
 const { performance } = require("perf_hooks");
 
 const connectionString = process.env.PEER_PG_URL;
@@ -15,9 +17,9 @@ const pct = (xs, p) => { const s = [...xs].sort((a, b) => a - b); return s[Math.
 
 async function main() {
   const [mode, a, b] = process.argv.slice(2);
-  const utils = await makeWorkerUtils({ connectionString });
+  const utils = await makeWorkerUtils({ connectionString, logger });
   await utils.migrate();
-  await utils.withPgClient((c) => c.query("delete from graphile_worker.jobs"));
+  await utils.withPgClient((c) => c.query("delete from graphile_worker._private_jobs"));
   const times = [];
   let done = 0;
   const taskList = { noop: async (payload) => { const s = now(); times.push([payload.sentAt, s, now()]); done++; } };
@@ -28,7 +30,7 @@ async function main() {
       "select graphile_worker.add_job('noop', json_build_object('sentAt', 0)) from generate_series(1, $1)", [m]));
     const cpu0 = process.cpuUsage();
     const t0 = now();
-    const runner = await run({ connectionString, concurrency: n, noHandleSignals: true, pollInterval: 2000, taskList });
+    const runner = await run({ connectionString, concurrency: n, noHandleSignals: true, pollInterval: 2000, taskList, logger });
     await waitFor(m);
     const secs = (now() - t0) / 1000;
     const cpu = process.cpuUsage(cpu0);
@@ -37,7 +39,7 @@ async function main() {
       workerCpuSecondsPer1000: (cpu.user + cpu.system) / 1e6 / m * 1000 }));
   } else {
     const rate = Number(a), secs = Number(b), total = rate * secs;
-    const runner = await run({ connectionString, concurrency: 8, noHandleSignals: true, pollInterval: 2000, taskList });
+    const runner = await run({ connectionString, concurrency: 8, noHandleSignals: true, pollInterval: 2000, taskList, logger });
     const start = now();
     const adds = [];
     for (let i = 0; i < total; i++) {

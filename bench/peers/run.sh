@@ -11,7 +11,7 @@ SECS=${BENCH_OPEN_SECONDS:-10}
 PG=${DROVER_TEST_PG_URL:?set DROVER_TEST_PG_URL to a PostgreSQL admin URL (tests/run.sh shows how)}
 redis-server --port 6390 --bind 127.0.0.1 --save '' --appendonly no --daemonize yes --pidfile "$PWD/.local/redis.pid" >/dev/null
 trap 'kill "$(cat "$PWD/.local/redis.pid")" 2>/dev/null || true' EXIT
-psql "$PG" -qc "DROP DATABASE IF EXISTS drover_peer_gw WITH (FORCE)" >/dev/null
+psql "$PG" -qc "DROP DATABASE IF EXISTS drover_peer_gw WITH (FORCE)" >/dev/null 2>&1
 psql "$PG" -qc "CREATE DATABASE drover_peer_gw" >/dev/null
 export PEER_PG_URL="${PG%/*}/drover_peer_gw" PEER_REDIS=redis://127.0.0.1:6390/0
 mkdir -p ../results

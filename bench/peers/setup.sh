@@ -16,7 +16,9 @@ if ! command -v redis-server >/dev/null; then
 fi
 if [ ! -x .local/venv/bin/celery ]; then
   python3 -m venv .local/venv
-  .local/venv/bin/pip install -q 'celery[redis]==5.4.*'
+  .local/venv/bin/pip install -q 'celery[redis]==5.4.*' packaging
+  # kombu's Redis transport wants redis-py 6.1 or later.
+  .local/venv/bin/pip install -q 'redis>=6.1,<7'
 fi
 if [ ! -d .local/node/node_modules/graphile-worker ]; then
   mkdir -p .local/node
