@@ -4,7 +4,8 @@ use drover_wire::MemberCredential;
 
 use crate::clock::{Clock, SystemClock};
 use crate::error::Result;
-use crate::store::{Durability, Role, Store};
+use crate::ids::Secret;
+use crate::store::{Durability, Member, Role, Store};
 
 /// Creates a workspace and its first admin.
 pub async fn bootstrap(
@@ -17,16 +18,10 @@ pub async fn bootstrap(
         .bootstrap_workspace(workspace, email, SystemClock.now_ms())
         .await;
     store.close().await;
-    let (member, token) = result?;
-    Ok(MemberCredential {
-        workspace: member.workspace_name,
-        email: member.email,
-        subject: member.id.to_string(),
-        role: member.role.as_str().into(),
-        token: token.expose().to_owned(),
-    })
+    result.map(credential)
 }
 
+/// Adds a member to a workspace.
 pub async fn add_member(
     database_url: &str,
     workspace: &str,
@@ -38,12 +33,16 @@ pub async fn add_member(
         .add_member(workspace, email, role, SystemClock.now_ms())
         .await;
     store.close().await;
-    let (member, token) = result?;
-    Ok(MemberCredential {
+    result.map(credential)
+}
+
+/// What the CLI prints: the member and their token, shown once.
+fn credential((member, token): (Member, Secret)) -> MemberCredential {
+    MemberCredential {
         workspace: member.workspace_name,
         email: member.email,
         subject: member.id.to_string(),
         role: member.role.as_str().into(),
         token: token.expose().to_owned(),
-    })
+    }
 }

@@ -663,6 +663,40 @@ pub async fn ws_join_token(admin: &Member, runtime: &str) -> wire::JoinToken {
         .expect("join token")
 }
 
+/// Reads an executions record (lines of `<job id> <attempt>`, appended by
+/// the jobs themselves) and checks that every job in `ids` ran, none ran
+/// twice in one attempt, and no other job ran. Returns each job's recorded
+/// attempts and how many re-runs there were.
+pub fn check_executions(
+    record: &Path,
+    ids: &[String],
+) -> (std::collections::HashMap<String, Vec<u32>>, usize) {
+    let mut seen: std::collections::HashMap<String, Vec<u32>> = std::collections::HashMap::new();
+    for line in read_lines(record) {
+        let (id, attempt) = line.split_once(' ').expect("id attempt");
+        seen.entry(id.to_owned())
+            .or_default()
+            .push(attempt.parse().expect("attempt"));
+    }
+    let mut reruns = 0;
+    for id in ids {
+        let attempts = seen.get(id).unwrap_or_else(|| panic!("job {id} never ran"));
+        let unique: std::collections::HashSet<_> = attempts.iter().collect();
+        assert_eq!(
+            unique.len(),
+            attempts.len(),
+            "job {id} ran twice in one attempt: {attempts:?}"
+        );
+        reruns += attempts.len() - 1;
+    }
+    assert_eq!(
+        seen.len(),
+        ids.len(),
+        "executions recorded for jobs not submitted"
+    );
+    (seen, reruns)
+}
+
 /// Lines of a file (empty if missing).
 pub fn read_lines(path: &Path) -> Vec<String> {
     std::fs::read_to_string(path)

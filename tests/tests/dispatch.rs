@@ -1,7 +1,7 @@
 //! SPEC §2 rules 1, 6, 7: no double hand-out, lease order, round-robin
 //! wake-ups, provenance; and the torture test.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 
 use drover_tests::runner_core::client::Scope;
 use drover_tests::runner_core::wire::{JobState, SubmitJob};
@@ -184,25 +184,8 @@ async fn torture_many_runners_thousands_of_jobs_zero_duplicates_zero_lost() {
     })
     .await;
 
-    let mut seen: HashMap<String, Vec<u32>> = HashMap::new();
-    for line in read_lines(&record) {
-        let (id, attempt) = line.split_once(' ').expect("id attempt");
-        seen.entry(id.to_owned())
-            .or_default()
-            .push(attempt.parse().unwrap());
-    }
-    let mut reruns = 0;
-    for id in &ids {
-        let attempts = seen.get(id).unwrap_or_else(|| panic!("job {id} never ran"));
-        let unique: HashSet<_> = attempts.iter().collect();
-        assert_eq!(
-            unique.len(),
-            attempts.len(),
-            "job {id} ran twice in one attempt: {attempts:?}"
-        );
-        reruns += attempts.len() - 1;
-    }
-    assert_eq!(seen.len(), jobs, "executions recorded for unknown jobs");
+    let (seen, reruns) = check_executions(&record, &ids);
+
     let usage = admin.client.usage().await.unwrap();
     assert_eq!(
         usage.jobs_charged as usize, jobs,

@@ -1,7 +1,6 @@
 //! Several coordinator replicas sharing one PostgreSQL database. These
 //! always run on PostgreSQL (tests/run.sh starts it).
 
-use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 use drover_tests::runner_core::client::Scope;
@@ -223,26 +222,9 @@ async fn torture_three_replicas_thirty_runners_ten_thousand_jobs() {
     })
     .await;
 
-    let mut seen: HashMap<String, Vec<u32>> = HashMap::new();
-    for line in read_lines(&record) {
-        let (id, attempt) = line.split_once(' ').expect("id attempt");
-        seen.entry(id.to_owned())
-            .or_default()
-            .push(attempt.parse().unwrap());
-    }
     assert_eq!(ids.len(), jobs);
-    let mut reruns = 0;
-    for id in &ids {
-        let attempts = seen.get(id).unwrap_or_else(|| panic!("job {id} never ran"));
-        let unique: HashSet<_> = attempts.iter().collect();
-        assert_eq!(
-            unique.len(),
-            attempts.len(),
-            "job {id} ran twice in one attempt: {attempts:?}"
-        );
-        reruns += attempts.len() - 1;
-    }
-    assert_eq!(seen.len(), jobs);
+    let (seen, reruns) = check_executions(&record, &ids);
+
     let usage = admin.client.usage().await.unwrap();
     assert_eq!(
         usage.jobs_charged as usize, jobs,
