@@ -140,45 +140,55 @@ async fn reap_expired_leases(st: AppState) {
     }
 }
 
-/// On PostgreSQL: applies the other replicas' signals to this hub. If the
-/// link breaks, signals may have been missed, so every waiter looks again.
+/// On PostgreSQL: applies the other replicas' signals to this hub. When the
+/// link breaks, signals sent meanwhile are lost; so once a new `LISTEN` is in
+/// place, every local waiter and follower looks at the database again (what
+/// committed before is found there, what commits after is signalled).
 async fn listen_to_replicas(st: AppState) {
-    let mut listener = loop {
-        match st.store.listener().await {
-            Ok(Some(l)) => break l,
-            Ok(None) => return,
-            Err(e) => {
-                tracing::warn!(error = %e, "cannot listen for other replicas yet");
-                tokio::select! {
-                    _ = tokio::time::sleep(Duration::from_secs(1)) => {}
-                    _ = st.shutting_down() => return,
+    let mut first = true;
+    loop {
+        let Some(mut listener) = connect_listener(&st).await else {
+            return;
+        };
+        if !std::mem::take(&mut first) {
+            st.hub.wake_everyone();
+        }
+        loop {
+            let received = tokio::select! {
+                r = listener.try_recv() => r,
+                _ = st.shutting_down() => return,
+            };
+            match received {
+                Ok(Some(n)) => match serde_json::from_str::<Envelope>(n.payload()) {
+                    Ok(envelope) if *envelope.origin != *st.replica => {
+                        for signal in &envelope.signals {
+                            st.hub.apply(signal);
+                        }
+                    }
+                    Ok(_) => {}
+                    Err(e) => tracing::warn!(error = %e, "unreadable replica signal"),
+                },
+                Ok(None) => break,
+                Err(e) => {
+                    tracing::warn!(error = %e, "replica signal link failed; reconnecting");
+                    break;
                 }
             }
         }
-    };
+    }
+}
+
+/// A listener on the signal channel, retried until it works; `None` on
+/// SQLite or at shutdown.
+async fn connect_listener(st: &AppState) -> Option<sqlx::postgres::PgListener> {
     loop {
-        let received = tokio::select! {
-            r = listener.try_recv() => r,
-            _ = st.shutting_down() => return,
-        };
-        match received {
-            Ok(Some(n)) => match serde_json::from_str::<Envelope>(n.payload()) {
-                Ok(envelope) if *envelope.origin != *st.replica => {
-                    for signal in &envelope.signals {
-                        st.hub.apply(signal);
-                    }
-                }
-                Ok(_) => {}
-                Err(e) => tracing::warn!(error = %e, "unreadable replica signal"),
-            },
-            // The connection dropped; the next try_recv reconnects.
-            Ok(None) => st.hub.wake_everyone(),
+        match st.store.listener().await {
+            Ok(listener) => return listener,
             Err(e) => {
-                tracing::warn!(error = %e, "replica signal link failed; retrying");
-                st.hub.wake_everyone();
+                tracing::warn!(error = %e, "cannot listen for other replicas yet");
                 tokio::select! {
                     _ = tokio::time::sleep(Duration::from_millis(200)) => {}
-                    _ = st.shutting_down() => return,
+                    _ = st.shutting_down() => return None,
                 }
             }
         }

@@ -256,3 +256,86 @@ async fn torture_three_replicas_thirty_runners_ten_thousand_jobs() {
     eprintln!("{jobs} jobs, {reruns} re-runs after lost leases");
     drop(procs);
 }
+
+/// Counts the `LISTEN` connections of the coordinators on this database
+/// that started after `since` (a PostgreSQL timestamp as text).
+async fn listeners(c: &Coordinator, since: &str) -> i64 {
+    use sqlx::Connection as _;
+    let mut conn = sqlx::PgConnection::connect(&c.database)
+        .await
+        .expect("connect");
+    sqlx::query_scalar(
+        "SELECT COUNT(*) FROM pg_stat_activity WHERE datname = current_database() AND query LIKE 'LISTEN%'
+         AND backend_start > CAST($1 AS timestamptz)",
+    )
+    .bind(since)
+    .fetch_one(&mut conn)
+    .await
+    .expect("count listeners")
+}
+
+/// A runner long-polling replica B is woken by a job submitted on replica A
+/// (the long-poll answers with the job, not empty at its deadline), also
+/// after the replicas' signal connections were cut and came back.
+#[tokio::test]
+async fn cross_replica_wake_survives_a_cut_signal_link() {
+    let a = primary(20_000).await;
+    let b = a.replica().await;
+    let admin = a.bootstrap("acme", "admin@acme.test");
+    let paired = pair(&admin, Scope::Workspace, None, "on-b", &[]).await;
+    let runner = b.client(&paired.token);
+    runner.hello(&[]).await.unwrap();
+    eventually("both replicas listening", DEADLINE, || async {
+        (listeners(&a, "-infinity").await == 2).then_some(())
+    })
+    .await;
+
+    for round in 0..2 {
+        if round == 1 {
+            // Cut every replica's LISTEN connection; they reconnect on their own.
+            use sqlx::Connection as _;
+            let mut conn = sqlx::PgConnection::connect(&a.database).await.unwrap();
+            let at: String = sqlx::query_scalar("SELECT CAST(clock_timestamp() AS text)")
+                .fetch_one(&mut conn)
+                .await
+                .unwrap();
+            let cut: Vec<bool> = sqlx::query_scalar(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND query LIKE 'LISTEN%'",
+            )
+            .fetch_all(&mut conn)
+            .await
+            .unwrap();
+            assert_eq!(cut.len(), 2);
+            eventually("both replicas listening again", DEADLINE, || async {
+                (listeners(&a, &at).await == 2).then_some(())
+            })
+            .await;
+        }
+        let poll = {
+            let runner = runner.clone();
+            tokio::spawn(async move { runner.lease(Duration::from_secs(30)).await })
+        };
+        b.wait_for_waiting(1).await;
+        let job = admin
+            .client
+            .submit(&script_job("self:ws", "true"))
+            .await
+            .unwrap();
+        let lease = poll
+            .await
+            .unwrap()
+            .unwrap()
+            .expect("woken with the job, not left to time out");
+        assert_eq!(lease.job.id, job.id, "round {round}");
+        let done = drover_tests::runner_core::wire::Complete {
+            outcome: drover_tests::runner_core::wire::Outcome::Succeeded,
+            exit_code: Some(0),
+            error: None,
+        };
+        runner
+            .heartbeat(&lease.lease_id, Duration::ZERO)
+            .await
+            .unwrap();
+        runner.complete(&lease.lease_id, &done).await.unwrap();
+    }
+}
