@@ -197,22 +197,8 @@ async fn drain(admin: &Member, coords: &[&Coordinator], jobs: usize, runners: us
         .join_token(Scope::Workspace, "default")
         .await
         .unwrap();
-    let noop = script_job("self:ws", "true");
     let before = admin.client.usage().await.unwrap().jobs_charged as usize;
-    let submits: Vec<_> = (0..8)
-        .map(|s| {
-            let client = admin.client.clone();
-            let noop = noop.clone();
-            tokio::spawn(async move {
-                for _ in (s..jobs).step_by(8) {
-                    client.submit(&noop).await.unwrap();
-                }
-            })
-        })
-        .collect();
-    for s in submits {
-        s.await.unwrap();
-    }
+    prequeue(admin, jobs).await;
     let state = TempDir::new("bench-drain");
     let t0 = Instant::now();
     let procs: Vec<RunnerProcess> = (0..runners)
@@ -237,34 +223,12 @@ async fn drain(admin: &Member, coords: &[&Coordinator], jobs: usize, runners: us
     jobs as f64 / secs
 }
 
-/// Pre-queues `jobs` no-op jobs, then `runners` protocol-level runners
-/// (lease → complete, nothing executed) drain them. Returns (jobs/s,
-/// coordinator CPU-seconds per 1,000 jobs).
-async fn protocol_drain(
-    c: &Coordinator,
-    admin: &Member,
-    jobs: usize,
-    runners: usize,
-) -> (f64, f64) {
-    let mut clients = Vec::with_capacity(runners);
-    for i in 0..runners {
-        let paired = pair(
-            admin,
-            Scope::Workspace,
-            None,
-            &format!("drain{runners}-{i}"),
-            &[],
-        )
-        .await;
-        let client = c.client(&paired.token);
-        client.hello(&[]).await.unwrap();
-        clients.push(client);
-    }
+/// Queues `jobs` no-op jobs on the workspace pool, from 8 submitters.
+async fn prequeue(admin: &Member, jobs: usize) {
     let noop = script_job("self:ws", "true");
     let submits: Vec<_> = (0..8)
         .map(|s| {
-            let client = admin.client.clone();
-            let noop = noop.clone();
+            let (client, noop) = (admin.client.clone(), noop.clone());
             tokio::spawn(async move {
                 for _ in (s..jobs).step_by(8) {
                     client.submit(&noop).await.unwrap();
@@ -275,6 +239,31 @@ async fn protocol_drain(
     for s in submits {
         s.await.unwrap();
     }
+}
+
+/// `n` workspace runners spoken for at the protocol level (no process).
+async fn protocol_runners(c: &Coordinator, admin: &Member, prefix: &str, n: usize) -> Vec<Client> {
+    let mut clients = Vec::with_capacity(n);
+    for i in 0..n {
+        let paired = pair(admin, Scope::Workspace, None, &format!("{prefix}-{i}"), &[]).await;
+        let client = c.client(&paired.token);
+        client.hello(&[]).await.unwrap();
+        clients.push(client);
+    }
+    clients
+}
+
+/// Pre-queues `jobs` no-op jobs, then `runners` protocol-level runners
+/// (lease → complete, nothing executed) drain them. Returns (jobs/s,
+/// coordinator CPU-seconds per 1,000 jobs).
+async fn protocol_drain(
+    c: &Coordinator,
+    admin: &Member,
+    jobs: usize,
+    runners: usize,
+) -> (f64, f64) {
+    let clients = protocol_runners(c, admin, &format!("drain{runners}"), runners).await;
+    prequeue(admin, jobs).await;
     let left = std::sync::Arc::new(std::sync::atomic::AtomicI64::new(jobs as i64));
     let (cpu0, _) = usage_of(c.pid());
     let t0 = Instant::now();
@@ -315,17 +304,7 @@ async fn open_loop(c: &Coordinator, admin: &Member, rate: u64, secs: u64) -> (St
     let total = (rate * secs) as usize;
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let mut workers = Vec::new();
-    for i in 0..8 {
-        let paired = pair(
-            admin,
-            Scope::Workspace,
-            None,
-            &format!("open{rate}-{i}"),
-            &[],
-        )
-        .await;
-        let client = c.client(&paired.token);
-        client.hello(&[]).await.unwrap();
+    for client in protocol_runners(c, admin, &format!("open{rate}"), 8).await {
         let (leased, stop) = (leased.clone(), stop.clone());
         workers.push(tokio::spawn(async move {
             let done = Complete {
