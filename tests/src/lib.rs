@@ -727,3 +727,12 @@ pub async fn pair(
         .await
         .expect("pair runner")
 }
+
+/// A runner's report that its job exited 0.
+pub fn succeeded() -> wire::Complete {
+    wire::Complete {
+        outcome: wire::Outcome::Succeeded,
+        exit_code: Some(0),
+        error: None,
+    }
+}

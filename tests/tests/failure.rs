@@ -4,9 +4,7 @@
 use std::time::Duration;
 
 use drover_tests::runner_core::client::Scope;
-use drover_tests::runner_core::wire::{
-    Complete, ErrorBody, ErrorCode, JobState, JoinRequest, Outcome,
-};
+use drover_tests::runner_core::wire::{ErrorBody, ErrorCode, JobState, JoinRequest};
 use drover_tests::*;
 use reqwest::{Method, StatusCode};
 use serde_json::json;
@@ -592,11 +590,7 @@ async fn expired_join_tokens_and_revoked_runners_are_refused() {
         .revoke_runner(Scope::Workspace, &manual.runner.id)
         .await
         .unwrap();
-    let done = Complete {
-        outcome: Outcome::Succeeded,
-        exit_code: Some(0),
-        error: None,
-    };
+    let done = succeeded();
     assert_eq!(
         code(manual_client.complete(&lease.lease_id, &done).await),
         ErrorCode::Unauthorized

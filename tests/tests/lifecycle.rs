@@ -331,11 +331,7 @@ async fn complete_is_idempotent_and_refused_once_the_lease_is_lost() {
         admin.client.job(&job.id).await.unwrap().state,
         JobState::Running
     );
-    let done = Complete {
-        outcome: Outcome::Succeeded,
-        exit_code: Some(0),
-        error: None,
-    };
+    let done = succeeded();
     let first = runner.complete(&lease.lease_id, &done).await.unwrap();
     assert_eq!((first.state, first.repeated), (JobState::Succeeded, false));
     let again = runner.complete(&lease.lease_id, &done).await.unwrap();

@@ -327,11 +327,7 @@ async fn cross_replica_wake_survives_a_cut_signal_link() {
             .unwrap()
             .expect("woken with the job, not left to time out");
         assert_eq!(lease.job.id, job.id, "round {round}");
-        let done = drover_tests::runner_core::wire::Complete {
-            outcome: drover_tests::runner_core::wire::Outcome::Succeeded,
-            exit_code: Some(0),
-            error: None,
-        };
+        let done = succeeded();
         runner
             .heartbeat(&lease.lease_id, Duration::ZERO)
             .await

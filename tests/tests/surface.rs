@@ -222,15 +222,17 @@ async fn a_member_joins_runners_to_a_personal_pool_with_a_join_token() {
         &["--labels", "fast"],
     );
     c.wait_for_waiting(2).await;
-    let first: BTreeSet<String> = bob
-        .client
-        .runners(RunnerListing::Mine)
-        .await
-        .unwrap()
-        .runners
-        .into_iter()
-        .map(|r| r.id)
-        .collect();
+    let my_runners = || async {
+        bob.client
+            .runners(RunnerListing::Mine)
+            .await
+            .unwrap()
+            .runners
+            .into_iter()
+            .map(|r| r.id)
+            .collect::<BTreeSet<String>>()
+    };
+    let first = my_runners().await;
     assert_eq!(first.len(), 2);
 
     // Credentials are kept 0600 and reused on restart: same runners, no new joins.
@@ -243,15 +245,7 @@ async fn a_member_joins_runners_to_a_personal_pool_with_a_join_token() {
     assert!(runners.wait_exit().await.success());
     runners.restart();
     c.wait_for_waiting(2).await;
-    let again: BTreeSet<String> = bob
-        .client
-        .runners(RunnerListing::Mine)
-        .await
-        .unwrap()
-        .runners
-        .into_iter()
-        .map(|r| r.id)
-        .collect();
+    let again = my_runners().await;
     assert_eq!(first, again);
 
     let job = bob

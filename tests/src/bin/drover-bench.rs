@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use drover_tests::runner_core::client::{Client, Scope};
-use drover_tests::runner_core::wire::{Complete, Outcome, SubmitJob};
+use drover_tests::runner_core::wire::SubmitJob;
 use drover_tests::*;
 use serde_json::{Value, json};
 
@@ -104,11 +104,7 @@ async fn enqueue_to_lease(
 ) -> Stats {
     let (runner, job) = manual_runner(admin, poll_via, "latency").await;
     let submitter = submit_via.client(&admin.token);
-    let done = Complete {
-        outcome: Outcome::Succeeded,
-        exit_code: Some(0),
-        error: None,
-    };
+    let done = succeeded();
     let mut samples = Vec::with_capacity(n);
     for _ in 0..n {
         let r = runner.clone();
@@ -133,11 +129,7 @@ async fn enqueue_to_lease(
 /// A lease call while a job is already queued: the cost of the lease itself.
 async fn lease_cost(admin: &Member, c: &Coordinator, n: usize) -> Stats {
     let (runner, job) = manual_runner(admin, c, &format!("cost{}", n)).await;
-    let done = Complete {
-        outcome: Outcome::Succeeded,
-        exit_code: Some(0),
-        error: None,
-    };
+    let done = succeeded();
     let mut samples = Vec::with_capacity(n);
     for _ in 0..n {
         admin.client.submit(&job).await.unwrap();
@@ -272,11 +264,7 @@ async fn protocol_drain(
         .map(|client| {
             let left = left.clone();
             tokio::spawn(async move {
-                let done = Complete {
-                    outcome: Outcome::Succeeded,
-                    exit_code: Some(0),
-                    error: None,
-                };
+                let done = succeeded();
                 while left.load(std::sync::atomic::Ordering::Relaxed) > 0 {
                     if let Some(lease) = client.lease(Duration::from_millis(200)).await.unwrap() {
                         client.complete(&lease.lease_id, &done).await.unwrap();
@@ -307,11 +295,7 @@ async fn open_loop(c: &Coordinator, admin: &Member, rate: u64, secs: u64) -> (St
     for client in protocol_runners(c, admin, &format!("open{rate}"), 8).await {
         let (leased, stop) = (leased.clone(), stop.clone());
         workers.push(tokio::spawn(async move {
-            let done = Complete {
-                outcome: Outcome::Succeeded,
-                exit_code: Some(0),
-                error: None,
-            };
+            let done = succeeded();
             while !stop.load(std::sync::atomic::Ordering::Relaxed) {
                 if let Some(lease) = client.lease(Duration::from_millis(200)).await.unwrap() {
                     let at_lease = Instant::now();
@@ -384,11 +368,7 @@ async fn idle_fleet(c: &Coordinator, admin: &Member, k: usize, secs: u64) -> (f6
         .map(|client| {
             let (first, stop) = (first.clone(), stop.clone());
             tokio::spawn(async move {
-                let done = Complete {
-                    outcome: Outcome::Succeeded,
-                    exit_code: Some(0),
-                    error: None,
-                };
+                let done = succeeded();
                 while !stop.load(std::sync::atomic::Ordering::Relaxed) {
                     match client.lease(Duration::from_secs(25)).await {
                         Ok(Some(lease)) => {
