@@ -14,6 +14,8 @@ pub enum Error {
     Migrate(#[from] sqlx::migrate::MigrateError),
     #[error("corrupt row: {0}")]
     Corrupt(String),
+    #[error("{0}")]
+    Internal(&'static str),
 }
 
 impl Error {

@@ -3,6 +3,7 @@
 
 pub mod admin;
 pub mod app;
+pub mod batch;
 pub mod caps;
 pub mod clock;
 pub mod dispatch;

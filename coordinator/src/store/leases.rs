@@ -5,6 +5,8 @@
 //! The `WHERE state = 'queued'` guard on the update keeps that true even if
 //! two writers ever raced (it is the only way a job leaves the queue).
 
+use std::collections::HashMap;
+
 use drover_wire::{self as wire, JobState, Outcome};
 use sqlx::{AnyConnection, FromRow};
 
@@ -49,6 +51,55 @@ pub struct Completion {
     pub state: JobState,
     /// True when this lease had already completed the job; nothing changed.
     pub repeated: bool,
+}
+
+/// One runner's lease call, for a batch.
+#[derive(Debug, Clone)]
+pub struct LeaseRequest {
+    pub runner: RunnerId,
+    pub now: i64,
+    pub ttl_ms: u64,
+}
+
+/// One complete call, for a batch.
+#[derive(Debug, Clone)]
+pub struct CompleteRequest {
+    pub runner: RunnerId,
+    pub lease: String,
+    pub done: wire::Complete,
+    pub now: i64,
+}
+
+/// `$first, $first+1, …` for an `IN (…)` list of `n` values.
+fn placeholders(first: usize, n: usize) -> String {
+    (first..first + n)
+        .map(|i| format!("${i}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn bind_all<'q, O>(
+    mut q: sqlx::query::QueryAs<'q, sqlx::Any, O, sqlx::any::AnyArguments<'q>>,
+    values: &[&'q str],
+) -> sqlx::query::QueryAs<'q, sqlx::Any, O, sqlx::any::AnyArguments<'q>> {
+    for v in values {
+        q = q.bind(*v);
+    }
+    q
+}
+
+/// The single result of a batch of one.
+fn one<T>(mut results: Vec<Result<T>>) -> Result<T> {
+    results
+        .pop()
+        .unwrap_or(Err(Error::Internal("a batch of one gave no result")))
+}
+
+#[derive(FromRow)]
+struct Pinned {
+    id: String,
+    requires: String,
+    pinned_runner_id: String,
 }
 
 #[derive(FromRow)]
@@ -171,123 +222,270 @@ impl Store {
     /// Leases the next job for `runner`: jobs pinned to it first, then its
     /// pool's queue, each by priority then FIFO (re-queued jobs first),
     /// skipping jobs whose requirements the runner does not meet.
+    /// Concurrent calls are written together (see `batch`).
     pub async fn try_lease(
         &self,
         runner: &RunnerId,
         now: i64,
         ttl_ms: u64,
     ) -> Result<LeaseAttempt> {
-        let mut tx = self.writer.begin().await?;
-        let row: Option<(String, String, String, Option<i64>)> = sqlx::query_as(
-            "SELECT runtime_id, labels, detected, revoked_at FROM runners WHERE id = $1",
-        )
-        .bind(runner.as_str())
-        .fetch_optional(&mut *tx)
-        .await?;
-        let Some((runtime_id, labels, detected, None)) = row else {
-            return Ok(LeaseAttempt::Revoked);
-        };
-        let caps = capabilities(&labels, &detected)?;
+        match &self.batches {
+            Some(b) => {
+                b.lease
+                    .call(LeaseRequest {
+                        runner: runner.clone(),
+                        now,
+                        ttl_ms,
+                    })
+                    .await
+            }
+            None => one(self
+                .lease_batch(&[LeaseRequest {
+                    runner: runner.clone(),
+                    now,
+                    ttl_ms,
+                }])
+                .await?),
+        }
+    }
 
-        let mut picked: Option<String> = None;
-        let mut next: Option<Wake> = None;
+    /// Leases a job for each request, in one transaction. Requests are
+    /// served in order, so within a pool the earliest request gets the head
+    /// of the queue it can run. The same runner may ask more than once (one
+    /// request per slot).
+    pub(super) async fn lease_batch(
+        &self,
+        reqs: &[LeaseRequest],
+    ) -> Result<Vec<Result<LeaseAttempt>>> {
         let d: &Dialect = self.dialect;
-        let pinned = sqlx::query_as::<_, Candidate>(&format!(
-            "SELECT id, requires FROM jobs WHERE state = 'queued' AND pinned_runner_id = $1
-             ORDER BY priority DESC, queue_pos, seq LIMIT $2 {}",
-            d.lock_skip_locked
-        ))
-        .bind(runner.as_str())
-        .bind(d.lease_page)
+        let now = reqs.iter().map(|r| r.now).max().unwrap_or_default();
+        let ttl_ms = reqs.iter().map(|r| r.ttl_ms).max().unwrap_or_default();
+        let mut tx = self.writer.begin().await?;
+
+        // Who is asking: pool and capabilities, or revoked.
+        let mut ids: Vec<&str> = reqs.iter().map(|r| r.runner.as_str()).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        let rows: Vec<(String, String, String, String, Option<i64>)> = bind_all(
+            sqlx::query_as(&format!(
+                "SELECT id, runtime_id, labels, detected, revoked_at FROM runners WHERE id IN ({})",
+                placeholders(1, ids.len())
+            )),
+            &ids,
+        )
         .fetch_all(&mut *tx)
         .await?;
-        for c in &pinned {
-            if picked.is_some() {
-                next = Some(Wake::Runner {
-                    runtime: RuntimeId::from_db(runtime_id.clone()),
-                    runner: runner.clone(),
-                });
-                break;
-            }
-            if meets(&caps, &c.requires)? {
-                picked = Some(c.id.clone());
+        let mut runners: HashMap<String, (String, Vec<String>)> =
+            HashMap::with_capacity(rows.len());
+        for (id, runtime_id, labels, detected, revoked) in rows {
+            if revoked.is_none() {
+                runners.insert(id, (runtime_id, capabilities(&labels, &detected)?));
             }
         }
-        // Usually the head of the queue fits: read two rows (the job, and
-        // whether another waits behind it), and page further only if not.
-        let mut offset = 0;
-        let mut limit = 2;
-        while next.is_none() {
-            let page = sqlx::query_as::<_, Candidate>(&format!(
-                "SELECT id, requires FROM jobs WHERE state = 'queued' AND runtime_id = $1 AND pinned_runner_id IS NULL
-                 ORDER BY priority DESC, queue_pos, seq LIMIT $2 OFFSET $3 {}",
-                d.lock_skip_locked
-            ))
-                        .bind(&runtime_id)
-            .bind(limit)
-            .bind(offset)
+
+        // picked[i]: the job for request i; next[i]: whom its handler wakes.
+        let mut picked: Vec<Option<String>> = vec![None; reqs.len()];
+        let mut next: Vec<Option<Wake>> = vec![None; reqs.len()];
+
+        // Pinned jobs. Usually there are none: one query for the whole batch,
+        // and per runner only if that page came back full.
+        let live: Vec<&str> = ids
+            .iter()
+            .copied()
+            .filter(|id| runners.contains_key(*id))
+            .collect();
+        if !live.is_empty() {
+            let mut pinned = bind_all(
+                sqlx::query_as::<_, Pinned>(&format!(
+                    "SELECT id, requires, pinned_runner_id FROM jobs WHERE state = 'queued' AND pinned_runner_id IN ({})
+                     ORDER BY priority DESC, queue_pos, seq LIMIT {} {}",
+                    placeholders(1, live.len()),
+                    d.lease_page,
+                    d.lock_skip_locked
+                )),
+                &live,
+            )
             .fetch_all(&mut *tx)
             .await?;
-            for c in &page {
-                if picked.is_some() {
-                    next = Some(Wake::Pool {
-                        runtime: RuntimeId::from_db(runtime_id.clone()),
-                        requires: json_list(&c.requires)?,
-                    });
+            if pinned.len() as i64 == d.lease_page {
+                pinned.clear();
+                for id in &live {
+                    pinned.extend(
+                        sqlx::query_as::<_, Pinned>(&format!(
+                            "SELECT id, requires, pinned_runner_id FROM jobs WHERE state = 'queued' AND pinned_runner_id = $1
+                             ORDER BY priority DESC, queue_pos, seq LIMIT $2 {}",
+                            d.lock_skip_locked
+                        ))
+                        .bind(*id)
+                        .bind(reqs.len() as i64 + 1)
+                        .fetch_all(&mut *tx)
+                        .await?,
+                    );
+                }
+            }
+            let mut taken = vec![false; pinned.len()];
+            for (i, req) in reqs.iter().enumerate() {
+                let Some((runtime_id, caps)) = runners.get(req.runner.as_str()) else {
+                    continue;
+                };
+                for (c, job) in pinned.iter().enumerate() {
+                    if taken[c] || job.pinned_runner_id != req.runner.as_str() {
+                        continue;
+                    }
+                    if picked[i].is_some() {
+                        next[i] = Some(Wake::Runner {
+                            runtime: RuntimeId::from_db(runtime_id.clone()),
+                            runner: req.runner.clone(),
+                        });
+                        break;
+                    }
+                    if meets(caps, &job.requires)? {
+                        picked[i] = Some(job.id.clone());
+                        taken[c] = true;
+                    }
+                }
+            }
+        }
+
+        // Each pool's queue, for the requests still unserved. Read twice as
+        // many rows as there are requests (usually the head of the queue
+        // fits), so we also see how many wait behind; page on only if not.
+        let mut pools: Vec<&str> = Vec::new();
+        for (i, req) in reqs.iter().enumerate() {
+            if let (None, Some((runtime_id, _))) = (&picked[i], runners.get(req.runner.as_str())) {
+                if !pools.contains(&runtime_id.as_str()) {
+                    pools.push(runtime_id);
+                }
+            }
+        }
+        for runtime_id in pools {
+            let mut waiting: Vec<usize> = (0..reqs.len())
+                .filter(|&i| {
+                    picked[i].is_none()
+                        && runners
+                            .get(reqs[i].runner.as_str())
+                            .is_some_and(|(rt, _)| rt == runtime_id)
+                })
+                .collect();
+            let mut served: Vec<usize> = Vec::new();
+            let mut behind: Vec<Wake> = Vec::new();
+            let mut offset = 0;
+            let mut limit = (2 * waiting.len()).max(2) as i64;
+            loop {
+                let page = sqlx::query_as::<_, Candidate>(&format!(
+                    "SELECT id, requires FROM jobs WHERE state = 'queued' AND runtime_id = $1 AND pinned_runner_id IS NULL
+                     ORDER BY priority DESC, queue_pos, seq LIMIT $2 OFFSET $3 {}",
+                    d.lock_skip_locked
+                ))
+                .bind(runtime_id)
+                .bind(limit)
+                .bind(offset)
+                .fetch_all(&mut *tx)
+                .await?;
+                for c in &page {
+                    if waiting.is_empty() {
+                        behind.push(Wake::Pool {
+                            runtime: RuntimeId::from_db(runtime_id.to_owned()),
+                            requires: json_list(&c.requires)?,
+                        });
+                        continue;
+                    }
+                    let mut fits = None;
+                    for (w, &i) in waiting.iter().enumerate() {
+                        let (_, caps) = &runners[reqs[i].runner.as_str()];
+                        if meets(caps, &c.requires)? {
+                            fits = Some(w);
+                            break;
+                        }
+                    }
+                    if let Some(w) = fits {
+                        let i = waiting.remove(w);
+                        picked[i] = Some(c.id.clone());
+                        served.push(i);
+                    }
+                }
+                if !behind.is_empty() || (page.len() as i64) < limit {
                     break;
                 }
-                if meets(&caps, &c.requires)? {
-                    picked = Some(c.id.clone());
-                }
+                offset += limit;
+                limit = d.lease_page;
             }
-            if (page.len() as i64) < limit {
-                break;
+            // One wake per job seen waiting behind, from the handlers served.
+            for (i, wake) in served.into_iter().zip(behind) {
+                next[i] = Some(wake);
             }
-            offset += limit;
-            limit = d.lease_page;
         }
-        let Some(job_id) = picked else {
-            return Ok(LeaseAttempt::Empty);
-        };
 
-        let lease_id = LeaseId::generate();
-        let taken: Option<(i64, String)> = sqlx::query_as(
-            "UPDATE jobs SET state = 'leased', attempt = attempt + 1, lease_id = $1, lease_runner_id = $2,
-                 lease_expires_at = $3, started_at = $4
-             WHERE id = $5 AND state = 'queued' RETURNING attempt, spec",
-        )
-        .bind(lease_id.as_str())
-        .bind(runner.as_str())
-        .bind(now + ttl_ms as i64)
-        .bind(now)
-        .bind(&job_id)
-        .fetch_optional(&mut *tx)
-        .await?;
-        // Only `WHERE state = 'queued'` moves a job out of the queue; with the
-        // candidate locked (or the one writer) this always finds it.
-        let Some((attempt, spec)) = taken else {
-            return Ok(LeaseAttempt::Empty);
-        };
-        // (`last_seen_at` is kept by the lease handler, at most every few seconds.)
+        // Take every picked job in one statement; `WHERE state = 'queued'` is
+        // the only way out of the queue (with the rows locked, or the one
+        // writer, it always matches).
+        let mut chosen: Vec<(usize, String, LeaseId)> = Vec::new();
+        for (i, job) in picked.iter().enumerate() {
+            if let Some(job) = job {
+                chosen.push((i, job.clone(), LeaseId::generate()));
+            }
+        }
+        let mut taken: HashMap<String, (i64, String)> = HashMap::with_capacity(chosen.len());
+        if !chosen.is_empty() {
+            let rows = (0..chosen.len())
+                .map(|k| format!("(${}, ${}, ${})", 3 + 3 * k, 4 + 3 * k, 5 + 3 * k))
+                .collect::<Vec<_>>()
+                .join(", ");
+            let sql = format!(
+                "UPDATE jobs SET state = 'leased', attempt = attempt + 1, lease_id = v.column2, lease_runner_id = v.column3,
+                     lease_expires_at = $1, started_at = $2
+                 FROM (VALUES {rows}) AS v
+                 WHERE jobs.id = v.column1 AND jobs.state = 'queued'
+                 RETURNING id, attempt, spec"
+            );
+            let mut q = sqlx::query_as::<_, (String, i64, String)>(&sql)
+                .bind(now + ttl_ms as i64)
+                .bind(now);
+            for (i, job, lease) in &chosen {
+                q = q
+                    .bind(job.as_str())
+                    .bind(lease.as_str())
+                    .bind(reqs[*i].runner.as_str());
+            }
+            for (id, attempt, spec) in q.fetch_all(&mut *tx).await? {
+                taken.insert(id, (attempt, spec));
+            }
+        }
         tx.commit().await?;
 
-        let spec: JobSpec = serde_json::from_str(&spec)?;
-        Ok(LeaseAttempt::Leased {
-            lease: Box::new(wire::Lease {
-                lease_id: lease_id.to_string(),
-                ttl_ms,
-                job: wire::LeasedJob {
-                    id: job_id,
-                    attempt: attempt as u32,
-                    command: spec.command,
-                    script: spec.script,
-                    env: spec.env,
-                    timeout_seconds: spec.timeout_seconds,
-                    image: spec.image,
-                },
-            }),
-            next,
-        })
+        let mut out: Vec<Result<LeaseAttempt>> = reqs
+            .iter()
+            .map(|r| {
+                Ok(if runners.contains_key(r.runner.as_str()) {
+                    LeaseAttempt::Empty
+                } else {
+                    LeaseAttempt::Revoked
+                })
+            })
+            .collect();
+        for (i, job_id, lease_id) in chosen {
+            let Some((attempt, spec)) = taken.remove(&job_id) else {
+                continue;
+            };
+            let spec: JobSpec = serde_json::from_str(&spec)?;
+            out[i] = Ok(LeaseAttempt::Leased {
+                lease: Box::new(wire::Lease {
+                    lease_id: lease_id.to_string(),
+                    ttl_ms,
+                    job: wire::LeasedJob {
+                        id: job_id,
+                        attempt: attempt as u32,
+                        command: spec.command,
+                        script: spec.script,
+                        env: spec.env,
+                        timeout_seconds: spec.timeout_seconds,
+                        image: spec.image,
+                    },
+                }),
+                next: next[i].take(),
+            });
+        }
+        Ok(out)
     }
 
     /// Renews the lease (and marks the job running). Returns whether a cancel
@@ -363,6 +561,7 @@ impl Store {
 
     /// Finishes the job held by `lease`, records provenance and usage.
     /// Idempotent: a repeat for a lease that already completed changes nothing.
+    /// Concurrent calls are written together (see `batch`).
     pub async fn complete(
         &self,
         runner: &RunnerId,
@@ -370,10 +569,27 @@ impl Store {
         done: &wire::Complete,
         now: i64,
     ) -> Result<Completion> {
-        let mut tx = self.writer.begin().await?;
+        let req = CompleteRequest {
+            runner: runner.clone(),
+            lease: lease.to_owned(),
+            done: done.clone(),
+            now,
+        };
+        match &self.batches {
+            Some(b) => b.complete.call(req).await,
+            None => one(self.complete_batch(&[req]).await?),
+        }
+    }
+
+    /// Completes each request's lease, in one transaction.
+    pub(super) async fn complete_batch(
+        &self,
+        reqs: &[CompleteRequest],
+    ) -> Result<Vec<Result<Completion>>> {
         #[derive(FromRow)]
         struct Row {
             id: String,
+            lease_id: String,
             state: String,
             lease_runner_id: Option<String>,
             attempt: i64,
@@ -383,88 +599,187 @@ impl Store {
             owner_member_id: Option<String>,
             workspace_name: String,
         }
-        let row = sqlx::query_as::<_, Row>(&format!(
-            "SELECT j.id, j.state, j.lease_runner_id, j.attempt, j.cancel_requested, j.started_at, j.workspace_id,
-                    rt.owner_member_id, w.name AS workspace_name
-             FROM jobs j JOIN runners r ON r.id = j.lease_runner_id JOIN runtimes rt ON rt.id = r.runtime_id
-                         JOIN workspaces w ON w.id = j.workspace_id
-             WHERE j.lease_id = $1 {}",
-            self.dialect.lock_job_row
-        ))
-        .bind(lease)
-        .fetch_optional(&mut *tx)
-        .await?
-        .filter(|r| r.lease_runner_id.as_deref() == Some(runner.as_str()))
-        .ok_or_else(Error::lease_lost)?;
-        let current = JobState::parse(&row.state)
-            .ok_or_else(|| Error::Corrupt(format!("job state {}", row.state)))?;
-        if current.is_terminal() {
-            return Ok(Completion {
-                job_id: JobId::from_db(row.id),
-                state: current,
-                repeated: true,
-            });
+        let now = reqs.iter().map(|r| r.now).max().unwrap_or_default();
+        let mut tx = self.writer.begin().await?;
+        let mut leases: Vec<&str> = reqs.iter().map(|r| r.lease.as_str()).collect();
+        leases.sort_unstable();
+        leases.dedup();
+        // In id order, so concurrent batches on PostgreSQL lock rows in one order.
+        let rows = bind_all(
+            sqlx::query_as::<_, Row>(&format!(
+                "SELECT j.id, j.lease_id, j.state, j.lease_runner_id, j.attempt, j.cancel_requested, j.started_at, j.workspace_id,
+                        rt.owner_member_id, w.name AS workspace_name
+                 FROM jobs j JOIN runners r ON r.id = j.lease_runner_id JOIN runtimes rt ON rt.id = r.runtime_id
+                             JOIN workspaces w ON w.id = j.workspace_id
+                 WHERE j.lease_id IN ({}) ORDER BY j.id {}",
+                placeholders(1, leases.len()),
+                self.dialect.lock_job_row
+            )),
+            &leases,
+        )
+        .fetch_all(&mut *tx)
+        .await?;
+        let mut held: HashMap<String, Row> =
+            rows.into_iter().map(|r| (r.lease_id.clone(), r)).collect();
+
+        struct Finish {
+            job: String,
+            state: JobState,
+            exit_code: Option<i64>,
+            error: Option<String>,
+            runner: String,
+            payer: String,
+            charged: i64,
+            runner_ms: i64,
+            attempt: i64,
+            workspace_id: String,
         }
-        let state = match done.outcome {
-            _ if row.cancel_requested != 0 && done.outcome != Outcome::Succeeded => {
-                JobState::Cancelled
+        let mut finishes: Vec<Finish> = Vec::new();
+        // Terminal states decided in this batch, for a repeat within it.
+        let mut decided: HashMap<&str, JobState> = HashMap::new();
+        let mut out = Vec::with_capacity(reqs.len());
+        for req in reqs {
+            let Some(row) = held
+                .get(req.lease.as_str())
+                .filter(|r| r.lease_runner_id.as_deref() == Some(req.runner.as_str()))
+            else {
+                out.push(Err(Error::lease_lost()));
+                continue;
+            };
+            let current = JobState::parse(&row.state)
+                .ok_or_else(|| Error::Corrupt(format!("job state {}", row.state)))?;
+            let repeat = decided
+                .get(req.lease.as_str())
+                .copied()
+                .or(current.is_terminal().then_some(current));
+            if let Some(state) = repeat {
+                out.push(Ok(Completion {
+                    job_id: JobId::from_db(row.id.clone()),
+                    state,
+                    repeated: true,
+                }));
+                continue;
             }
-            Outcome::Succeeded => JobState::Succeeded,
-            Outcome::Failed => JobState::Failed,
-            Outcome::Cancelled => JobState::Cancelled,
-            Outcome::TimedOut => JobState::TimedOut,
-        };
-        let (payer, charged) = match &row.owner_member_id {
-            Some(member) => (format!("user:{member}"), 0i64),
-            None => (format!("ws:{}", row.workspace_name), 1i64),
-        };
-        // PostgreSQL text cannot hold NUL; neither backend stores it.
-        let error = done.error.as_deref().map(|e| {
-            e.chars()
-                .take(2000)
-                .map(|c| if c == '\0' { '\u{fffd}' } else { c })
-                .collect::<String>()
-        });
-        sqlx::query(
-            "UPDATE jobs SET state = $1, exit_code = $2, error = $3, ran_by = $4, ran_by_owner = $5, finished_at = $6, lease_expires_at = NULL
-             WHERE id = $7",
-        )
-        .bind(state.as_str())
-        .bind(done.exit_code.map(i64::from))
-        .bind(error)
-        .bind(runner.as_str())
-        .bind(&payer)
-        .bind(now)
-        .bind(&row.id)
-        .execute(&mut *tx)
-        .await?;
-        let runner_ms = (now - row.started_at.unwrap_or(now)).max(0);
-        let billed = sqlx::query(
-            "INSERT INTO usage (job_id, attempt, workspace_id, payer, charged, runner_ms, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7)
-             ON CONFLICT (job_id, attempt) DO NOTHING",
-        )
-        .bind(&row.id)
-        .bind(row.attempt)
-        .bind(&row.workspace_id)
-        .bind(&payer)
-        .bind(charged)
-        .bind(runner_ms)
-        .bind(now)
-        .execute(&mut *tx)
-        .await?;
-        if billed.rows_affected() == 1 && charged == 1 {
-            sqlx::query("UPDATE workspaces SET spent_ms = spent_ms + $1 WHERE id = $2")
-                .bind(runner_ms)
-                .bind(&row.workspace_id)
-                .execute(&mut *tx)
-                .await?;
+            let done = &req.done;
+            let state = match done.outcome {
+                _ if row.cancel_requested != 0 && done.outcome != Outcome::Succeeded => {
+                    JobState::Cancelled
+                }
+                Outcome::Succeeded => JobState::Succeeded,
+                Outcome::Failed => JobState::Failed,
+                Outcome::Cancelled => JobState::Cancelled,
+                Outcome::TimedOut => JobState::TimedOut,
+            };
+            let (payer, charged) = match &row.owner_member_id {
+                Some(member) => (format!("user:{member}"), 0i64),
+                None => (format!("ws:{}", row.workspace_name), 1i64),
+            };
+            // PostgreSQL text cannot hold NUL; neither backend stores it.
+            let error = done.error.as_deref().map(|e| {
+                e.chars()
+                    .take(2000)
+                    .map(|c| if c == '\0' { '\u{fffd}' } else { c })
+                    .collect::<String>()
+            });
+            decided.insert(req.lease.as_str(), state);
+            finishes.push(Finish {
+                job: row.id.clone(),
+                state,
+                exit_code: done.exit_code.map(i64::from),
+                error,
+                runner: req.runner.to_string(),
+                payer,
+                charged,
+                runner_ms: (req.now - row.started_at.unwrap_or(req.now)).max(0),
+                attempt: row.attempt,
+                workspace_id: row.workspace_id.clone(),
+            });
+            out.push(Ok(Completion {
+                job_id: JobId::from_db(row.id.clone()),
+                state,
+                repeated: false,
+            }));
+        }
+        held.clear();
+
+        if !finishes.is_empty() {
+            let rows = (0..finishes.len())
+                .map(|k| {
+                    let b = 2 + 6 * k;
+                    format!(
+                        "(${b}, ${}, ${}, ${}, ${}, ${})",
+                        b + 1,
+                        b + 2,
+                        b + 3,
+                        b + 4,
+                        b + 5
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join(", ");
+            let sql = format!(
+                "UPDATE jobs SET state = v.column2, exit_code = v.column3, error = v.column4, ran_by = v.column5,
+                     ran_by_owner = v.column6, finished_at = $1, lease_expires_at = NULL
+                 FROM (VALUES {rows}) AS v WHERE jobs.id = v.column1"
+            );
+            let mut q = sqlx::query(&sql).bind(now);
+            for f in &finishes {
+                q = q
+                    .bind(f.job.as_str())
+                    .bind(f.state.as_str())
+                    .bind(f.exit_code)
+                    .bind(f.error.as_deref())
+                    .bind(f.runner.as_str())
+                    .bind(f.payer.as_str());
+            }
+            q.execute(&mut *tx).await?;
+
+            let rows = (0..finishes.len())
+                .map(|k| {
+                    let b = 2 + 6 * k;
+                    format!(
+                        "(${b}, ${}, ${}, ${}, ${}, ${}, $1)",
+                        b + 1,
+                        b + 2,
+                        b + 3,
+                        b + 4,
+                        b + 5
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join(", ");
+            let sql = format!(
+                "INSERT INTO usage (job_id, attempt, workspace_id, payer, charged, runner_ms, created_at) VALUES {rows}
+                 ON CONFLICT (job_id, attempt) DO NOTHING RETURNING workspace_id, charged * runner_ms"
+            );
+            let mut q = sqlx::query_as::<_, (String, i64)>(&sql).bind(now);
+            for f in &finishes {
+                q = q
+                    .bind(f.job.as_str())
+                    .bind(f.attempt)
+                    .bind(f.workspace_id.as_str())
+                    .bind(f.payer.as_str())
+                    .bind(f.charged)
+                    .bind(f.runner_ms);
+            }
+            // Workspace-paid time, summed per workspace, for the budget check.
+            let mut spent: Vec<(String, i64)> = Vec::new();
+            for (workspace, ms) in q.fetch_all(&mut *tx).await? {
+                match spent.iter_mut().find(|(w, _)| *w == workspace) {
+                    Some((_, total)) => *total += ms,
+                    None => spent.push((workspace, ms)),
+                }
+            }
+            for (workspace, ms) in spent.into_iter().filter(|(_, ms)| *ms > 0) {
+                sqlx::query("UPDATE workspaces SET spent_ms = spent_ms + $1 WHERE id = $2")
+                    .bind(ms)
+                    .bind(&workspace)
+                    .execute(&mut *tx)
+                    .await?;
+            }
         }
         tx.commit().await?;
-        Ok(Completion {
-            job_id: JobId::from_db(row.id),
-            state,
-            repeated: false,
-        })
+        Ok(out)
     }
 
     /// Releases every lease whose time ran out before `now`.

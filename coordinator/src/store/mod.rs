@@ -20,12 +20,15 @@ mod pools;
 pub mod signals;
 
 use std::str::FromStr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use sqlx::any::AnyPoolOptions;
 use sqlx::{AnyPool, Executor as _};
 
+use crate::batch::{BatchFn, Batcher};
 use crate::error::{Error, Result};
+use leases::{CompleteRequest, LeaseRequest};
 
 pub use identity::{Member, Principal, Role, RunnerAuth};
 pub use jobs::{CancelOutcome, JobSpec, NewJob};
@@ -102,7 +105,17 @@ pub struct Store {
     reader: AnyPool,
     dialect: &'static Dialect,
     url: String,
+    /// Batches lease and complete calls (`None` inside the batch writers).
+    batches: Option<Arc<Batches>>,
 }
+
+struct Batches {
+    lease: Batcher<LeaseRequest, LeaseAttempt>,
+    complete: Batcher<CompleteRequest, Completion>,
+}
+
+/// Most requests written in one batch.
+const MAX_BATCH: usize = 64;
 
 fn with_param(url: &str, param: &str) -> String {
     format!("{url}{}{param}", if url.contains('?') { '&' } else { '?' })
@@ -142,12 +155,15 @@ impl Store {
                 })
                 .connect(&with_param(url, "mode=ro"))
                 .await?;
+            // One writer: one batch at a time; the next gathers meanwhile.
             Ok(Self {
                 writer,
                 reader,
                 dialect: &SQLITE,
                 url: url.to_owned(),
-            })
+                batches: None,
+            }
+            .with_batches(1))
         } else if url.starts_with("postgres:") || url.starts_with("postgresql:") {
             let pool = AnyPoolOptions::new()
                 .max_connections(24)
@@ -160,13 +176,34 @@ impl Store {
                 reader: pool,
                 dialect: &POSTGRES,
                 url: url.to_owned(),
-            })
+                batches: None,
+            }
+            .with_batches(4))
         } else {
             Err(Error::bad_request(format!(
                 "unsupported database URL: use sqlite://PATH or postgres://… (got {:?})",
                 scheme(url)
             )))
         }
+    }
+
+    /// Starts the batch writers, `concurrency` batches of each kind at a time.
+    fn with_batches(mut self, concurrency: usize) -> Self {
+        let inner = self.clone();
+        let lease: BatchFn<LeaseRequest, LeaseAttempt> = Arc::new(move |reqs| {
+            let store = inner.clone();
+            Box::pin(async move { store.lease_batch(&reqs).await })
+        });
+        let inner = self.clone();
+        let complete: BatchFn<CompleteRequest, Completion> = Arc::new(move |reqs| {
+            let store = inner.clone();
+            Box::pin(async move { store.complete_batch(&reqs).await })
+        });
+        self.batches = Some(Arc::new(Batches {
+            lease: Batcher::spawn(MAX_BATCH, concurrency, lease),
+            complete: Batcher::spawn(MAX_BATCH, concurrency, complete),
+        }));
+        self
     }
 
     pub fn backend(&self) -> Backend {
