@@ -352,10 +352,10 @@ impl Store {
         // fits), so we also see how many wait behind; page on only if not.
         let mut pools: Vec<&str> = Vec::new();
         for (i, req) in reqs.iter().enumerate() {
-            if let (None, Some((runtime_id, _))) = (&picked[i], runners.get(req.runner.as_str())) {
-                if !pools.contains(&runtime_id.as_str()) {
-                    pools.push(runtime_id);
-                }
+            if let (None, Some((runtime_id, _))) = (&picked[i], runners.get(req.runner.as_str()))
+                && !pools.contains(&runtime_id.as_str())
+            {
+                pools.push(runtime_id);
             }
         }
         for runtime_id in pools {
