@@ -1,12 +1,12 @@
 //! Jobs: submit, read, list, cancel, logs, and the workspace budget.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use drover_wire::{self as wire, ErrorCode, JobState};
 use serde::{Deserialize, Serialize};
 use sqlx::FromRow;
 
-use super::{Member, Placement, Store, json_list, to_json};
+use super::{Member, Placement, Store, bind_all, json_list, one, placeholders, to_json};
 use crate::caps;
 use crate::error::{Error, Result};
 use crate::ids::{JobId, LeaseId};
@@ -32,6 +32,15 @@ pub struct JobSpec {
     pub timeout_seconds: Option<u64>,
     #[serde(default)]
     pub image: Option<String>,
+}
+
+/// One submit call, for a batch.
+#[derive(Debug, Clone)]
+pub struct SubmitRequest {
+    pub member: Member,
+    pub job: NewJob,
+    pub placement: Placement,
+    pub now: i64,
 }
 
 /// A validated submission.
@@ -238,6 +247,7 @@ pub struct LogRow {
 }
 
 impl Store {
+    /// Queues a job. Concurrent submits are written together (see `batch`).
     pub async fn submit_job(
         &self,
         member: &Member,
@@ -245,66 +255,126 @@ impl Store {
         placement: &Placement,
         now: i64,
     ) -> Result<wire::Job> {
+        let req = SubmitRequest {
+            member: member.clone(),
+            job: job.clone(),
+            placement: placement.clone(),
+            now,
+        };
+        match &self.batches {
+            Some(b) => b.submit.call(req).await,
+            None => one(self.submit_batch(&[req]).await?),
+        }
+    }
+
+    /// Queues each request's job (those within budget), in one transaction.
+    pub(super) async fn submit_batch(
+        &self,
+        reqs: &[SubmitRequest],
+    ) -> Result<Vec<Result<wire::Job>>> {
         let mut tx = self.writer.begin().await?;
-        if placement.workspace_owned {
-            let (budget, spent): (Option<i64>, i64) =
-                sqlx::query_as("SELECT budget_ms, spent_ms FROM workspaces WHERE id = $1")
-                    .bind(member.workspace_id.as_str())
-                    .fetch_one(&mut *tx)
-                    .await?;
-            if let Some(budget) = budget
+        let mut paying: Vec<&str> = reqs
+            .iter()
+            .filter(|r| r.placement.workspace_owned)
+            .map(|r| r.member.workspace_id.as_str())
+            .collect();
+        paying.sort_unstable();
+        paying.dedup();
+        let mut budgets: HashMap<String, (Option<i64>, i64)> = HashMap::new();
+        if !paying.is_empty() {
+            let rows: Vec<(String, Option<i64>, i64)> = bind_all(
+                sqlx::query_as(&format!(
+                    "SELECT id, budget_ms, spent_ms FROM workspaces WHERE id IN ({})",
+                    placeholders(1, paying.len())
+                )),
+                &paying,
+            )
+            .fetch_all(&mut *tx)
+            .await?;
+            budgets.extend(
+                rows.into_iter()
+                    .map(|(id, budget, spent)| (id, (budget, spent))),
+            );
+        }
+        let mut out: Vec<Result<wire::Job>> = Vec::with_capacity(reqs.len());
+        let mut queued: Vec<(usize, JobId)> = Vec::new();
+        for (i, r) in reqs.iter().enumerate() {
+            if r.placement.workspace_owned
+                && let Some(&(Some(budget), spent)) = budgets.get(r.member.workspace_id.as_str())
                 && spent >= budget
             {
-                return Err(Error::api(
+                out.push(Err(Error::api(
                     ErrorCode::BudgetExceeded,
                     format!(
                         "the workspace budget is spent ({}s of {}s)",
                         spent / 1000,
                         budget / 1000
                     ),
-                ));
+                )));
+                continue;
             }
-        }
-        if let Some(runner) = &placement.pinned_runner {
-            // Locked, so a revoke cannot slip between this check and the commit.
-            let live: Option<i64> = sqlx::query_scalar(&format!(
-                "SELECT 1 FROM runners WHERE id = $1 AND revoked_at IS NULL {}",
-                self.dialect.lock_for_update
-            ))
-            .bind(runner.as_str())
-            .fetch_optional(&mut *tx)
-            .await?;
-            if live.is_none() {
-                return Err(Error::not_found(format!("no runner {runner}")));
+            if let Some(runner) = &r.placement.pinned_runner {
+                // Locked, so a revoke cannot slip between this check and the commit.
+                let live: Option<i64> = sqlx::query_scalar(&format!(
+                    "SELECT 1 FROM runners WHERE id = $1 AND revoked_at IS NULL {}",
+                    self.dialect.lock_for_update
+                ))
+                .bind(runner.as_str())
+                .fetch_optional(&mut *tx)
+                .await?;
+                if live.is_none() {
+                    out.push(Err(Error::not_found(format!("no runner {runner}"))));
+                    continue;
+                }
             }
+            // Filled in below, once the row is written.
+            out.push(Err(Error::Internal("the job was not written")));
+            queued.push((i, JobId::generate()));
         }
-        let id = JobId::generate();
-        sqlx::query(
-            "INSERT INTO jobs (id, workspace_id, submitter_id, runtime_ref, runtime_id, pinned_runner_id, state,
-                               priority, requires, spec, max_attempts, created_at)
-             VALUES ($1, $2, $3, $4, $5, $6, 'queued', $7, $8, $9, $10, $11)",
-        )
-        .bind(id.as_str())
-        .bind(member.workspace_id.as_str())
-        .bind(member.id.as_str())
-        .bind(&job.runtime_ref)
-        .bind(placement.runtime_id.as_str())
-        .bind(placement.pinned_runner.as_ref().map(|r| r.as_str()))
-        .bind(i64::from(job.priority))
-        .bind(to_json(&job.requires))
-        .bind(to_json(&job.spec))
-        .bind(i64::from(job.max_attempts))
-        .bind(now)
-        .execute(&mut *tx)
-        .await?;
-        let row = sqlx::query_as::<_, JobRow>(&format!(
-            "SELECT {JOB_COLUMNS} FROM jobs j WHERE j.id = $1"
-        ))
-        .bind(id.as_str())
-        .fetch_one(&mut *tx)
-        .await?;
-        tx.commit().await?;
-        row.into_wire()
+        if !queued.is_empty() {
+            const COLUMNS: usize = 11;
+            let rows = (0..queued.len())
+                .map(|k| format!("({}, 'queued')", placeholders(1 + COLUMNS * k, COLUMNS)))
+                .collect::<Vec<_>>()
+                .join(", ");
+            let sql = format!(
+                "INSERT INTO jobs (id, workspace_id, submitter_id, runtime_ref, runtime_id, pinned_runner_id, priority,
+                                   requires, spec, max_attempts, created_at, state)
+                 VALUES {rows} RETURNING {}",
+                JOB_COLUMNS.replace("j.", "")
+            );
+            let mut q = sqlx::query_as::<_, JobRow>(&sql);
+            for (i, id) in &queued {
+                let r = &reqs[*i];
+                q = q
+                    .bind(id.as_str())
+                    .bind(r.member.workspace_id.as_str())
+                    .bind(r.member.id.as_str())
+                    .bind(r.job.runtime_ref.as_str())
+                    .bind(r.placement.runtime_id.as_str())
+                    .bind(r.placement.pinned_runner.as_ref().map(|r| r.as_str()))
+                    .bind(i64::from(r.job.priority))
+                    .bind(to_json(&r.job.requires))
+                    .bind(to_json(&r.job.spec))
+                    .bind(i64::from(r.job.max_attempts))
+                    .bind(r.now);
+            }
+            let mut written: HashMap<String, JobRow> = q
+                .fetch_all(&mut *tx)
+                .await?
+                .into_iter()
+                .map(|row| (row.id.clone(), row))
+                .collect();
+            tx.commit().await?;
+            for (i, id) in queued {
+                if let Some(row) = written.remove(id.as_str()) {
+                    out[i] = row.into_wire();
+                }
+            }
+        } else {
+            tx.commit().await?;
+        }
+        Ok(out)
     }
 
     pub async fn get_job(&self, member: &Member, id: &str) -> Result<wire::Job> {

@@ -12,7 +12,7 @@ use sqlx::{AnyConnection, FromRow};
 
 use super::jobs::JobSpec;
 use super::pools::capabilities;
-use super::{Dialect, Store, json_list};
+use super::{Dialect, Store, bind_all, json_list, one, placeholders};
 use crate::caps;
 use crate::error::{Error, Result};
 use crate::ids::{JobId, LeaseId, RunnerId, RuntimeId};
@@ -68,31 +68,6 @@ pub struct CompleteRequest {
     pub lease: String,
     pub done: wire::Complete,
     pub now: i64,
-}
-
-/// `$first, $first+1, …` for an `IN (…)` list of `n` values.
-fn placeholders(first: usize, n: usize) -> String {
-    (first..first + n)
-        .map(|i| format!("${i}"))
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
-fn bind_all<'q, O>(
-    mut q: sqlx::query::QueryAs<'q, sqlx::Any, O, sqlx::any::AnyArguments<'q>>,
-    values: &[&'q str],
-) -> sqlx::query::QueryAs<'q, sqlx::Any, O, sqlx::any::AnyArguments<'q>> {
-    for v in values {
-        q = q.bind(*v);
-    }
-    q
-}
-
-/// The single result of a batch of one.
-fn one<T>(mut results: Vec<Result<T>>) -> Result<T> {
-    results
-        .pop()
-        .unwrap_or(Err(Error::Internal("a batch of one gave no result")))
 }
 
 #[derive(FromRow)]

@@ -28,6 +28,7 @@ use sqlx::{AnyPool, Executor as _};
 
 use crate::batch::{BatchFn, Batcher};
 use crate::error::{Error, Result};
+use jobs::SubmitRequest;
 use leases::{CompleteRequest, LeaseRequest};
 
 pub use identity::{Member, Principal, Role, RunnerAuth};
@@ -110,6 +111,7 @@ pub struct Store {
 }
 
 struct Batches {
+    submit: Batcher<SubmitRequest, drover_wire::Job>,
     lease: Batcher<LeaseRequest, LeaseAttempt>,
     complete: Batcher<CompleteRequest, Completion>,
 }
@@ -190,6 +192,11 @@ impl Store {
     /// Starts the batch writers, `concurrency` batches of each kind at a time.
     fn with_batches(mut self, concurrency: usize) -> Self {
         let inner = self.clone();
+        let submit: BatchFn<SubmitRequest, drover_wire::Job> = Arc::new(move |reqs| {
+            let store = inner.clone();
+            Box::pin(async move { store.submit_batch(&reqs).await })
+        });
+        let inner = self.clone();
         let lease: BatchFn<LeaseRequest, LeaseAttempt> = Arc::new(move |reqs| {
             let store = inner.clone();
             Box::pin(async move { store.lease_batch(&reqs).await })
@@ -200,6 +207,7 @@ impl Store {
             Box::pin(async move { store.complete_batch(&reqs).await })
         });
         self.batches = Some(Arc::new(Batches {
+            submit: Batcher::spawn(MAX_BATCH, concurrency, submit),
             lease: Batcher::spawn(MAX_BATCH, concurrency, lease),
             complete: Batcher::spawn(MAX_BATCH, concurrency, complete),
         }));
@@ -219,6 +227,31 @@ impl Store {
 /// The part of a database URL before `://`, for messages (never credentials).
 pub fn scheme(url: &str) -> &str {
     url.split_once("://").map_or("(none)", |(s, _)| s)
+}
+
+/// `$first, $first+1, …` for an `IN (…)` list of `n` values.
+pub(super) fn placeholders(first: usize, n: usize) -> String {
+    (first..first + n)
+        .map(|i| format!("${i}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+pub(super) fn bind_all<'q, O>(
+    mut q: sqlx::query::QueryAs<'q, sqlx::Any, O, sqlx::any::AnyArguments<'q>>,
+    values: &[&'q str],
+) -> sqlx::query::QueryAs<'q, sqlx::Any, O, sqlx::any::AnyArguments<'q>> {
+    for v in values {
+        q = q.bind(*v);
+    }
+    q
+}
+
+/// The single result of a batch of one.
+pub(super) fn one<T>(mut results: Vec<Result<T>>) -> Result<T> {
+    results
+        .pop()
+        .unwrap_or(Err(Error::Internal("a batch of one gave no result")))
 }
 
 fn json_list(s: &str) -> Result<Vec<String>> {
