@@ -102,3 +102,110 @@ async fn execute<Req: Clone, Resp>(run: &BatchFn<Req, Resp>, batch: Vec<(Req, Re
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use tokio::sync::Notify;
+
+    use super::*;
+
+    /// Echoes each request; records batch sizes; the first batch waits for `go`.
+    fn recording(
+        sizes: Arc<Mutex<Vec<usize>>>,
+        go: Arc<Notify>,
+        fail_when_many: bool,
+    ) -> BatchFn<u32, u32> {
+        Arc::new(move |reqs: Vec<u32>| {
+            let (sizes, go) = (sizes.clone(), go.clone());
+            Box::pin(async move {
+                let first = sizes.lock().unwrap().is_empty();
+                sizes.lock().unwrap().push(reqs.len());
+                if first {
+                    go.notified().await;
+                }
+                if fail_when_many && reqs.len() > 1 {
+                    return Err(Error::Internal("a batch of many failed"));
+                }
+                Ok(reqs
+                    .into_iter()
+                    .map(|r| {
+                        if r == 13 {
+                            Err(Error::bad_request("unlucky"))
+                        } else {
+                            Ok(r * 10)
+                        }
+                    })
+                    .collect())
+            })
+        })
+    }
+
+    async fn queued_behind_first(fail_when_many: bool) -> (Vec<Result<u32>>, Vec<usize>) {
+        let (sizes, go) = (Arc::default(), Arc::new(Notify::new()));
+        let batcher = Arc::new(Batcher::spawn(
+            64,
+            1,
+            recording(Arc::clone(&sizes), go.clone(), fail_when_many),
+        ));
+        let b = batcher.clone();
+        let first = tokio::spawn(async move { b.call(1).await });
+        // The first batch is being written; everything sent now queues.
+        while sizes.lock().unwrap().is_empty() {
+            tokio::task::yield_now().await;
+        }
+        let sent = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let rest: Vec<_> = [2, 13, 4]
+            .into_iter()
+            .map(|r| {
+                let (b, sent) = (batcher.clone(), sent.clone());
+                // `call` queues its request in its first poll, with no await
+                // between the count and the send.
+                tokio::spawn(async move {
+                    sent.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    b.call(r).await
+                })
+            })
+            .collect();
+        // Let the three calls reach the queue, then finish the first batch.
+        while sent.load(std::sync::atomic::Ordering::SeqCst) < 3 {
+            tokio::task::yield_now().await;
+        }
+        go.notify_one();
+        let mut out = vec![first.await.unwrap()];
+        for r in rest {
+            out.push(r.await.unwrap());
+        }
+        let sizes = sizes.lock().unwrap().clone();
+        (out, sizes)
+    }
+
+    #[tokio::test]
+    async fn requests_arriving_during_a_batch_go_together_in_the_next() {
+        let (out, sizes) = queued_behind_first(false).await;
+        assert_eq!(
+            sizes,
+            vec![1, 3],
+            "a lone request goes at once; the rest together"
+        );
+        let values: Vec<Option<u32>> = out.iter().map(|r| r.as_ref().ok().copied()).collect();
+        assert_eq!(values, vec![Some(10), Some(20), None, Some(40)]);
+        assert_eq!(
+            out[2].as_ref().unwrap_err().code(),
+            drover_wire::ErrorCode::BadRequest
+        );
+    }
+
+    #[tokio::test]
+    async fn a_failed_batch_is_retried_one_request_at_a_time() {
+        let (out, sizes) = queued_behind_first(true).await;
+        assert_eq!(sizes, vec![1, 3, 1, 1, 1]);
+        let values: Vec<Option<u32>> = out.iter().map(|r| r.as_ref().ok().copied()).collect();
+        assert_eq!(
+            values,
+            vec![Some(10), Some(20), None, Some(40)],
+            "only 13 fails"
+        );
+    }
+}

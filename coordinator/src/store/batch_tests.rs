@@ -1,0 +1,280 @@
+//! Batches of several requests, written directly (a real SQLite database):
+//! the HTTP path only forms them under load, so their rules are pinned here.
+
+use drover_wire::{self as wire, ErrorCode, JobState, Outcome};
+
+use super::{
+    CompleteRequest, Durability, LeaseAttempt, LeaseRequest, Member, NewJob, Owner, Store,
+    SubmitRequest, Wake,
+};
+use crate::ids::RunnerId;
+
+const TTL: u64 = 20_000;
+
+struct Fixture {
+    store: Store,
+    admin: Member,
+    dir: std::path::PathBuf,
+}
+
+impl Drop for Fixture {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+async fn fixture(name: &str) -> Fixture {
+    let dir = std::env::temp_dir().join(format!("drover-batch-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let url = format!("sqlite://{}", dir.join("db.sqlite").display());
+    let store = Store::open(&url, Durability::Normal).await.unwrap();
+    let (admin, _) = store
+        .bootstrap_workspace("acme", "a@acme.test", 1)
+        .await
+        .unwrap();
+    Fixture { store, admin, dir }
+}
+
+impl Fixture {
+    async fn runner(&self, name: &str, labels: &[&str]) -> RunnerId {
+        let req = wire::PairRunner {
+            name: Some(name.into()),
+            runtime: None,
+            labels: labels.iter().map(|l| l.to_string()).collect(),
+        };
+        let paired = self
+            .store
+            .pair_runner(&self.admin, &Owner::Workspace, &req, 1)
+            .await
+            .unwrap();
+        RunnerId::parse(&paired.runner.id).unwrap()
+    }
+
+    async fn submit_request(&self, body: serde_json::Value) -> SubmitRequest {
+        let job = NewJob::validate(serde_json::from_value(body).unwrap()).unwrap();
+        let placement = self
+            .store
+            .place(&self.admin, &job.parsed_ref, &job.requires)
+            .await
+            .unwrap();
+        SubmitRequest {
+            member: self.admin.clone(),
+            job,
+            placement,
+            now: 2,
+        }
+    }
+
+    async fn submit(&self, requires: &[&str]) -> String {
+        let req = self
+            .submit_request(
+                serde_json::json!({"runtime": "self:ws", "script": "true", "requires": requires}),
+            )
+            .await;
+        self.store
+            .submit_batch(&[req])
+            .await
+            .unwrap()
+            .pop()
+            .unwrap()
+            .unwrap()
+            .id
+    }
+
+    async fn lease(&self, runners: &[&RunnerId]) -> Vec<LeaseAttempt> {
+        let reqs: Vec<LeaseRequest> = runners
+            .iter()
+            .map(|r| LeaseRequest {
+                runner: (*r).clone(),
+                now: 3,
+                ttl_ms: TTL,
+            })
+            .collect();
+        let out = self.store.lease_batch(&reqs).await.unwrap();
+        out.into_iter().map(|r| r.unwrap()).collect()
+    }
+}
+
+fn leased(a: &LeaseAttempt) -> (&str, &str, bool) {
+    match a {
+        LeaseAttempt::Leased { lease, next } => (
+            lease.job.id.as_str(),
+            lease.lease_id.as_str(),
+            next.is_some(),
+        ),
+        other => panic!("expected a lease, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn one_batch_serves_requests_in_order_by_capability_and_never_twice() {
+    let f = fixture("order").await;
+    let plain = f.runner("plain", &[]).await;
+    let gpu = f.runner("gpu", &["gpu"]).await;
+    let gone = f.runner("gone", &[]).await;
+    f.store
+        .revoke_runner(&f.admin, &Owner::Workspace, gone.as_str(), 2)
+        .await
+        .unwrap();
+    let j1 = f.submit(&["gpu"]).await;
+    let j2 = f.submit(&[]).await;
+    let j3 = f.submit(&[]).await;
+
+    // `plain` asks three times (three slots); the head of the queue needs a GPU.
+    let out = f.lease(&[&plain, &gpu, &gone, &plain, &plain]).await;
+    assert_eq!(
+        leased(&out[0]).0,
+        j2,
+        "the first request takes the head it can run"
+    );
+    assert_eq!(leased(&out[1]).0, j1, "the GPU job goes to the GPU runner");
+    assert!(matches!(out[2], LeaseAttempt::Revoked), "{:?}", out[2]);
+    assert_eq!(leased(&out[3]).0, j3);
+    assert!(matches!(out[4], LeaseAttempt::Empty), "{:?}", out[4]);
+    let leases: std::collections::HashSet<&str> = [&out[0], &out[1], &out[3]]
+        .iter()
+        .map(|a| leased(a).1)
+        .collect();
+    assert_eq!(leases.len(), 3, "every lease is its own");
+    assert!(
+        out.iter()
+            .filter_map(|a| match a {
+                LeaseAttempt::Leased { next, .. } => Some(next),
+                _ => None,
+            })
+            .all(Option::is_none),
+        "nothing waits behind, so no one is woken"
+    );
+    for job in [&j1, &j2, &j3] {
+        assert_eq!(f.store.job_state(job).await.unwrap(), JobState::Leased);
+    }
+    // Nothing is left to take, by anyone.
+    assert!(matches!(
+        f.lease(&[&plain, &gpu]).await[..],
+        [LeaseAttempt::Empty, LeaseAttempt::Empty]
+    ));
+}
+
+#[tokio::test]
+async fn jobs_waiting_behind_a_batch_wake_one_waiter_each() {
+    let f = fixture("wake").await;
+    let a = f.runner("a", &[]).await;
+    let b = f.runner("b", &[]).await;
+    for _ in 0..3 {
+        f.submit(&[]).await;
+    }
+    let out = f.lease(&[&a, &b]).await;
+    // Three queued, two taken: one job behind, so exactly one wake.
+    assert_eq!(out.iter().filter(|o| leased(o).2).count(), 1);
+    match &out[0] {
+        LeaseAttempt::Leased {
+            next: Some(Wake::Pool { requires, .. }),
+            ..
+        } => assert!(requires.is_empty()),
+        other => panic!("the first lease wakes for the job behind: {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn pinned_jobs_come_first_within_a_batch() {
+    let f = fixture("pinned").await;
+    let a = f.runner("a", &[]).await;
+    let b = f.runner("b", &[]).await;
+    let pool_job = f.submit(&[]).await;
+    let req = f
+        .submit_request(serde_json::json!({"runtime": format!("self:ws:{b}"), "script": "true"}))
+        .await;
+    let pinned = f
+        .store
+        .submit_batch(&[req])
+        .await
+        .unwrap()
+        .pop()
+        .unwrap()
+        .unwrap()
+        .id;
+    let out = f.lease(&[&a, &b]).await;
+    assert_eq!(leased(&out[0]).0, pool_job);
+    assert_eq!(leased(&out[1]).0, pinned, "b's pinned job, not the pool's");
+}
+
+#[tokio::test]
+async fn completes_in_one_batch_finish_once_bill_once_and_refuse_strangers() {
+    let f = fixture("complete").await;
+    let a = f.runner("a", &[]).await;
+    let b = f.runner("b", &[]).await;
+    let job = f.submit(&[]).await;
+    let out = f.lease(&[&a]).await;
+    let (_, lease, _) = leased(&out[0]);
+    let done = |outcome| wire::Complete {
+        outcome,
+        exit_code: Some(0),
+        error: None,
+    };
+    let req = |runner: &RunnerId, lease: &str, outcome| CompleteRequest {
+        runner: runner.clone(),
+        lease: lease.to_owned(),
+        done: done(outcome),
+        now: 1_003,
+    };
+    let results = f
+        .store
+        .complete_batch(&[
+            req(&a, lease, Outcome::Succeeded),
+            req(&a, lease, Outcome::Failed),
+            req(&b, lease, Outcome::Succeeded),
+            req(&a, "ls_nope", Outcome::Succeeded),
+        ])
+        .await
+        .unwrap();
+    let first = results[0].as_ref().unwrap();
+    assert_eq!((first.state, first.repeated), (JobState::Succeeded, false));
+    let again = results[1].as_ref().unwrap();
+    assert_eq!(
+        (again.state, again.repeated),
+        (JobState::Succeeded, true),
+        "a repeat changes nothing"
+    );
+    for stranger in &results[2..] {
+        assert_eq!(stranger.as_ref().unwrap_err().code(), ErrorCode::LeaseLost);
+    }
+    assert_eq!(f.store.job_state(&job).await.unwrap(), JobState::Succeeded);
+    let usage = f.store.usage(&f.admin).await.unwrap();
+    assert_eq!(
+        (usage.jobs_charged, usage.charged_ms),
+        (1, 1_000),
+        "billed once, for the time leased"
+    );
+}
+
+#[tokio::test]
+async fn one_bad_submit_does_not_fail_its_batch_and_order_is_kept() {
+    let f = fixture("submit").await;
+    let a = f.runner("a", &[]).await;
+    let gone = f.runner("gone", &[]).await;
+    let first = f
+        .submit_request(serde_json::json!({"runtime": "self:ws", "script": "true"}))
+        .await;
+    let pinned = f
+        .submit_request(serde_json::json!({"runtime": format!("self:ws:{gone}"), "script": "true"}))
+        .await;
+    let last = f
+        .submit_request(serde_json::json!({"runtime": "self:ws", "script": "true"}))
+        .await;
+    // Revoked after placement, before the batch is written.
+    f.store
+        .revoke_runner(&f.admin, &Owner::Workspace, gone.as_str(), 2)
+        .await
+        .unwrap();
+    let out = f.store.submit_batch(&[first, pinned, last]).await.unwrap();
+    let (j1, j3) = (
+        out[0].as_ref().unwrap().id.clone(),
+        out[2].as_ref().unwrap().id.clone(),
+    );
+    assert_eq!(out[1].as_ref().unwrap_err().code(), ErrorCode::NotFound);
+    assert_eq!(out[0].as_ref().unwrap().state, JobState::Queued);
+    let leases = f.lease(&[&a]).await;
+    assert_eq!(leased(&leases[0]).0, j1, "FIFO across the batch");
+    assert_eq!(leased(&f.lease(&[&a]).await[0]).0, j3);
+}
