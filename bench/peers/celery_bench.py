@@ -2,8 +2,10 @@
 
 One job at a time per worker: prefetch multiplier 1, acks late, a thread pool
 of N workers. Drain: M no-op tasks pre-queued, then N workers start; jobs/s
-until the last completes. Open loop: tasks sent at a fixed rate; each task
-records when it started (≈ lease) and ended, against its send time.
+until the last completes, and the machine's busy CPU-seconds (all of
+/proc/stat) per 1,000 jobs in that window. Open loop: tasks sent at a fixed
+rate; each task records when it started (≈ lease) and ended, against its send
+time.
 
 Usage: celery_bench.py drain N M | open RATE SECONDS   (prints one JSON line)
 """
@@ -58,6 +60,13 @@ def cpu_seconds(pid):
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def machine_cpu_seconds():
+    """Busy CPU-seconds of the whole machine: user+nice+system+irq+softirq+steal."""
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:9]]
+    return (v[0] + v[1] + v[2] + v[5] + v[6] + v[7]) / os.sysconf("SC_CLK_TCK")
+
+
 def pct(samples, p):
     samples = sorted(samples)
     return samples[round((len(samples) - 1) * p)] * 1000
@@ -70,15 +79,17 @@ def main():
         n, m = int(sys.argv[2]), int(sys.argv[3])
         for _ in range(m):
             noop.apply_async(args=[time.time()])
-        t0 = time.time()
+        mcpu0, t0 = machine_cpu_seconds(), time.time()
         worker = start_worker(n)
         wait_done(m)
         secs = time.time() - t0
+        mcpu = machine_cpu_seconds() - mcpu0
         cpu = cpu_seconds(worker.pid)
         worker.terminate()
         worker.wait()
         print(json.dumps({"peer": "celery", "mode": "drain", "workers": n, "jobs": m,
-                          "jobsPerSecond": m / secs, "workerCpuSecondsPer1000": cpu / m * 1000}))
+                          "jobsPerSecond": m / secs, "workerCpuSecondsPer1000": cpu / m * 1000,
+                          "machineCpuSecondsPer1000": mcpu / m * 1000}))
     else:
         rate, secs = int(sys.argv[2]), int(sys.argv[3])
         worker = start_worker(8)

@@ -316,7 +316,9 @@ impl Coordinator {
             .append(true)
             .open(&self.log)
             .expect("log file");
-        // A profiler may wrap the coordinator (`DROVER_COORDINATOR_WRAPPER="heaptrack"`).
+        // A profiler may wrap the coordinator (`DROVER_COORDINATOR_WRAPPER="heaptrack"`,
+        // for drover-bench only: the harness then signals the wrapper, and
+        // `pid()` and the CPU and RSS figures are the wrapper's).
         let wrapper = std::env::var("DROVER_COORDINATOR_WRAPPER").unwrap_or_default();
         let mut command = match wrapper.split_whitespace().collect::<Vec<_>>()[..] {
             [] => Command::new(bin("drover-coordinator")),
