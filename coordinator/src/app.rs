@@ -69,6 +69,7 @@ impl Application {
             lease_ttl: config.lease_ttl,
             shutdown,
             replica: new_id("co").into(),
+            runners: Arc::default(),
         };
         Ok(Self {
             listener,
@@ -153,7 +154,7 @@ async fn listen_to_replicas(st: AppState) {
             return;
         };
         if !std::mem::take(&mut first) {
-            st.hub.wake_everyone();
+            st.look_again();
         }
         loop {
             let received = tokio::select! {
@@ -164,7 +165,7 @@ async fn listen_to_replicas(st: AppState) {
                 Ok(Some(n)) => match serde_json::from_str::<Envelope>(n.payload()) {
                     Ok(envelope) if *envelope.origin != *st.replica => {
                         for signal in &envelope.signals {
-                            st.hub.apply(signal);
+                            st.apply(signal);
                         }
                     }
                     Ok(_) => {}

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use drover_tests::runner_core::client::Scope;
-use drover_tests::runner_core::wire::{JobState, SubmitJob};
+use drover_tests::runner_core::wire::{ErrorCode, JobState, SubmitJob};
 use drover_tests::*;
 
 async fn primary(lease_ttl_ms: u64) -> Coordinator {
@@ -334,4 +334,48 @@ async fn cross_replica_wake_survives_a_cut_signal_link() {
             .unwrap();
         runner.complete(&lease.lease_id, &done).await.unwrap();
     }
+}
+
+/// Replica B has the runner's credential cached (it just served it); a
+/// revoke through replica A still stops it on B at once, before any signal
+/// arrives: its lease, its heartbeat and its hello are refused.
+#[tokio::test]
+async fn a_revoke_on_one_replica_is_honoured_at_once_on_another() {
+    let a = primary(20_000).await;
+    let b = a.replica().await;
+    let admin = a.bootstrap("acme", "admin@acme.test");
+    let doomed = pair(&admin, Scope::Workspace, None, "doomed", &[]).await;
+    let on_b = b.client(&doomed.token);
+    on_b.hello(&[]).await.unwrap();
+    admin
+        .client
+        .submit(&script_job("self:ws", "true"))
+        .await
+        .unwrap();
+    let lease = on_b
+        .lease(Duration::from_secs(5))
+        .await
+        .unwrap()
+        .expect("a job");
+    on_b.heartbeat(&lease.lease_id, Duration::ZERO)
+        .await
+        .unwrap();
+
+    admin
+        .client
+        .revoke_runner(Scope::Workspace, &doomed.runner.id)
+        .await
+        .unwrap();
+    assert_eq!(
+        code(on_b.lease(Duration::ZERO).await),
+        ErrorCode::Unauthorized
+    );
+    // LEASE_LOST from the lease check, or UNAUTHORIZED once the signal has
+    // arrived and B reads the credential afresh: refused either way.
+    let refused = code(on_b.heartbeat(&lease.lease_id, Duration::ZERO).await);
+    assert!(
+        [ErrorCode::LeaseLost, ErrorCode::Unauthorized].contains(&refused),
+        "{refused:?}"
+    );
+    assert_eq!(code(on_b.hello(&[]).await), ErrorCode::Unauthorized);
 }

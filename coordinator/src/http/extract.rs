@@ -93,10 +93,13 @@ fn bearer(parts: &Parts) -> Result<Secret, Error> {
 }
 
 async fn principal(parts: &Parts, state: &AppState) -> Result<Principal, Error> {
-    let token = bearer(parts)?;
+    authenticated(&bearer(parts)?, state).await
+}
+
+async fn authenticated(token: &Secret, state: &AppState) -> Result<Principal, Error> {
     state
         .store
-        .authenticate(&token, state.clock.now_ms())
+        .authenticate(token, state.clock.now_ms())
         .await?
         .ok_or_else(|| Error::api(ErrorCode::Unauthorized, "unknown, expired or revoked token"))
 }
@@ -147,8 +150,16 @@ impl FromRequestParts<AppState> for AuthRunner {
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Error> {
         check_protocol(parts)?;
-        match principal(parts, state).await? {
-            Principal::Runner(r) => Ok(Self(r)),
+        let token = bearer(parts)?;
+        let (hash, now) = (token.hash(), state.clock.now_ms());
+        if let Some(r) = state.runners.get(&hash, now) {
+            return Ok(Self(r));
+        }
+        match authenticated(&token, state).await? {
+            Principal::Runner(r) => {
+                state.runners.put(hash, r.clone(), now);
+                Ok(Self(r))
+            }
             _ => Err(wrong_kind("runner")),
         }
     }

@@ -5,6 +5,7 @@ pub mod error;
 mod extract;
 mod jobs;
 mod protocol;
+mod runner_cache;
 mod runners;
 mod runtimes;
 
@@ -20,6 +21,7 @@ use tokio::sync::watch;
 use crate::clock::Clock;
 use crate::dispatch::{Hub, Signal};
 use crate::store::Store;
+pub use runner_cache::RunnerCache;
 
 /// Largest request body accepted (a log chunk, a job with a big env).
 pub const MAX_BODY_BYTES: usize = 1024 * 1024;
@@ -34,6 +36,8 @@ pub struct AppState {
     pub shutdown: watch::Receiver<bool>,
     /// This process among the replicas sharing a PostgreSQL database.
     pub replica: Arc<str>,
+    /// Runner credentials seen recently (see `runner_cache`).
+    pub runners: Arc<RunnerCache>,
 }
 
 impl AppState {
@@ -48,7 +52,7 @@ impl AppState {
     /// Acts on signals here, then tells the other replicas (if any).
     pub fn announce(&self, signals: Vec<Signal>) {
         for signal in &signals {
-            self.hub.apply(signal);
+            self.apply(signal);
         }
         if self.store.backend() == crate::store::Backend::Postgres && !signals.is_empty() {
             let (store, origin) = (self.store.clone(), self.replica.clone());
@@ -58,6 +62,20 @@ impl AppState {
                 }
             });
         }
+    }
+
+    /// Acts on one signal, from here or from another replica.
+    pub fn apply(&self, signal: &Signal) {
+        if let Signal::Revoked { runner } = signal {
+            self.runners.forget_runner(runner);
+        }
+        self.hub.apply(signal);
+    }
+
+    /// After missing signals: nothing cached stays, nobody stays asleep.
+    pub fn look_again(&self) {
+        self.runners.clear();
+        self.hub.wake_everyone();
     }
 
     /// Resolves when the server starts shutting down.

@@ -50,6 +50,8 @@ async fn hello(
     st.store
         .runner_hello(&r.runner_id, &req.capabilities, st.now())
         .await?;
+    // Its capabilities changed: the next call reads them afresh.
+    st.runners.forget_runner(r.runner_id.as_str());
     Ok(axum::Json(wire::HelloResponse {
         runner_id: r.runner_id.to_string(),
         runtime_id: r.runtime_id.to_string(),
@@ -78,11 +80,10 @@ async fn lease(
     let deadline =
         tokio::time::Instant::now() + Duration::from_millis(req.wait_ms.min(MAX_LEASE_WAIT_MS));
     touch(&st, &r).await?;
-    let capabilities = st.store.runner_capabilities(&r.runner_id).await?;
     loop {
         let guard = st
             .hub
-            .register(&r.runtime_id, &r.runner_id, capabilities.clone());
+            .register(&r.runtime_id, &r.runner_id, r.capabilities.clone());
         match st
             .store
             .try_lease(&r.runner_id, st.now(), st.ttl_ms())

@@ -60,6 +60,8 @@ impl Member {
 pub struct RunnerAuth {
     pub runner_id: RunnerId,
     pub runtime_id: RuntimeId,
+    /// Labels and detected capabilities, as of authentication.
+    pub capabilities: Vec<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -187,16 +189,19 @@ impl Store {
             })
             .transpose()?,
             TokenKind::Runner => sqlx::query(
-                "SELECT r.id, r.runtime_id FROM tokens t JOIN runners r ON r.id = t.subject_id
+                "SELECT r.id, r.runtime_id, r.labels, r.detected FROM tokens t JOIN runners r ON r.id = t.subject_id
                  WHERE t.hash = $1 AND t.kind = 'runner' AND r.revoked_at IS NULL",
             )
             .bind(&hash)
             .fetch_optional(&self.reader)
             .await?
             .map(|row| -> Result<Principal> {
+                let (labels, detected): (String, String) =
+                    (row.try_get("labels")?, row.try_get("detected")?);
                 Ok(Principal::Runner(RunnerAuth {
                     runner_id: RunnerId::from_db(row.try_get("id")?),
                     runtime_id: RuntimeId::from_db(row.try_get("runtime_id")?),
+                    capabilities: super::pools::capabilities(&labels, &detected)?,
                 }))
             })
             .transpose()?,

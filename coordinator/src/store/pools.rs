@@ -397,26 +397,21 @@ impl Store {
         now: i64,
     ) -> Result<()> {
         let detected = caps::normalize(detected, "capabilities")?;
-        sqlx::query("UPDATE runners SET detected = $1, last_seen_at = $2 WHERE id = $3")
-            .bind(to_json(&detected))
-            .bind(now)
-            .bind(runner.as_str())
-            .execute(&self.writer)
-            .await?;
-        Ok(())
-    }
-
-    /// A live runner's capabilities; UNAUTHORIZED once it is revoked.
-    pub async fn runner_capabilities(&self, runner: &RunnerId) -> Result<Vec<String>> {
-        let row: Option<(String, String)> = sqlx::query_as(
-            "SELECT labels, detected FROM runners WHERE id = $1 AND revoked_at IS NULL",
+        let done = sqlx::query(
+            "UPDATE runners SET detected = $1, last_seen_at = $2 WHERE id = $3 AND revoked_at IS NULL",
         )
+        .bind(to_json(&detected))
+        .bind(now)
         .bind(runner.as_str())
-        .fetch_optional(&self.reader)
+        .execute(&self.writer)
         .await?;
-        let (labels, detected) =
-            row.ok_or_else(|| Error::api(ErrorCode::Unauthorized, "this runner was revoked"))?;
-        capabilities(&labels, &detected)
+        if done.rows_affected() == 0 {
+            return Err(Error::api(
+                ErrorCode::Unauthorized,
+                "this runner was revoked",
+            ));
+        }
+        Ok(())
     }
 
     pub async fn touch_runner(&self, runner: &RunnerId, now: i64) -> Result<()> {
