@@ -37,7 +37,9 @@ if [ -x .local/venv/bin/temporal ] && $PY -c 'import temporalio' 2>/dev/null; th
 else
   echo "run.sh: Temporal is not installed (setup.sh could not get it from PyPI); skipping Temporal" >&2
 fi
-run_temporal() { if [ -n "$temporal_pid" ]; then $PY temporal_bench.py "$@"; fi; }
+run_temporal() {
+  [ -z "$temporal_pid" ] || $PY temporal_bench.py "$@" || echo "run.sh: temporal_bench.py $* failed; see above" >&2
+}
 mkdir -p ../results
 out="../results/peers-$(date -u +%Y-%m-%dT%H%M%SZ).jsonl"
 {

@@ -139,9 +139,12 @@ impl Store {
                 "PRAGMA busy_timeout = 10000; PRAGMA foreign_keys = ON; PRAGMA synchronous = {sync};"
             );
             let writer_pragmas = format!("PRAGMA journal_mode = WAL; {pragmas}");
+            // A connection to a local file does not go stale: no ping (a
+            // round trip to the connection's thread) before each use.
             let writer = AnyPoolOptions::new()
                 .max_connections(1)
                 .min_connections(1)
+                .test_before_acquire(false)
                 .acquire_timeout(Duration::from_secs(30))
                 .after_connect(move |conn, _| {
                     let sql = writer_pragmas.clone();
@@ -152,6 +155,7 @@ impl Store {
             SQLITE_MIGRATIONS.run(&writer).await?;
             let reader = AnyPoolOptions::new()
                 .max_connections(4)
+                .test_before_acquire(false)
                 .acquire_timeout(Duration::from_secs(30))
                 .after_connect(move |conn, _| {
                     let sql = pragmas.clone();
