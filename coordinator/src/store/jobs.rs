@@ -272,7 +272,8 @@ impl Store {
         &self,
         reqs: &[SubmitRequest],
     ) -> Result<Vec<Result<wire::Job>>> {
-        let mut tx = self.writer.begin().await?;
+        // Reads, then one INSERT: no transaction needed on SQLite.
+        let mut tx = self.single_write().await?;
         let mut paying: Vec<&str> = reqs
             .iter()
             .filter(|r| r.placement.workspace_owned)

@@ -235,7 +235,8 @@ impl Store {
         let d: &Dialect = self.dialect;
         let now = reqs.iter().map(|r| r.now).max().unwrap_or_default();
         let ttl_ms = reqs.iter().map(|r| r.ttl_ms).max().unwrap_or_default();
-        let mut tx = self.writer.begin().await?;
+        // Reads, then one UPDATE: no transaction needed on SQLite.
+        let mut tx = self.single_write().await?;
 
         // Who is asking: pool and capabilities, or revoked.
         let mut ids: Vec<&str> = reqs.iter().map(|r| r.runner.as_str()).collect();

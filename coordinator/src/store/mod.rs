@@ -118,6 +118,44 @@ struct Batches {
     complete: Batcher<CompleteRequest, Completion>,
 }
 
+/// Where a batch whose only write is one statement writes. On SQLite it is
+/// the one writer connection, held for the whole batch: no other write can
+/// come between its statements, and the one write commits by itself (no
+/// `BEGIN`/`COMMIT`, two fewer round trips to the connection's thread). On
+/// PostgreSQL it is a transaction, so the rows it locks stay locked.
+pub(super) enum Writer {
+    Tx(sqlx::Transaction<'static, sqlx::Any>),
+    Held(sqlx::pool::PoolConnection<sqlx::Any>),
+}
+
+impl std::ops::Deref for Writer {
+    type Target = sqlx::AnyConnection;
+    fn deref(&self) -> &Self::Target {
+        match self {
+            Self::Tx(tx) => tx,
+            Self::Held(conn) => conn,
+        }
+    }
+}
+
+impl std::ops::DerefMut for Writer {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        match self {
+            Self::Tx(tx) => &mut *tx,
+            Self::Held(conn) => &mut *conn,
+        }
+    }
+}
+
+impl Writer {
+    pub(super) async fn commit(self) -> Result<()> {
+        if let Self::Tx(tx) = self {
+            tx.commit().await?;
+        }
+        Ok(())
+    }
+}
+
 /// Most requests written in one batch.
 const MAX_BATCH: usize = 64;
 
@@ -218,6 +256,14 @@ impl Store {
             complete: Batcher::spawn(MAX_BATCH, concurrency, complete),
         }));
         self
+    }
+
+    /// See [`Writer`]: for batches that read, then write one statement.
+    pub(super) async fn single_write(&self) -> Result<Writer> {
+        Ok(match self.dialect.backend {
+            Backend::Sqlite => Writer::Held(self.writer.acquire().await?),
+            Backend::Postgres => Writer::Tx(self.writer.begin().await?),
+        })
     }
 
     pub fn backend(&self) -> Backend {
