@@ -87,6 +87,46 @@ fn usage_of(pid: u32) -> (f64, u64) {
     (ticks as f64 / hz, rss)
 }
 
+/// CPU seconds the whole machine has spent (all cores, not idle), from /proc/stat.
+fn machine_cpu() -> f64 {
+    let stat = std::fs::read_to_string("/proc/stat").expect("/proc/stat");
+    let busy: u64 = stat
+        .lines()
+        .next()
+        .expect("cpu line")
+        .split_whitespace()
+        .skip(1)
+        .enumerate()
+        // user nice system idle iowait irq softirq steal: all but idle and iowait.
+        .filter(|(i, _)| ![3, 4].contains(i) && *i < 8)
+        .filter_map(|(_, v)| v.parse::<u64>().ok())
+        .sum();
+    // SAFETY: sysconf has no preconditions.
+    busy as f64 / unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64
+}
+
+/// What a drain cost, per 1,000 jobs and at its end.
+#[derive(Clone, Copy, Default)]
+struct Footprint {
+    coordinator_cpu_per_1000: f64,
+    coordinator_rss_mib: f64,
+    runner_cpu_per_1000: f64,
+    runner_rss_mib: f64,
+    machine_cpu_per_1000: f64,
+}
+
+impl Footprint {
+    fn json(self) -> Value {
+        json!({
+            "coordinatorCpuSecondsPer1000": self.coordinator_cpu_per_1000,
+            "coordinatorRssMiB": self.coordinator_rss_mib,
+            "runnerCpuSecondsPer1000": self.runner_cpu_per_1000,
+            "runnerRssMiB": self.runner_rss_mib,
+            "machineCpuSecondsPer1000": self.machine_cpu_per_1000,
+        })
+    }
+}
+
 /// A protocol-level runner pinned target: jobs for it, and a client speaking as it.
 async fn manual_runner(admin: &Member, via: &Coordinator, name: &str) -> (Client, SubmitJob) {
     let paired = pair(admin, Scope::Workspace, None, name, &[]).await;
@@ -190,8 +230,14 @@ async fn add_history(c: &Coordinator, count: u64) {
 }
 
 /// Pre-queued no-op jobs drained by `runners` runner processes spread over
-/// `coords`: jobs/s from the first runner start to the last completion.
-async fn drain(admin: &Member, coords: &[&Coordinator], jobs: usize, runners: usize) -> f64 {
+/// `coords`: jobs/s from the first runner start to the last completion, and
+/// what it cost the first coordinator, the runners and the machine.
+async fn drain(
+    admin: &Member,
+    coords: &[&Coordinator],
+    jobs: usize,
+    runners: usize,
+) -> (f64, Footprint) {
     let join = admin
         .client
         .join_token(Scope::Workspace, "default")
@@ -200,6 +246,8 @@ async fn drain(admin: &Member, coords: &[&Coordinator], jobs: usize, runners: us
     let before = admin.client.usage().await.unwrap().jobs_charged as usize;
     prequeue(admin, jobs).await;
     let state = TempDir::new("bench-drain");
+    let (coordinator_cpu0, _) = usage_of(coords[0].pid());
+    let machine0 = machine_cpu();
     let t0 = Instant::now();
     let procs: Vec<RunnerProcess> = (0..runners)
         .map(|i| {
@@ -219,8 +267,24 @@ async fn drain(admin: &Member, coords: &[&Coordinator], jobs: usize, runners: us
     })
     .await;
     let secs = t0.elapsed().as_secs_f64();
+    let per_1000 = |cpu: f64| cpu / jobs as f64 * 1000.0;
+    let (coordinator_cpu1, coordinator_rss) = usage_of(coords[0].pid());
+    let mut footprint = Footprint {
+        coordinator_cpu_per_1000: per_1000(coordinator_cpu1 - coordinator_cpu0),
+        coordinator_rss_mib: coordinator_rss as f64 / 1024.0,
+        machine_cpu_per_1000: per_1000(machine_cpu() - machine0),
+        ..Footprint::default()
+    };
+    let mut runner_cpu = 0.0;
+    for p in &procs {
+        let (cpu, rss) = usage_of(p.pid());
+        runner_cpu += cpu;
+        footprint.runner_rss_mib = footprint.runner_rss_mib.max(rss as f64 / 1024.0);
+    }
+    // All runners together per 1,000 jobs: what one runner costs per 1,000 it runs.
+    footprint.runner_cpu_per_1000 = per_1000(runner_cpu);
     drop(procs);
-    jobs as f64 / secs
+    (jobs as f64 / secs, footprint)
 }
 
 /// Queues `jobs` no-op jobs on the workspace pool, from 8 submitters.
@@ -261,11 +325,12 @@ async fn protocol_drain(
     admin: &Member,
     jobs: usize,
     runners: usize,
-) -> (f64, f64) {
+) -> (f64, f64, f64) {
     let clients = protocol_runners(c, admin, &format!("drain{runners}"), runners).await;
     prequeue(admin, jobs).await;
     let left = std::sync::Arc::new(std::sync::atomic::AtomicI64::new(jobs as i64));
     let (cpu0, _) = usage_of(c.pid());
+    let machine0 = machine_cpu();
     let t0 = Instant::now();
     let workers: Vec<_> = clients
         .into_iter()
@@ -287,7 +352,12 @@ async fn protocol_drain(
     }
     let secs = t0.elapsed().as_secs_f64();
     let (cpu1, _) = usage_of(c.pid());
-    (jobs as f64 / secs, (cpu1 - cpu0) / jobs as f64 * 1000.0)
+    let machine = machine_cpu() - machine0;
+    (
+        jobs as f64 / secs,
+        (cpu1 - cpu0) / jobs as f64 * 1000.0,
+        machine / jobs as f64 * 1000.0,
+    )
 }
 
 /// Open-loop arrivals at `rate` jobs/s for `secs` seconds, 8 protocol-level
@@ -446,10 +516,14 @@ async fn fleet_section(name: &str, backend: Backend, sqlite_sync: &'static str) 
         })
         .await;
         let admin = c.bootstrap("drain", "bench@bench.test");
-        let (jps, cpu_per_1000) = protocol_drain(&c, &admin, drain_jobs, runners).await;
-        lines.push(format!("| {name} | drain {drain_jobs} jobs, {runners} runners | {jps:.0} jobs/s; coordinator {cpu_per_1000:.2} CPU-s per 1,000 jobs |"));
-        out[format!("drain{runners}")] =
-            json!({"jobsPerSecond": jps, "coordinatorCpuSecondsPer1000": cpu_per_1000});
+        let (jps, cpu_per_1000, machine_per_1000) =
+            protocol_drain(&c, &admin, drain_jobs, runners).await;
+        lines.push(format!("| {name} | drain {drain_jobs} jobs, {runners} runners | {jps:.0} jobs/s; coordinator {cpu_per_1000:.2} CPU-s per 1,000 jobs, whole machine {machine_per_1000:.2} |"));
+        out[format!("drain{runners}")] = json!({
+            "jobsPerSecond": jps,
+            "coordinatorCpuSecondsPer1000": cpu_per_1000,
+            "machineCpuSecondsPer1000": machine_per_1000,
+        });
     }
     for rate in list("BENCH_OPEN_RATES", "200,1000") {
         let c = Coordinator::start_with(CoordinatorOptions {
@@ -496,6 +570,7 @@ struct Row {
     name: &'static str,
     latency: Stats,
     jobs_per_s: f64,
+    footprint: Footprint,
     lease_empty: Option<Stats>,
     lease_history: Option<Stats>,
 }
@@ -523,7 +598,7 @@ async fn bench_backend(
     let poll_via = others.first().unwrap_or(&primary);
     let latency = enqueue_to_lease(&admin, &primary, poll_via, iterations).await;
     let coords: Vec<&Coordinator> = std::iter::once(&primary).chain(others.iter()).collect();
-    let jobs_per_s = drain(&admin, &coords, drain_jobs, 8).await;
+    let (jobs_per_s, footprint) = drain(&admin, &coords, drain_jobs, 8).await;
     let (lease_empty, lease_history) = if replicas == 1 && sqlite_sync == "full" && history > 0 {
         let fresh = Coordinator::start_with(CoordinatorOptions {
             lease_ttl_ms: 20_000,
@@ -543,6 +618,7 @@ async fn bench_backend(
         name,
         latency,
         jobs_per_s,
+        footprint,
         lease_empty,
         lease_history,
     }
@@ -617,13 +693,21 @@ async fn main() {
 
     let drain_jobs = env_or("BENCH_DRAIN_JOBS", 2000usize);
     println!(
-        "| backend | enqueue→lease, runner waiting | drain {drain_jobs} no-op jobs, 8 runner processes |"
+        "| backend | enqueue→lease, runner waiting | drain {drain_jobs} no-op jobs, 8 runner processes | CPU-s per 1,000 jobs: coordinator / runners / machine | RSS at the end: coordinator / largest runner |"
     );
-    println!("|---|---|---|");
+    println!("|---|---|---|---|---|");
     for r in &rows {
+        let f = r.footprint;
         println!(
-            "| {} | {} | {:.0} jobs/s |",
-            r.name, r.latency, r.jobs_per_s
+            "| {} | {} | {:.0} jobs/s | {:.2} / {:.2} / {:.2} | {:.1} / {:.1} MiB |",
+            r.name,
+            r.latency,
+            r.jobs_per_s,
+            f.coordinator_cpu_per_1000,
+            f.runner_cpu_per_1000,
+            f.machine_cpu_per_1000,
+            f.coordinator_rss_mib,
+            f.runner_rss_mib
         );
     }
     let history = env_or("BENCH_HISTORY", 1_000_000u64);
@@ -656,6 +740,7 @@ async fn main() {
                 "backend": r.name,
                 "enqueueToLeaseMs": r.latency.json(),
                 "drainJobsPerSecond": r.jobs_per_s,
+                "drainFootprint": r.footprint.json(),
                 "leaseEmptyHistoryMs": r.lease_empty.map(Stats::json),
                 "leaseWithHistoryMs": r.lease_history.map(Stats::json),
             })
