@@ -391,13 +391,20 @@ impl Client {
         .await
     }
 
+    /// Reports the result; with `done.next`, also leases the next job.
     pub async fn complete(
         &self,
         lease: &str,
         done: &wire::Complete,
     ) -> Result<wire::CompleteResponse, ClientError> {
-        self.post(&format!("/v1/runner/leases/{lease}/complete"), done)
-            .await
+        let wait = Duration::from_millis(done.next.as_ref().map_or(0, |n| n.wait_ms));
+        self.call(
+            Method::POST,
+            &format!("/v1/runner/leases/{lease}/complete"),
+            Some(done),
+            wait + REQUEST_TIMEOUT,
+        )
+        .await
     }
 }
 

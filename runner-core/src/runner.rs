@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use drover_wire::{Complete, JobState, Lease, LogChunk, LogStream, Outcome};
+use drover_wire::{Complete, JobState, Lease, LeaseRequest, LogChunk, LogStream, Outcome};
 use tokio::sync::{mpsc, watch};
 
 use crate::backoff::Backoff;
@@ -318,11 +318,16 @@ impl Runner {
             return Ok(Step::Idle);
         };
         let job = lease.job.id.clone();
-        self.run_job(lease, controls).await;
+        let mut next = self.run_job(lease, controls).await;
+        // A job leased along with the last complete runs next, at once.
+        while let Some(lease) = next.take() {
+            next = self.run_job(lease, controls).await;
+        }
         Ok(Step::Ran { job })
     }
 
-    async fn run_job(self: &Arc<Self>, lease: Lease, controls: &Controls) {
+    /// Runs one job to the end; returns the next job if the complete leased one.
+    async fn run_job(self: &Arc<Self>, lease: Lease, controls: &Controls) -> Option<Lease> {
         let job = lease.job.clone();
         let ttl = Duration::from_millis(lease.ttl_ms);
         self.emit(EventKind::Leased {
@@ -336,7 +341,7 @@ impl Runner {
                 job: job.id,
                 error: reason,
             });
-            return;
+            return None;
         }
         self.set_status(|s| s.current_jobs.push(job.id.clone()));
 
@@ -386,7 +391,7 @@ impl Runner {
             Some(StopReason::Shutdown) => {
                 heartbeat.abort();
                 self.emit(EventKind::Abandoned { job: job.id });
-                return;
+                return None;
             }
             Some(StopReason::LeaseLost) => {
                 // Someone else may be running it now; our result is not wanted.
@@ -395,16 +400,20 @@ impl Runner {
                     job: job.id,
                     error: "stopped the job".into(),
                 });
-                return;
+                return None;
             }
             Some(StopReason::Cancelled) | None => {}
         }
         // The heartbeat keeps the lease alive until the result is taken.
+        // Unless draining, ask for the next job in the same round trip (only
+        // one already queued: the long-poll stays with `lease`).
         let done = Complete {
             outcome: result.outcome,
             exit_code: result.exit_code,
             error: result.error,
+            next: (!*controls.drain.borrow()).then_some(LeaseRequest { wait_ms: 0 }),
         };
+        let mut next = None;
         let mut backoff = self.backoff();
         let mut kill = controls.kill.clone();
         let outcome = loop {
@@ -412,6 +421,7 @@ impl Runner {
             self.link(&r);
             match r {
                 Ok(r) => {
+                    next = r.next.and_then(|n| n.lease);
                     break EventKind::Finished {
                         job: job.id,
                         outcome: done.outcome,
@@ -436,6 +446,7 @@ impl Runner {
         };
         heartbeat.abort();
         self.emit(outcome);
+        next
     }
 
     /// The heartbeat that marks the job running, retried until the TTL is

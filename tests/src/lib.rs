@@ -750,5 +750,6 @@ pub fn succeeded() -> wire::Complete {
         outcome: wire::Outcome::Succeeded,
         exit_code: Some(0),
         error: None,
+        next: None,
     }
 }

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use drover_tests::runner_core::client::Scope;
 use drover_tests::runner_core::wire::{
-    Complete, ErrorCode, JobState, LogChunk, LogStream, Outcome, SubmitJob,
+    Complete, ErrorCode, JobState, LeaseRequest, LogChunk, LogStream, Outcome, SubmitJob,
 };
 use drover_tests::*;
 
@@ -340,6 +340,7 @@ async fn complete_is_idempotent_and_refused_once_the_lease_is_lost() {
         outcome: Outcome::Failed,
         exit_code: Some(1),
         error: None,
+        next: None,
     };
     assert!(
         runner
@@ -538,4 +539,85 @@ async fn sigterm_drains_the_runner_running_jobs_finish_no_new_leases() {
         JobState::Queued,
         "no lease taken while draining"
     );
+}
+
+/// A complete may lease the next job in the same round trip: it gets what
+/// a lease call would have (the head of the queue, or nothing), a repeated
+/// complete still gets a job, and a refused complete leases nothing.
+#[tokio::test]
+async fn complete_can_lease_the_next_job_in_the_same_call() {
+    let c = Coordinator::start().await;
+    let admin = c.bootstrap("acme", "admin@acme.test");
+    let paired = pair(&admin, Scope::Workspace, None, "manual", &[]).await;
+    let runner = c.client(&paired.token);
+    runner.hello(&[]).await.unwrap();
+    let mut jobs = Vec::new();
+    for _ in 0..3 {
+        jobs.push(
+            admin
+                .client
+                .submit(&script_job("self:ws", "true"))
+                .await
+                .unwrap()
+                .id,
+        );
+    }
+    let and_next = Complete {
+        next: Some(LeaseRequest { wait_ms: 0 }),
+        ..succeeded()
+    };
+
+    let first = runner
+        .lease(Duration::ZERO)
+        .await
+        .unwrap()
+        .expect("a lease");
+    assert_eq!(first.job.id, jobs[0]);
+    let done = runner.complete(&first.lease_id, &and_next).await.unwrap();
+    assert_eq!((done.state, done.repeated), (JobState::Succeeded, false));
+    let second = done
+        .next
+        .expect("asked for next")
+        .lease
+        .expect("a job is queued");
+    assert_eq!(second.job.id, jobs[1], "the head of the queue");
+    assert_eq!(
+        admin.client.job(&jobs[1]).await.unwrap().state,
+        JobState::Leased
+    );
+
+    // Repeating the first complete changes nothing, and may lease again.
+    let again = runner.complete(&first.lease_id, &and_next).await.unwrap();
+    assert!(again.repeated);
+    let third = again.next.unwrap().lease.expect("the third job");
+    assert_eq!(third.job.id, jobs[2]);
+
+    // An empty queue: no job, and no wait (waitMs 0).
+    runner
+        .complete(&second.lease_id, &succeeded())
+        .await
+        .unwrap();
+    let last = runner.complete(&third.lease_id, &and_next).await.unwrap();
+    assert!(last.next.expect("asked for next").lease.is_none());
+
+    // A refused complete leases nothing: the job stays queued.
+    let fourth = admin
+        .client
+        .submit(&script_job("self:ws", "true"))
+        .await
+        .unwrap();
+    assert_eq!(
+        code(runner.complete("ls_not_a_lease", &and_next).await),
+        ErrorCode::LeaseLost
+    );
+    assert_eq!(
+        admin.client.job(&fourth.id).await.unwrap().state,
+        JobState::Queued
+    );
+    for id in &jobs {
+        assert_eq!(
+            admin.client.job(id).await.unwrap().state,
+            JobState::Succeeded
+        );
+    }
 }

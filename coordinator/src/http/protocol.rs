@@ -77,9 +77,18 @@ async fn lease(
     AuthRunner(r): AuthRunner,
     Json(req): Json<wire::LeaseRequest>,
 ) -> Result<axum::Json<wire::LeaseResponse>> {
+    let lease = next_lease(&st, &r, &req).await?;
+    Ok(axum::Json(wire::LeaseResponse { lease }))
+}
+
+async fn next_lease(
+    st: &AppState,
+    r: &RunnerAuth,
+    req: &wire::LeaseRequest,
+) -> Result<Option<wire::Lease>> {
     let deadline =
         tokio::time::Instant::now() + Duration::from_millis(req.wait_ms.min(MAX_LEASE_WAIT_MS));
-    touch(&st, &r).await?;
+    touch(st, r).await?;
     loop {
         let guard = st
             .hub
@@ -98,9 +107,7 @@ async fn lease(
                 if let Some(next) = next {
                     st.announce(vec![Signal::from(next)]);
                 }
-                return Ok(axum::Json(wire::LeaseResponse {
-                    lease: Some(*lease),
-                }));
+                return Ok(Some(*lease));
             }
             LeaseAttempt::Revoked => {
                 // Dropped, not consumed: a wake that chose us passes on.
@@ -116,8 +123,8 @@ async fn lease(
         };
         if !woken {
             drop(guard);
-            touch(&st, &r).await?;
-            return Ok(axum::Json(wire::LeaseResponse { lease: None }));
+            touch(st, r).await?;
+            return Ok(None);
         }
         // Woken: look again (the job is committed before anyone is woken).
         guard.consume();
@@ -189,8 +196,23 @@ async fn complete(
             job: completion.job_id.to_string(),
         }]);
     }
+    // The result is recorded whatever happens next: a failed lease (say, the
+    // runner was just revoked) answers "no job", and the runner's next lease
+    // call hears why.
+    let next = match &done.next {
+        None => None,
+        Some(req) => Some(wire::LeaseResponse {
+            lease: next_lease(&st, &r, req).await.unwrap_or_else(|e| {
+                if e.code() == ErrorCode::Internal {
+                    tracing::error!(error = %e, "leasing the next job after a complete");
+                }
+                None
+            }),
+        }),
+    };
     Ok(axum::Json(wire::CompleteResponse {
         state: completion.state,
         repeated: completion.repeated,
+        next,
     }))
 }

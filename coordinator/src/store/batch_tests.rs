@@ -211,6 +211,7 @@ async fn completes_in_one_batch_finish_once_bill_once_and_refuse_strangers() {
         outcome,
         exit_code: Some(0),
         error: None,
+        next: None,
     };
     let req = |runner: &RunnerId, lease: &str, outcome| CompleteRequest {
         runner: runner.clone(),

@@ -433,6 +433,10 @@ pub struct Complete {
     pub exit_code: Option<i32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// Also lease the next job, in the same round trip: the answer's `next`
+    /// is what `POST /v1/runner/lease` with this request would have given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next: Option<LeaseRequest>,
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone)]
@@ -441,6 +445,9 @@ pub struct CompleteResponse {
     pub state: JobState,
     /// This lease had already completed the job; nothing changed.
     pub repeated: bool,
+    /// Present when the complete asked for `next`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next: Option<LeaseResponse>,
 }
 
 // ---------------------------------------------------------------- billing
