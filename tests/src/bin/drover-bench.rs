@@ -305,6 +305,14 @@ async fn prequeue(admin: &Member, jobs: usize) {
     }
 }
 
+/// A successful result that also asks for the next queued job (no wait).
+fn and_next() -> drover_tests::runner_core::wire::Complete {
+    drover_tests::runner_core::wire::Complete {
+        next: Some(drover_tests::runner_core::wire::LeaseRequest { wait_ms: 0 }),
+        ..succeeded()
+    }
+}
+
 /// `n` workspace runners spoken for at the protocol level (no process).
 async fn protocol_runners(c: &Coordinator, admin: &Member, prefix: &str, n: usize) -> Vec<Client> {
     let mut clients = Vec::with_capacity(n);
@@ -337,12 +345,19 @@ async fn protocol_drain(
         .map(|client| {
             let left = left.clone();
             tokio::spawn(async move {
-                let done = succeeded();
+                // As `drover runner` does: each complete also asks for the next job.
+                let mut pending = None;
                 while left.load(std::sync::atomic::Ordering::Relaxed) > 0 {
-                    if let Some(lease) = client.lease(Duration::from_millis(200)).await.unwrap() {
-                        client.complete(&lease.lease_id, &done).await.unwrap();
-                        left.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
-                    }
+                    let lease = match pending.take() {
+                        Some(lease) => lease,
+                        None => match client.lease(Duration::from_millis(200)).await.unwrap() {
+                            Some(lease) => lease,
+                            None => continue,
+                        },
+                    };
+                    let done = client.complete(&lease.lease_id, &and_next()).await.unwrap();
+                    left.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+                    pending = done.next.and_then(|n| n.lease);
                 }
             })
         })
@@ -373,16 +388,22 @@ async fn open_loop(c: &Coordinator, admin: &Member, rate: u64, secs: u64) -> (St
     for client in protocol_runners(c, admin, &format!("open{rate}"), 8).await {
         let (leased, stop) = (leased.clone(), stop.clone());
         workers.push(tokio::spawn(async move {
-            let done = succeeded();
+            let mut pending = None;
             while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                if let Some(lease) = client.lease(Duration::from_millis(200)).await.unwrap() {
-                    let at_lease = Instant::now();
-                    client.complete(&lease.lease_id, &done).await.unwrap();
-                    leased
-                        .lock()
-                        .unwrap()
-                        .push((lease.job.id, at_lease, Instant::now()));
-                }
+                let (lease, at_lease) = match pending.take() {
+                    Some(leased) => leased,
+                    None => match client.lease(Duration::from_millis(200)).await.unwrap() {
+                        Some(lease) => (lease, Instant::now()),
+                        None => continue,
+                    },
+                };
+                let done = client.complete(&lease.lease_id, &and_next()).await.unwrap();
+                let at_done = Instant::now();
+                leased
+                    .lock()
+                    .unwrap()
+                    .push((lease.job.id, at_lease, at_done));
+                pending = done.next.and_then(|n| n.lease).map(|l| (l, at_done));
             }
         }));
     }
