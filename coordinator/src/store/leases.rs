@@ -12,7 +12,7 @@ use sqlx::{AnyConnection, FromRow};
 
 use super::jobs::JobSpec;
 use super::pools::capabilities;
-use super::{Dialect, Store, bind_all, json_list, one, placeholders};
+use super::{Dialect, Store, Writer, bind_all, json_list, one, placeholders};
 use crate::caps;
 use crate::error::{Error, Result};
 use crate::ids::{JobId, LeaseId, RunnerId, RuntimeId};
@@ -110,6 +110,59 @@ fn wake_for(runtime_id: &str, pinned: Option<&str>, requires: &str) -> Result<Wa
 
 fn meets(caps: &[String], requires: &str) -> Result<bool> {
     Ok(requires == "[]" || caps::satisfies(caps, &json_list(requires)?))
+}
+
+/// One job a complete batch finishes.
+struct Finish {
+    job: String,
+    state: JobState,
+    exit_code: Option<i64>,
+    error: Option<String>,
+    runner: String,
+    payer: String,
+    charged: i64,
+    runner_ms: i64,
+    attempt: i64,
+    workspace_id: String,
+}
+
+type AnyQuery<'q> = sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>>;
+
+/// Binds the rows of the job update (`value_rows(…, 6, "")`).
+fn bind_updates<'q>(mut q: AnyQuery<'q>, finishes: &'q [Finish]) -> AnyQuery<'q> {
+    for f in finishes {
+        q = q
+            .bind(f.job.as_str())
+            .bind(f.state.as_str())
+            .bind(f.exit_code)
+            .bind(f.error.as_deref())
+            .bind(f.runner.as_str())
+            .bind(f.payer.as_str());
+    }
+    q
+}
+
+/// Binds the rows of the usage insert (`value_rows(…, 6, ", $1")`).
+fn bind_usage<'q>(mut q: AnyQuery<'q>, finishes: &'q [Finish]) -> AnyQuery<'q> {
+    for f in finishes {
+        q = q
+            .bind(f.job.as_str())
+            .bind(f.attempt)
+            .bind(f.workspace_id.as_str())
+            .bind(f.payer.as_str())
+            .bind(f.charged)
+            .bind(f.runner_ms);
+    }
+    q
+}
+
+/// `n` rows of `width` placeholders each, numbered from `$first`, each row
+/// ending with `tail` (e.g. `", $1"` for a value shared by every row).
+fn value_rows(first: usize, n: usize, width: usize, tail: &str) -> String {
+    (0..n)
+        .map(|k| format!("({}{tail})", placeholders(first + width * k, width)))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// Puts jobs whose lease is gone back at the front of their queue, or ends
@@ -576,7 +629,8 @@ impl Store {
             workspace_name: String,
         }
         let now = reqs.iter().map(|r| r.now).max().unwrap_or_default();
-        let mut tx = self.writer.begin().await?;
+        // SQLite: reads on the held writer, then all writes as one command.
+        let mut tx = self.single_write().await?;
         let mut leases: Vec<&str> = reqs.iter().map(|r| r.lease.as_str()).collect();
         leases.sort_unstable();
         leases.dedup();
@@ -598,18 +652,6 @@ impl Store {
         let mut held: HashMap<String, Row> =
             rows.into_iter().map(|r| (r.lease_id.clone(), r)).collect();
 
-        struct Finish {
-            job: String,
-            state: JobState,
-            exit_code: Option<i64>,
-            error: Option<String>,
-            runner: String,
-            payer: String,
-            charged: i64,
-            runner_ms: i64,
-            attempt: i64,
-            workspace_id: String,
-        }
         let mut finishes: Vec<Finish> = Vec::new();
         // Terminal states decided in this batch, for a repeat within it.
         let mut decided: HashMap<&str, JobState> = HashMap::new();
@@ -679,79 +721,43 @@ impl Store {
         held.clear();
 
         if !finishes.is_empty() {
-            let rows = (0..finishes.len())
-                .map(|k| {
-                    let b = 2 + 6 * k;
-                    format!(
-                        "(${b}, ${}, ${}, ${}, ${}, ${})",
-                        b + 1,
-                        b + 2,
-                        b + 3,
-                        b + 4,
-                        b + 5
-                    )
-                })
-                .collect::<Vec<_>>()
-                .join(", ");
-            let sql = format!(
+            // Usage adds to the workspace total by trigger (migration 0002).
+            let n = finishes.len();
+            let update = format!(
                 "UPDATE jobs SET state = v.column2, exit_code = v.column3, error = v.column4, ran_by = v.column5,
                      ran_by_owner = v.column6, finished_at = $1, lease_expires_at = NULL
-                 FROM (VALUES {rows}) AS v WHERE jobs.id = v.column1"
+                 FROM (VALUES {}) AS v WHERE jobs.id = v.column1",
+                value_rows(2, n, 6, "")
             );
-            let mut q = sqlx::query(&sql).bind(now);
-            for f in &finishes {
-                q = q
-                    .bind(f.job.as_str())
-                    .bind(f.state.as_str())
-                    .bind(f.exit_code)
-                    .bind(f.error.as_deref())
-                    .bind(f.runner.as_str())
-                    .bind(f.payer.as_str());
-            }
-            q.execute(&mut *tx).await?;
-
-            let rows = (0..finishes.len())
-                .map(|k| {
-                    let b = 2 + 6 * k;
-                    format!(
-                        "(${b}, ${}, ${}, ${}, ${}, ${}, $1)",
-                        b + 1,
-                        b + 2,
-                        b + 3,
-                        b + 4,
-                        b + 5
-                    )
-                })
-                .collect::<Vec<_>>()
-                .join(", ");
-            let sql = format!(
-                "INSERT INTO usage (job_id, attempt, workspace_id, payer, charged, runner_ms, created_at) VALUES {rows}
-                 ON CONFLICT (job_id, attempt) DO NOTHING RETURNING workspace_id, charged * runner_ms"
-            );
-            let mut q = sqlx::query_as::<_, (String, i64)>(&sql).bind(now);
-            for f in &finishes {
-                q = q
-                    .bind(f.job.as_str())
-                    .bind(f.attempt)
-                    .bind(f.workspace_id.as_str())
-                    .bind(f.payer.as_str())
-                    .bind(f.charged)
-                    .bind(f.runner_ms);
-            }
-            // Workspace-paid time, summed per workspace, for the budget check.
-            let mut spent: Vec<(String, i64)> = Vec::new();
-            for (workspace, ms) in q.fetch_all(&mut *tx).await? {
-                match spent.iter_mut().find(|(w, _)| *w == workspace) {
-                    Some((_, total)) => *total += ms,
-                    None => spent.push((workspace, ms)),
+            let usage = |first: usize| {
+                format!(
+                    "INSERT INTO usage (job_id, attempt, workspace_id, payer, charged, runner_ms, created_at)
+                     VALUES {} ON CONFLICT (job_id, attempt) DO NOTHING",
+                    value_rows(first, n, 6, ", $1")
+                )
+            };
+            match &mut tx {
+                Writer::Held(conn) => {
+                    // One command to the connection's thread, one transaction.
+                    let sql = format!("BEGIN IMMEDIATE; {update}; {}; COMMIT", usage(2 + 6 * n));
+                    let q = bind_usage(
+                        bind_updates(sqlx::query(&sql).bind(now), &finishes),
+                        &finishes,
+                    );
+                    if let Err(e) = q.execute(&mut **conn).await {
+                        let _ = sqlx::query("ROLLBACK").execute(&mut **conn).await;
+                        return Err(e.into());
+                    }
                 }
-            }
-            for (workspace, ms) in spent.into_iter().filter(|(_, ms)| *ms > 0) {
-                sqlx::query("UPDATE workspaces SET spent_ms = spent_ms + $1 WHERE id = $2")
-                    .bind(ms)
-                    .bind(&workspace)
-                    .execute(&mut *tx)
-                    .await?;
+                Writer::Tx(t) => {
+                    bind_updates(sqlx::query(&update).bind(now), &finishes)
+                        .execute(&mut **t)
+                        .await?;
+                    let usage = usage(2);
+                    bind_usage(sqlx::query(&usage).bind(now), &finishes)
+                        .execute(&mut **t)
+                        .await?;
+                }
             }
         }
         tx.commit().await?;

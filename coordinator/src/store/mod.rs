@@ -118,11 +118,12 @@ struct Batches {
     complete: Batcher<CompleteRequest, Completion>,
 }
 
-/// Where a batch whose only write is one statement writes. On SQLite it is
-/// the one writer connection, held for the whole batch: no other write can
-/// come between its statements, and the one write commits by itself (no
-/// `BEGIN`/`COMMIT`, two fewer round trips to the connection's thread). On
-/// PostgreSQL it is a transaction, so the rows it locks stay locked.
+/// Where a batch writes. On SQLite it is the one writer connection, held
+/// for the whole batch: no other write can come between its statements, so
+/// its reads need no transaction, and its writes go as one statement (or one
+/// multi-statement command with its own `BEGIN`/`COMMIT`): each round trip to
+/// the connection's thread costs a pair of context switches. On PostgreSQL
+/// it is a transaction, so the rows it locks stay locked.
 pub(super) enum Writer {
     Tx(sqlx::Transaction<'static, sqlx::Any>),
     Held(sqlx::pool::PoolConnection<sqlx::Any>),
@@ -258,7 +259,7 @@ impl Store {
         self
     }
 
-    /// See [`Writer`]: for batches that read, then write one statement.
+    /// See [`Writer`].
     pub(super) async fn single_write(&self) -> Result<Writer> {
         Ok(match self.dialect.backend {
             Backend::Sqlite => Writer::Held(self.writer.acquire().await?),
