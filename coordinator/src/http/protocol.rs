@@ -95,7 +95,7 @@ async fn next_lease(
             .register(&r.runtime_id, &r.runner_id, r.capabilities.clone());
         match st
             .store
-            .try_lease(&r.runner_id, st.now(), st.ttl_ms())
+            .try_lease(&r.runner_id, &r.runtime_id, st.now(), st.ttl_ms())
             .await?
         {
             LeaseAttempt::Leased { lease, next } => {

@@ -7,7 +7,7 @@ use super::{
     CompleteRequest, Durability, LeaseAttempt, LeaseRequest, Member, NewJob, Owner, Store,
     SubmitRequest, Wake,
 };
-use crate::ids::RunnerId;
+use crate::ids::{RunnerId, RuntimeId};
 
 const TTL: u64 = 20_000;
 
@@ -15,6 +15,8 @@ struct Fixture {
     store: Store,
     admin: Member,
     dir: std::path::PathBuf,
+    /// Each runner's pool.
+    pools: std::sync::Mutex<std::collections::HashMap<RunnerId, RuntimeId>>,
 }
 
 impl Drop for Fixture {
@@ -33,7 +35,12 @@ async fn fixture(name: &str) -> Fixture {
         .bootstrap_workspace("acme", "a@acme.test", 1)
         .await
         .unwrap();
-    Fixture { store, admin, dir }
+    Fixture {
+        store,
+        admin,
+        dir,
+        pools: Default::default(),
+    }
 }
 
 impl Fixture {
@@ -48,7 +55,10 @@ impl Fixture {
             .pair_runner(&self.admin, &Owner::Workspace, &req, 1)
             .await
             .unwrap();
-        RunnerId::parse(&paired.runner.id).unwrap()
+        let id = RunnerId::parse(&paired.runner.id).unwrap();
+        let pool = RuntimeId::parse(&paired.runner.runtime_id).unwrap();
+        self.pools.lock().unwrap().insert(id.clone(), pool);
+        id
     }
 
     async fn submit_request(&self, body: serde_json::Value) -> SubmitRequest {
@@ -87,6 +97,7 @@ impl Fixture {
             .iter()
             .map(|r| LeaseRequest {
                 runner: (*r).clone(),
+                runtime: self.pools.lock().unwrap()[*r].clone(),
                 now: 3,
                 ttl_ms: TTL,
             })

@@ -8,11 +8,14 @@
 use std::collections::HashMap;
 
 use drover_wire::{self as wire, JobState, Outcome};
-use sqlx::{AnyConnection, FromRow};
+use sqlx::any::AnyRow;
+use sqlx::{AnyConnection, FromRow, Row};
 
 use super::jobs::JobSpec;
 use super::pools::capabilities;
-use super::{Dialect, Store, Writer, bind_all, json_list, one, placeholders};
+use super::{
+    Backend, Dialect, Store, Writer, bind_all, bind_all_query, json_list, one, placeholders,
+};
 use crate::caps;
 use crate::error::{Error, Result};
 use crate::ids::{JobId, LeaseId, RunnerId, RuntimeId};
@@ -57,6 +60,8 @@ pub struct Completion {
 #[derive(Debug, Clone)]
 pub struct LeaseRequest {
     pub runner: RunnerId,
+    /// The runner's pool, as its credential says (a runner never moves).
+    pub runtime: RuntimeId,
     pub now: i64,
     pub ttl_ms: u64,
 }
@@ -156,6 +161,19 @@ fn bind_usage<'q>(mut q: AnyQuery<'q>, finishes: &'q [Finish]) -> AnyQuery<'q> {
     q
 }
 
+/// A page of a pool's queue, as rows `('q', id, requires, runtime_id, NULL,
+/// NULL)`; parameters `$first` (pool), `$first+1` (limit), `$first+2` (offset).
+fn queue_page(d: &Dialect, first: usize) -> String {
+    format!(
+        "SELECT 'q', id, requires, runtime_id, CAST(NULL AS TEXT), CAST(NULL AS BIGINT) FROM jobs
+         WHERE state = 'queued' AND runtime_id = ${first} AND pinned_runner_id IS NULL
+         ORDER BY priority DESC, queue_pos, seq LIMIT ${} OFFSET ${} {}",
+        first + 1,
+        first + 2,
+        d.lock_skip_locked
+    )
+}
+
 /// `n` rows of `width` placeholders each, numbered from `$first`, each row
 /// ending with `tail` (e.g. `", $1"` for a value shared by every row).
 fn value_rows(first: usize, n: usize, width: usize, tail: &str) -> String {
@@ -247,6 +265,30 @@ pub(super) async fn release_leases_of_runner(
 }
 
 impl Store {
+    /// A further page of `runtime`'s queue.
+    async fn queue_page(
+        &self,
+        conn: &mut sqlx::AnyConnection,
+        runtime: &str,
+        limit: i64,
+        offset: i64,
+    ) -> Result<Vec<Candidate>> {
+        let rows = sqlx::query(&queue_page(self.dialect, 1))
+            .bind(runtime)
+            .bind(limit)
+            .bind(offset)
+            .fetch_all(conn)
+            .await?;
+        rows.iter()
+            .map(|row| {
+                Ok(Candidate {
+                    id: row.try_get(1)?,
+                    requires: row.try_get(2)?,
+                })
+            })
+            .collect()
+    }
+
     /// Leases the next job for `runner`: jobs pinned to it first, then its
     /// pool's queue, each by priority then FIFO (re-queued jobs first),
     /// skipping jobs whose requirements the runner does not meet.
@@ -254,26 +296,19 @@ impl Store {
     pub async fn try_lease(
         &self,
         runner: &RunnerId,
+        runtime: &RuntimeId,
         now: i64,
         ttl_ms: u64,
     ) -> Result<LeaseAttempt> {
+        let req = LeaseRequest {
+            runner: runner.clone(),
+            runtime: runtime.clone(),
+            now,
+            ttl_ms,
+        };
         match &self.batches {
-            Some(b) => {
-                b.lease
-                    .call(LeaseRequest {
-                        runner: runner.clone(),
-                        now,
-                        ttl_ms,
-                    })
-                    .await
-            }
-            None => one(self
-                .lease_batch(&[LeaseRequest {
-                    runner: runner.clone(),
-                    now,
-                    ttl_ms,
-                }])
-                .await?),
+            Some(b) => b.lease.call(req).await,
+            None => one(self.lease_batch(&[req]).await?),
         }
     }
 
@@ -291,24 +326,82 @@ impl Store {
         // Reads, then one UPDATE: no transaction needed on SQLite.
         let mut tx = self.single_write().await?;
 
-        // Who is asking: pool and capabilities, or revoked.
+        // The reads: who is asking (pool and capabilities, or revoked), the
+        // jobs pinned to them, and the head of each of their pools' queues,
+        // twice as many rows as requests (usually the head fits, and we see
+        // how many wait behind). On SQLite in one round trip.
         let mut ids: Vec<&str> = reqs.iter().map(|r| r.runner.as_str()).collect();
         ids.sort_unstable();
         ids.dedup();
-        let rows: Vec<(String, String, String, String, Option<i64>)> = bind_all(
-            sqlx::query_as(&format!(
-                "SELECT id, runtime_id, labels, detected, revoked_at FROM runners WHERE id IN ({})",
-                placeholders(1, ids.len())
-            )),
-            &ids,
-        )
-        .fetch_all(&mut *tx)
-        .await?;
-        let mut runners: HashMap<String, (String, Vec<String>)> =
-            HashMap::with_capacity(rows.len());
-        for (id, runtime_id, labels, detected, revoked) in rows {
-            if revoked.is_none() {
-                runners.insert(id, (runtime_id, capabilities(&labels, &detected)?));
+        let mut heads: Vec<(&str, i64)> = Vec::new();
+        for r in reqs {
+            match heads.iter_mut().find(|(rt, _)| *rt == r.runtime.as_str()) {
+                Some((_, limit)) => *limit += 2,
+                None => heads.push((r.runtime.as_str(), 2)),
+            }
+        }
+        let (k, lock) = (ids.len(), d.lock_skip_locked);
+        let who = format!(
+            "SELECT 'r', id, runtime_id, labels, detected, revoked_at FROM runners WHERE id IN ({})",
+            placeholders(1, k)
+        );
+        let pinned_sql = format!(
+            "SELECT 'p', id, requires, pinned_runner_id, CAST(NULL AS TEXT), CAST(NULL AS BIGINT) FROM jobs
+             WHERE state = 'queued' AND pinned_runner_id IN ({})
+             ORDER BY priority DESC, queue_pos, seq LIMIT {} {lock}",
+            placeholders(1, k),
+            d.lease_page
+        );
+        let mut rows: Vec<AnyRow> = Vec::new();
+        if d.backend == Backend::Sqlite {
+            let mut sql = format!("{who}; {pinned_sql}");
+            for j in 0..heads.len() {
+                sql.push_str("; ");
+                sql.push_str(&queue_page(d, k + 1 + 3 * j));
+            }
+            let mut q = bind_all_query(sqlx::query(&sql), &ids);
+            for (runtime, limit) in &heads {
+                q = q.bind(*runtime).bind(*limit).bind(0i64);
+            }
+            rows = q.fetch_all(&mut *tx).await?;
+        } else {
+            for sql in [&who, &pinned_sql] {
+                rows.extend(
+                    bind_all_query(sqlx::query(sql), &ids)
+                        .fetch_all(&mut *tx)
+                        .await?,
+                );
+            }
+            let page = queue_page(d, 1);
+            for (runtime, limit) in &heads {
+                let q = sqlx::query(&page).bind(*runtime).bind(*limit).bind(0i64);
+                rows.extend(q.fetch_all(&mut *tx).await?);
+            }
+        }
+        let mut runners: HashMap<String, (String, Vec<String>)> = HashMap::new();
+        let mut pinned: Vec<Pinned> = Vec::new();
+        let mut first_pages: HashMap<String, Vec<Candidate>> = HashMap::new();
+        for row in &rows {
+            let kind: String = row.try_get(0)?;
+            let id: String = row.try_get(1)?;
+            let a: String = row.try_get(2)?;
+            let b: String = row.try_get(3)?;
+            match kind.as_str() {
+                "r" => {
+                    let detected: String = row.try_get(4)?;
+                    if row.try_get::<Option<i64>, _>(5)?.is_none() {
+                        runners.insert(id, (a, capabilities(&b, &detected)?));
+                    }
+                }
+                "p" => pinned.push(Pinned {
+                    id,
+                    requires: a,
+                    pinned_runner_id: b,
+                }),
+                _ => first_pages
+                    .entry(b)
+                    .or_default()
+                    .push(Candidate { id, requires: a }),
             }
         }
 
@@ -316,62 +409,41 @@ impl Store {
         let mut picked: Vec<Option<String>> = vec![None; reqs.len()];
         let mut next: Vec<Option<Wake>> = vec![None; reqs.len()];
 
-        // Pinned jobs. Usually there are none: one query for the whole batch,
-        // and per runner only if that page came back full.
-        let live: Vec<&str> = ids
-            .iter()
-            .copied()
-            .filter(|id| runners.contains_key(*id))
-            .collect();
-        if !live.is_empty() {
-            let mut pinned = bind_all(
-                sqlx::query_as::<_, Pinned>(&format!(
-                    "SELECT id, requires, pinned_runner_id FROM jobs WHERE state = 'queued' AND pinned_runner_id IN ({})
-                     ORDER BY priority DESC, queue_pos, seq LIMIT {} {}",
-                    placeholders(1, live.len()),
-                    d.lease_page,
-                    d.lock_skip_locked
-                )),
-                &live,
-            )
-            .fetch_all(&mut *tx)
-            .await?;
-            if pinned.len() as i64 == d.lease_page {
-                pinned.clear();
-                for id in &live {
-                    pinned.extend(
-                        sqlx::query_as::<_, Pinned>(&format!(
-                            "SELECT id, requires, pinned_runner_id FROM jobs WHERE state = 'queued' AND pinned_runner_id = $1
-                             ORDER BY priority DESC, queue_pos, seq LIMIT $2 {}",
-                            d.lock_skip_locked
-                        ))
-                        .bind(*id)
-                        .bind(reqs.len() as i64 + 1)
-                        .fetch_all(&mut *tx)
-                        .await?,
-                    );
-                }
+        // Pinned jobs, usually none. Per runner only if that page came back full.
+        if pinned.len() as i64 == d.lease_page {
+            pinned.clear();
+            for id in &ids {
+                pinned.extend(
+                    sqlx::query_as::<_, Pinned>(&format!(
+                        "SELECT id, requires, pinned_runner_id FROM jobs WHERE state = 'queued' AND pinned_runner_id = $1
+                         ORDER BY priority DESC, queue_pos, seq LIMIT $2 {lock}"
+                    ))
+                    .bind(*id)
+                    .bind(reqs.len() as i64 + 1)
+                    .fetch_all(&mut *tx)
+                    .await?,
+                );
             }
-            let mut taken = vec![false; pinned.len()];
-            for (i, req) in reqs.iter().enumerate() {
-                let Some((runtime_id, caps)) = runners.get(req.runner.as_str()) else {
+        }
+        let mut taken = vec![false; pinned.len()];
+        for (i, req) in reqs.iter().enumerate() {
+            let Some((runtime_id, caps)) = runners.get(req.runner.as_str()) else {
+                continue;
+            };
+            for (c, job) in pinned.iter().enumerate() {
+                if taken[c] || job.pinned_runner_id != req.runner.as_str() {
                     continue;
-                };
-                for (c, job) in pinned.iter().enumerate() {
-                    if taken[c] || job.pinned_runner_id != req.runner.as_str() {
-                        continue;
-                    }
-                    if picked[i].is_some() {
-                        next[i] = Some(Wake::Runner {
-                            runtime: RuntimeId::from_db(runtime_id.clone()),
-                            runner: req.runner.clone(),
-                        });
-                        break;
-                    }
-                    if meets(caps, &job.requires)? {
-                        picked[i] = Some(job.id.clone());
-                        taken[c] = true;
-                    }
+                }
+                if picked[i].is_some() {
+                    next[i] = Some(Wake::Runner {
+                        runtime: RuntimeId::from_db(runtime_id.clone()),
+                        runner: req.runner.clone(),
+                    });
+                    break;
+                }
+                if meets(caps, &job.requires)? {
+                    picked[i] = Some(job.id.clone());
+                    taken[c] = true;
                 }
             }
         }
@@ -398,19 +470,15 @@ impl Store {
                 .collect();
             let mut served: Vec<usize> = Vec::new();
             let mut behind: Vec<Wake> = Vec::new();
+            // The first page was read above with the other reads.
+            let read = heads.iter().find(|(rt, _)| *rt == runtime_id);
+            let mut limit = read.map_or((2 * waiting.len()).max(2) as i64, |(_, l)| *l);
+            let mut page = match read {
+                Some(_) => first_pages.remove(runtime_id).unwrap_or_default(),
+                None => self.queue_page(&mut tx, runtime_id, limit, 0).await?,
+            };
             let mut offset = 0;
-            let mut limit = (2 * waiting.len()).max(2) as i64;
             loop {
-                let page = sqlx::query_as::<_, Candidate>(&format!(
-                    "SELECT id, requires FROM jobs WHERE state = 'queued' AND runtime_id = $1 AND pinned_runner_id IS NULL
-                     ORDER BY priority DESC, queue_pos, seq LIMIT $2 OFFSET $3 {}",
-                    d.lock_skip_locked
-                ))
-                .bind(runtime_id)
-                .bind(limit)
-                .bind(offset)
-                .fetch_all(&mut *tx)
-                .await?;
                 for c in &page {
                     if waiting.is_empty() {
                         behind.push(Wake::Pool {
@@ -438,6 +506,7 @@ impl Store {
                 }
                 offset += limit;
                 limit = d.lease_page;
+                page = self.queue_page(&mut tx, runtime_id, limit, offset).await?;
             }
             // One wake per job seen waiting behind, from the handlers served.
             for (i, wake) in served.into_iter().zip(behind) {

@@ -300,6 +300,16 @@ pub(super) fn bind_all<'q, O>(
     q
 }
 
+pub(super) fn bind_all_query<'q>(
+    mut q: sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>>,
+    values: &[&'q str],
+) -> sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>> {
+    for v in values {
+        q = q.bind(*v);
+    }
+    q
+}
+
 /// The single result of a batch of one.
 pub(super) fn one<T>(mut results: Vec<Result<T>>) -> Result<T> {
     results
