@@ -110,6 +110,8 @@ pub struct Store {
     url: String,
     /// Batches lease and complete calls (`None` inside the batch writers).
     batches: Option<Arc<Batches>>,
+    /// Background tasks end once every clone of the store is gone.
+    alive: Arc<()>,
 }
 
 struct Batches {
@@ -177,7 +179,11 @@ impl Store {
             let pragmas = format!(
                 "PRAGMA busy_timeout = 10000; PRAGMA foreign_keys = ON; PRAGMA synchronous = {sync};"
             );
-            let writer_pragmas = format!("PRAGMA journal_mode = WAL; {pragmas}");
+            // Checkpoints (copying the WAL into the database, with an fsync)
+            // run on their own connection, never inside a commit (see
+            // `checkpoint_in_background`).
+            let writer_pragmas =
+                format!("PRAGMA journal_mode = WAL; PRAGMA wal_autocheckpoint = 0; {pragmas}");
             // A connection to a local file does not go stale: no ping (a
             // round trip to the connection's thread) before each use.
             let writer = AnyPoolOptions::new()
@@ -203,14 +209,20 @@ impl Store {
                 .connect(&with_param(url, "mode=ro"))
                 .await?;
             // One writer: one batch at a time; the next gathers meanwhile.
-            Ok(Self {
+            let store = Self {
                 writer,
                 reader,
                 dialect: &SQLITE,
                 url: url.to_owned(),
                 batches: None,
-            }
-            .with_batches(1))
+                alive: Arc::default(),
+            };
+            checkpoint_in_background(
+                with_param(url, "mode=rw"),
+                pragmas_for_checkpoints(durability),
+                Arc::downgrade(&store.alive),
+            );
+            Ok(store.with_batches(1))
         } else if url.starts_with("postgres:") || url.starts_with("postgresql:") {
             let pool = AnyPoolOptions::new()
                 .max_connections(24)
@@ -224,6 +236,7 @@ impl Store {
                 dialect: &POSTGRES,
                 url: url.to_owned(),
                 batches: None,
+                alive: Arc::default(),
             }
             .with_batches(4))
         } else {
@@ -275,6 +288,46 @@ impl Store {
         self.reader.close().await;
         self.writer.close().await;
     }
+}
+
+fn pragmas_for_checkpoints(durability: Durability) -> String {
+    let sync = match durability {
+        Durability::Full => "FULL",
+        Durability::Normal => "NORMAL",
+    };
+    format!("PRAGMA busy_timeout = 10000; PRAGMA synchronous = {sync};")
+}
+
+/// SQLite's automatic checkpoint runs inside whichever commit crosses the
+/// threshold, stalling that commit (and every write queued behind it) for an
+/// fsync. Instead a task checkpoints every 200 ms on its own connection and
+/// thread, without blocking the writer (`PASSIVE`). It ends with the store.
+fn checkpoint_in_background(url: String, pragmas: String, alive: std::sync::Weak<()>) {
+    use sqlx::Connection as _;
+    tokio::spawn(async move {
+        let mut conn = match sqlx::AnyConnection::connect(&url).await {
+            Ok(conn) => conn,
+            Err(e) => {
+                tracing::warn!(error = %e, "no checkpoint connection; SQLite's WAL will not shrink");
+                return;
+            }
+        };
+        if let Err(e) = conn.execute(pragmas.as_str()).await {
+            tracing::warn!(error = %e, "checkpoint connection setup");
+        }
+        let mut tick = tokio::time::interval(Duration::from_millis(200));
+        loop {
+            tick.tick().await;
+            if alive.strong_count() == 0 {
+                let _ = conn.close().await;
+                return;
+            }
+            if let Err(e) = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").await {
+                tracing::debug!(error = %e, "checkpoint stopped");
+                return;
+            }
+        }
+    });
 }
 
 /// The part of a database URL before `://`, for messages (never credentials).
