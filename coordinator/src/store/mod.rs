@@ -118,6 +118,8 @@ struct Batches {
     submit: Batcher<SubmitRequest, drover_wire::Job>,
     lease: Batcher<LeaseRequest, LeaseAttempt>,
     complete: Batcher<CompleteRequest, Completion>,
+    /// Replica signals (PostgreSQL only; `origin` is always this replica).
+    publish: Batcher<(String, Vec<crate::dispatch::Signal>), ()>,
 }
 
 /// Where a batch writes. On SQLite it is the one writer connection, held
@@ -264,10 +266,16 @@ impl Store {
             let store = inner.clone();
             Box::pin(async move { store.complete_batch(&reqs).await })
         });
+        let inner = self.clone();
+        let publish: BatchFn<(String, Vec<crate::dispatch::Signal>), ()> = Arc::new(move |reqs| {
+            let store = inner.clone();
+            Box::pin(async move { store.publish_batch(&reqs).await })
+        });
         self.batches = Some(Arc::new(Batches {
             submit: Batcher::spawn(MAX_BATCH, concurrency, submit),
             lease: Batcher::spawn(MAX_BATCH, concurrency, lease),
             complete: Batcher::spawn(MAX_BATCH, concurrency, complete),
+            publish: Batcher::spawn(MAX_BATCH, 1, publish),
         }));
         self
     }

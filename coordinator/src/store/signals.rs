@@ -25,10 +25,31 @@ pub struct Envelope {
 
 impl Store {
     /// Tells the other replicas (sent after the change committed).
+    /// Concurrent calls go out together, in as few notifications as fit.
     pub async fn publish(&self, origin: &str, signals: &[Signal]) -> Result<()> {
         if self.dialect.backend != Backend::Postgres || signals.is_empty() {
             return Ok(());
         }
+        match &self.batches {
+            Some(b) => b.publish.call((origin.to_owned(), signals.to_vec())).await,
+            None => self.notify_all(origin, signals).await,
+        }
+    }
+
+    /// Signals from one batch of `publish` calls (all from this replica).
+    pub(super) async fn publish_batch(
+        &self,
+        reqs: &[(String, Vec<Signal>)],
+    ) -> Result<Vec<Result<()>>> {
+        let Some((origin, _)) = reqs.first() else {
+            return Ok(Vec::new());
+        };
+        let all: Vec<Signal> = reqs.iter().flat_map(|(_, s)| s.iter().cloned()).collect();
+        self.notify_all(origin, &all).await?;
+        Ok(reqs.iter().map(|_| Ok(())).collect())
+    }
+
+    async fn notify_all(&self, origin: &str, signals: &[Signal]) -> Result<()> {
         // NOTIFY payloads must stay under 8000 bytes: send in batches.
         let mut batch: Vec<Signal> = Vec::new();
         let mut size = 0;
