@@ -6,6 +6,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use axum::serve::ListenerExt as _;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
@@ -101,6 +102,10 @@ impl Application {
         let stop_for_signal = stop.clone();
         // As a make-service: each connection shares the router instead of
         // rebuilding its route table (about 10 KB per idle long-poll).
+        // No Nagle delay on small responses (a lease, a complete).
+        let listener = listener.tap_io(|tcp| {
+            let _ = tcp.set_nodelay(true);
+        });
         axum::serve(listener, app.into_make_service())
             .with_graceful_shutdown(async move {
                 shutdown.await;

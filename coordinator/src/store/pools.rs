@@ -582,11 +582,22 @@ impl Store {
                 workspace_owned: owner == Owner::Workspace,
             });
         }
-        let pool = self
-            .runtime_by(&mut conn, member, &owner, target)
+        // Whether any runner is in the pool, not how many: this is on every submit.
+        let sql = format!(
+            "SELECT rt.id, CASE WHEN EXISTS (SELECT 1 FROM runners r WHERE r.runtime_id = rt.id AND r.revoked_at IS NULL)
+                    THEN 1 ELSE 0 END
+             FROM runtimes rt WHERE rt.workspace_id = $1 AND rt.owner_member_id {is} $2 AND {column} = $3",
+            is = self.dialect.is,
+            column = if RuntimeId::parse(target).is_some() { "rt.id" } else { "rt.name" }
+        );
+        let (pool_id, has_runners): (String, i64) = sqlx::query_as(&sql)
+            .bind(member.workspace_id.as_str())
+            .bind(owner.member_id())
+            .bind(target)
+            .fetch_optional(&mut *conn)
             .await?
             .ok_or_else(|| Error::not_found(format!("no runtime {target:?} in this scope")))?;
-        if pool.runners == 0 {
+        if has_runners == 0 {
             return Err(Error::api(
                 ErrorCode::NoRunners,
                 format!(
@@ -595,7 +606,7 @@ impl Store {
             ));
         }
         Ok(Placement {
-            runtime_id: RuntimeId::from_db(pool.id),
+            runtime_id: RuntimeId::from_db(pool_id),
             pinned_runner: None,
             workspace_owned: owner == Owner::Workspace,
         })

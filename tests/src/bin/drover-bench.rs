@@ -377,22 +377,30 @@ async fn protocol_drain(
 
 /// Open-loop arrivals at `rate` jobs/s for `secs` seconds, 8 protocol-level
 /// runners: (enqueue→lease, enqueue→complete).
-async fn open_loop(c: &Coordinator, admin: &Member, rate: u64, secs: u64) -> (Stats, Stats) {
+async fn open_loop(c: &Coordinator, admin: &Member, rate: u64, secs: u64) -> (Stats, Stats, Stats) {
     use std::collections::HashMap;
     use std::sync::{Arc, Mutex};
-    let submitted: Arc<Mutex<HashMap<String, Instant>>> = Arc::default();
+    // Job → (when its submit was sent, how long the submit call took).
+    let submitted: Arc<Mutex<HashMap<String, (Instant, Duration)>>> = Arc::default();
     let leased: Arc<Mutex<Vec<(String, Instant, Instant)>>> = Arc::default();
     let total = (rate * secs) as usize;
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let mut workers = Vec::new();
-    for client in protocol_runners(c, admin, &format!("open{rate}"), 8).await {
+    for client in protocol_runners(
+        c,
+        admin,
+        &format!("open{rate}"),
+        env_or("BENCH_OPEN_RUNNERS", 8),
+    )
+    .await
+    {
         let (leased, stop) = (leased.clone(), stop.clone());
         workers.push(tokio::spawn(async move {
             let mut pending = None;
             while !stop.load(std::sync::atomic::Ordering::Relaxed) {
                 let (lease, at_lease) = match pending.take() {
                     Some(leased) => leased,
-                    None => match client.lease(Duration::from_millis(200)).await.unwrap() {
+                    None => match client.lease(Duration::from_secs(2)).await.unwrap() {
                         Some(lease) => (lease, Instant::now()),
                         None => continue,
                     },
@@ -417,7 +425,7 @@ async fn open_loop(c: &Coordinator, admin: &Member, rate: u64, secs: u64) -> (St
         pending.push(tokio::spawn(async move {
             let t = Instant::now();
             let id = client.submit(&noop).await.unwrap().id;
-            submitted.lock().unwrap().insert(id, t);
+            submitted.lock().unwrap().insert(id, (t, t.elapsed()));
         }));
     }
     for p in pending {
@@ -435,11 +443,16 @@ async fn open_loop(c: &Coordinator, admin: &Member, rate: u64, secs: u64) -> (St
     let submitted = submitted.lock().unwrap();
     let (mut to_lease, mut to_complete) = (Vec::new(), Vec::new());
     for (id, at_lease, at_done) in leased.lock().unwrap().iter() {
-        let t0 = submitted[id];
+        let (t0, _) = submitted[id];
         to_lease.push(at_lease.saturating_duration_since(t0));
         to_complete.push(at_done.saturating_duration_since(t0));
     }
-    (Stats::of(to_lease), Stats::of(to_complete))
+    let submits = submitted.values().map(|(_, d)| *d).collect();
+    (
+        Stats::of(submits),
+        Stats::of(to_lease),
+        Stats::of(to_complete),
+    )
 }
 
 /// `k` runners long-polling one coordinator, idle: (coordinator RSS MiB,
@@ -554,16 +567,18 @@ async fn fleet_section(name: &str, backend: Backend, sqlite_sync: &'static str) 
         })
         .await;
         let admin = c.bootstrap("open", "bench@bench.test");
-        let (lease, complete) =
+        let (submit, lease, complete) =
             open_loop(&c, &admin, rate, env_or("BENCH_OPEN_SECONDS", 10u64)).await;
+        lines.push(format!(
+            "| {name} | open loop {rate} jobs/s: submit call |  {submit} |"
+        ));
         lines.push(format!(
             "| {name} | open loop {rate} jobs/s: enqueue→lease | {lease} |"
         ));
         lines.push(format!(
             "| {name} | open loop {rate} jobs/s: enqueue→complete | {complete} |"
         ));
-        out[format!("open{rate}")] =
-            json!({"enqueueToLeaseMs": lease.json(), "enqueueToCompleteMs": complete.json()});
+        out[format!("open{rate}")] = json!({"submitMs": submit.json(), "enqueueToLeaseMs": lease.json(), "enqueueToCompleteMs": complete.json()});
     }
     for k in list("BENCH_FLEETS", "1000,10000") {
         let c = Coordinator::start_with(CoordinatorOptions {
