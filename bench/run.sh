@@ -1,15 +1,51 @@
 #!/usr/bin/env bash
-# Builds in release and runs drover-bench; keeps the output in bench/results/.
+# Every benchmark figure, in one run: builds in release, then
+#  1. drover-bench: enqueue→lease, a drain by real runner processes, the cost
+#     of a lease with a big history, idle footprints (SQLite FULL and NORMAL,
+#     PostgreSQL with one and three replicas);
+#  2. drover-bench BENCH_SECTION=fleet: drains by 1/8/64 protocol-level
+#     runners, open-loop arrivals at 200 and 1,000 jobs/s, idle fleets of
+#     1,000 and 10,000 runners (SQLite NORMAL and FULL, PostgreSQL);
+#  3. the peers on the same workloads (bench/peers/run.sh: Celery + Redis,
+#     graphile-worker, Temporal; installed from the registries), and the
+#     ratios Drover ÷ peer (bench/compare.py).
+# Output: bench/results/<time>.md (tables and JSON) and peers-<time>.jsonl.
+# PostgreSQL is started (or installed) as for the tests unless
+# DROVER_TEST_PG_URL is set. BENCH_PEERS=0 skips the peers; the BENCH_*
+# variables of drover-bench (see tests/src/bin/drover-bench.rs) pass through.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+step() { printf '\n==> %s\n' "$*" >&2; }
+missing() { echo "bench/run.sh: $*" >&2; exit 1; }
+. tests/postgres.sh
+ensure_postgres
+step "building in release"
 cargo build --release --quiet --workspace --bins
 mkdir -p bench/results
-out="bench/results/$(date -u +%Y-%m-%dT%H%M%SZ).md"
+stamp=$(date -u +%Y-%m-%dT%H%M%SZ)
+out="bench/results/$stamp.md"
 {
-  echo "# drover-bench $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  echo "# drover-bench $stamp"
   echo
   echo "machine: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), $(uname -sr)"
   echo
+  echo "## Dispatch, process drain, lease cost, idle footprint"
+  echo
   target/release/drover-bench
+  echo
+  echo "## Fleet: protocol-level drains, open loop, idle fleets"
+  echo
+  BENCH_SECTION=fleet target/release/drover-bench
 } | tee "$out"
-echo "saved to $out"
+if [ "${BENCH_PEERS:-1}" != 0 ]; then
+  step "peers"
+  bench/peers/run.sh >&2
+  peers=$(ls -t bench/results/peers-*.jsonl | head -1)
+  {
+    echo
+    echo "## Drover ÷ peers (peers: ${peers#bench/results/})"
+    echo
+    python3 bench/compare.py "$out" "$peers"
+  } | tee -a "$out"
+fi
+echo "saved to $out" >&2

@@ -1,0 +1,32 @@
+# Sourced by tests/run.sh and bench/run.sh (which define `step` and `missing`).
+# ensure_postgres: use DROVER_TEST_PG_URL (an admin URL) if given, else start
+# the machine's cluster, installing Debian's package first if it is missing,
+# with a role drover/drover that may create databases; exports the URL.
+as_postgres() { if [ "$(id -u)" = 0 ]; then su postgres -c "$*"; else sudo -u postgres sh -c "$*"; fi; }
+
+ensure_postgres() {
+  if [ -z "${DROVER_TEST_PG_URL:-}" ]; then
+    if ! command -v pg_lsclusters >/dev/null; then
+      if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+        step "installing PostgreSQL (apt-get install postgresql)"
+        apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null
+      else
+        missing "PostgreSQL is missing: run 'sudo apt-get install postgresql', or set DROVER_TEST_PG_URL to an admin URL (postgres://USER:PASSWORD@HOST:PORT/postgres) of a server where USER may create databases"
+      fi
+    fi
+    if [ -z "$(pg_lsclusters -h 2>/dev/null)" ]; then
+      version=$(ls /usr/lib/postgresql | sort -n | tail -1)
+      step "creating a PostgreSQL $version cluster"
+      pg_createcluster "$version" main >/dev/null
+    fi
+    read -r version cluster port status _ < <(pg_lsclusters -h | head -1)
+    if [ "$status" != online ]; then
+      step "starting PostgreSQL $version/$cluster"
+      pg_ctlcluster "$version" "$cluster" start
+    fi
+    as_postgres "psql -p $port -qtAc \"SELECT 1 FROM pg_roles WHERE rolname = 'drover'\"" | grep -q 1 \
+      || as_postgres "psql -p $port -qc \"CREATE ROLE drover LOGIN PASSWORD 'drover' CREATEDB\""
+    export DROVER_TEST_PG_URL="postgres://drover:drover@127.0.0.1:$port/postgres"
+  fi
+}
