@@ -13,13 +13,13 @@
 //!   replicas; a lease locks its candidate rows `FOR UPDATE SKIP LOCKED`,
 //!   and replicas wake each other through `LISTEN`/`NOTIFY` (see `signals`).
 
-#[cfg(test)]
-mod batch_tests;
 mod identity;
 mod jobs;
 mod leases;
 mod pools;
 pub mod signals;
+#[cfg(test)]
+mod tests;
 
 use std::str::FromStr;
 use std::sync::Arc;

@@ -1,5 +1,6 @@
-//! Batches of several requests, written directly (a real SQLite database):
-//! the HTTP path only forms them under load, so their rules are pinned here.
+//! The store against a real SQLite database, below the HTTP layer: batches
+//! of several requests (the HTTP path only forms them under load, so their
+//! rules are pinned here) and the background WAL checkpoint.
 
 use drover_wire::{self as wire, ErrorCode, JobState, Outcome};
 
@@ -289,4 +290,35 @@ async fn one_bad_submit_does_not_fail_its_batch_and_order_is_kept() {
     let leases = f.lease(&[&a]).await;
     assert_eq!(leased(&leases[0]).0, j1, "FIFO across the batch");
     assert_eq!(leased(&f.lease(&[&a]).await[0]).0, j3);
+}
+
+#[tokio::test]
+async fn the_wal_is_checkpointed_into_the_database_in_the_background() {
+    let f = fixture("checkpoint").await;
+    let db = f.dir.join("db.sqlite");
+    let size = || std::fs::metadata(&db).unwrap().len();
+    // Automatic checkpoints are off, so everything so far is in the WAL
+    // until the background task copies it.
+    f.runner("r", &[]).await;
+    let before = size();
+    for _ in 0..20 {
+        let mut reqs = Vec::new();
+        for _ in 0..64 {
+            reqs.push(
+                f.submit_request(serde_json::json!({"runtime": "self:ws", "script": "true"}))
+                    .await,
+            );
+        }
+        for r in f.store.submit_batch(&reqs).await.unwrap() {
+            r.unwrap();
+        }
+    }
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while size() <= before {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no checkpoint within 30 s"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
 }
