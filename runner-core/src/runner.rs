@@ -319,8 +319,14 @@ impl Runner {
         };
         let job = lease.job.id.clone();
         let mut next = self.run_job(lease, controls).await;
-        // A job leased along with the last complete runs next, at once.
+        // A job leased along with the last complete runs next, at once;
+        // unless we are stopping: then it is not started (not even marked
+        // running), so its lease expires and gives the attempt back.
         while let Some(lease) = next.take() {
+            if *controls.drain.borrow() || *controls.kill.borrow() {
+                self.emit(EventKind::Abandoned { job: lease.job.id });
+                break;
+            }
             next = self.run_job(lease, controls).await;
         }
         Ok(Step::Ran { job })
@@ -405,9 +411,11 @@ impl Runner {
             Some(StopReason::Cancelled) | None => {}
         }
         // The heartbeat keeps the lease alive until the result is taken.
-        // Unless draining, ask for the next job in the same round trip (only
-        // one already queued: the long-poll stays with `lease`).
-        let done = Complete {
+        // On the first try, unless draining, ask for the next job in the same
+        // round trip (only one already queued: the long-poll stays with
+        // `lease`). Not on a retry: the lost answer may have held a lease,
+        // and a second one would be leased to no one until its TTL.
+        let mut done = Complete {
             outcome: result.outcome,
             exit_code: result.exit_code,
             error: result.error,
@@ -419,6 +427,7 @@ impl Runner {
         let outcome = loop {
             let r = self.client.complete(&lease.lease_id, &done).await;
             self.link(&r);
+            let asked = done.next.take().is_some();
             match r {
                 Ok(r) => {
                     next = r.next.and_then(|n| n.lease);
@@ -436,6 +445,11 @@ impl Runner {
                         _ = kill.wait_for(|k| *k) => break EventKind::Abandoned { job: job.id },
                     }
                 }
+                // A coordinator that predates `next` refuses the field: say it again without.
+                Err(ClientError::Api {
+                    code: drover_wire::ErrorCode::BadRequest,
+                    ..
+                }) if asked => {}
                 Err(e) => {
                     break EventKind::CompleteRefused {
                         job: job.id,

@@ -542,8 +542,8 @@ async fn sigterm_drains_the_runner_running_jobs_finish_no_new_leases() {
 }
 
 /// A complete may lease the next job in the same round trip: it gets what
-/// a lease call would have (the head of the queue, or nothing), a repeated
-/// complete still gets a job, and a refused complete leases nothing.
+/// a lease call would have (the head of the queue, or nothing); a repeated
+/// or refused complete leases nothing.
 #[tokio::test]
 async fn complete_can_lease_the_next_job_in_the_same_call() {
     let c = Coordinator::start().await;
@@ -586,17 +586,20 @@ async fn complete_can_lease_the_next_job_in_the_same_call() {
         JobState::Leased
     );
 
-    // Repeating the first complete changes nothing, and may lease again.
+    // Repeating the first complete changes nothing and leases nothing (its
+    // first answer may have carried a lease already): the third job waits.
     let again = runner.complete(&first.lease_id, &and_next).await.unwrap();
     assert!(again.repeated);
-    let third = again.next.unwrap().lease.expect("the third job");
+    assert!(again.next.expect("asked for next").lease.is_none());
+    assert_eq!(
+        admin.client.job(&jobs[2]).await.unwrap().state,
+        JobState::Queued
+    );
+    let done = runner.complete(&second.lease_id, &and_next).await.unwrap();
+    let third = done.next.unwrap().lease.expect("the third job");
     assert_eq!(third.job.id, jobs[2]);
 
     // An empty queue: no job, and no wait (waitMs 0).
-    runner
-        .complete(&second.lease_id, &succeeded())
-        .await
-        .unwrap();
     let last = runner.complete(&third.lease_id, &and_next).await.unwrap();
     assert!(last.next.expect("asked for next").lease.is_none());
 

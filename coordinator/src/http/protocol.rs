@@ -199,8 +199,10 @@ async fn complete(
     // The result is recorded whatever happens next: a failed lease (say, the
     // runner was just revoked) answers "no job", and the runner's next lease
     // call hears why.
+    // Not for a repeat: its first answer may have carried a lease already.
     let next = match &done.next {
         None => None,
+        Some(_) if completion.repeated => Some(wire::LeaseResponse { lease: None }),
         Some(req) => Some(wire::LeaseResponse {
             lease: next_lease(&st, &r, req).await.unwrap_or_else(|e| {
                 if e.code() == ErrorCode::Internal {

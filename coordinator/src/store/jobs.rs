@@ -4,7 +4,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use drover_wire::{self as wire, ErrorCode, JobState};
 use serde::{Deserialize, Serialize};
-use sqlx::FromRow;
+use sqlx::{FromRow, Row};
 
 use super::{Member, Placement, Store, bind_all, json_list, one, placeholders, to_json};
 use crate::caps;
@@ -344,7 +344,7 @@ impl Store {
                  VALUES {rows} RETURNING {}",
                 JOB_COLUMNS.replace("j.", "")
             );
-            let mut q = sqlx::query_as::<_, JobRow>(&sql);
+            let mut q = sqlx::query(&sql);
             for (i, id) in &queued {
                 let r = &reqs[*i];
                 q = q
@@ -360,16 +360,17 @@ impl Store {
                     .bind(i64::from(r.job.max_attempts))
                     .bind(r.now);
             }
-            let mut written: HashMap<String, JobRow> = q
-                .fetch_all(&mut *tx)
-                .await?
-                .into_iter()
-                .map(|row| (row.id.clone(), row))
-                .collect();
+            // Decoded one by one after the write: an error is that job's alone
+            // (failing the batch would retry it, and the job is already queued).
+            let mut written: HashMap<String, Result<JobRow>> = HashMap::new();
+            for row in q.fetch_all(&mut *tx).await? {
+                let id: String = row.try_get("id")?;
+                written.insert(id, JobRow::from_row(&row).map_err(Error::from));
+            }
             tx.commit().await?;
             for (i, id) in queued {
                 if let Some(row) = written.remove(id.as_str()) {
-                    out[i] = row.into_wire();
+                    out[i] = row.and_then(JobRow::into_wire);
                 }
             }
         } else {

@@ -487,6 +487,11 @@ impl Store {
                         });
                         continue;
                     }
+                    // Later pages are separate statements (on PostgreSQL each
+                    // sees new commits), so a page may repeat a row.
+                    if picked.iter().any(|p| p.as_deref() == Some(c.id.as_str())) {
+                        continue;
+                    }
                     let mut fits = None;
                     for (w, &i) in waiting.iter().enumerate() {
                         let (_, caps) = &runners[reqs[i].runner.as_str()];
@@ -523,7 +528,8 @@ impl Store {
                 chosen.push((i, job.clone(), LeaseId::generate()));
             }
         }
-        let mut taken: HashMap<String, (i64, String)> = HashMap::with_capacity(chosen.len());
+        // By lease id: the one the database holds for each job it moved.
+        let mut taken: HashMap<String, AnyRow> = HashMap::with_capacity(chosen.len());
         if !chosen.is_empty() {
             let rows = (0..chosen.len())
                 .map(|k| format!("(${}, ${}, ${})", 3 + 3 * k, 4 + 3 * k, 5 + 3 * k))
@@ -534,19 +540,17 @@ impl Store {
                      lease_expires_at = $1, started_at = $2
                  FROM (VALUES {rows}) AS v
                  WHERE jobs.id = v.column1 AND jobs.state = 'queued'
-                 RETURNING id, attempt, spec"
+                 RETURNING lease_id, attempt, spec"
             );
-            let mut q = sqlx::query_as::<_, (String, i64, String)>(&sql)
-                .bind(now + ttl_ms as i64)
-                .bind(now);
+            let mut q = sqlx::query(&sql).bind(now + ttl_ms as i64).bind(now);
             for (i, job, lease) in &chosen {
                 q = q
                     .bind(job.as_str())
                     .bind(lease.as_str())
                     .bind(reqs[*i].runner.as_str());
             }
-            for (id, attempt, spec) in q.fetch_all(&mut *tx).await? {
-                taken.insert(id, (attempt, spec));
+            for row in q.fetch_all(&mut *tx).await? {
+                taken.insert(row.try_get(0)?, row);
             }
         }
         tx.commit().await?;
@@ -561,11 +565,26 @@ impl Store {
                 })
             })
             .collect();
+        // Written: from here an error is that request's alone (failing the
+        // batch would retry it, and the job is already leased).
         for (i, job_id, lease_id) in chosen {
-            let Some((attempt, spec)) = taken.remove(&job_id) else {
+            let Some(row) = taken.remove(lease_id.as_str()) else {
                 continue;
             };
-            let spec: JobSpec = serde_json::from_str(&spec)?;
+            let decoded = row
+                .try_get::<i64, _>(1)
+                .map_err(Error::from)
+                .and_then(|attempt| {
+                    let spec: String = row.try_get(2)?;
+                    Ok((attempt, serde_json::from_str::<JobSpec>(&spec)?))
+                });
+            let (attempt, spec) = match decoded {
+                Ok(d) => d,
+                Err(e) => {
+                    out[i] = Err(e);
+                    continue;
+                }
+            };
             out[i] = Ok(LeaseAttempt::Leased {
                 lease: Box::new(wire::Lease {
                     lease_id: lease_id.to_string(),
@@ -814,7 +833,10 @@ impl Store {
                         &finishes,
                     );
                     if let Err(e) = q.execute(&mut **conn).await {
-                        let _ = sqlx::query("ROLLBACK").execute(&mut **conn).await;
+                        // Never hand back the writer inside an open transaction.
+                        if sqlx::query("ROLLBACK").execute(&mut **conn).await.is_err() {
+                            conn.close_on_drop();
+                        }
                         return Err(e.into());
                     }
                 }

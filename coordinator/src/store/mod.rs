@@ -309,30 +309,36 @@ fn pragmas_for_checkpoints(durability: Durability) -> String {
 /// SQLite's automatic checkpoint runs inside whichever commit crosses the
 /// threshold, stalling that commit (and every write queued behind it) for an
 /// fsync. Instead a task checkpoints every 200 ms on its own connection and
-/// thread, without blocking the writer (`PASSIVE`). It ends with the store.
+/// thread, without blocking the writer (`PASSIVE`), reconnecting after a
+/// failure. It ends with the store.
 fn checkpoint_in_background(url: String, pragmas: String, alive: std::sync::Weak<()>) {
     use sqlx::Connection as _;
     tokio::spawn(async move {
-        let mut conn = match sqlx::AnyConnection::connect(&url).await {
-            Ok(conn) => conn,
-            Err(e) => {
-                tracing::warn!(error = %e, "no checkpoint connection; SQLite's WAL will not shrink");
-                return;
-            }
-        };
-        if let Err(e) = conn.execute(pragmas.as_str()).await {
-            tracing::warn!(error = %e, "checkpoint connection setup");
-        }
         let mut tick = tokio::time::interval(Duration::from_millis(200));
+        let mut conn: Option<sqlx::AnyConnection> = None;
         loop {
             tick.tick().await;
             if alive.strong_count() == 0 {
-                let _ = conn.close().await;
+                if let Some(conn) = conn {
+                    let _ = conn.close().await;
+                }
                 return;
             }
-            if let Err(e) = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").await {
-                tracing::debug!(error = %e, "checkpoint stopped");
-                return;
+            // (Re)connect as needed: the WAL must not grow for good.
+            if conn.is_none() {
+                match sqlx::AnyConnection::connect(&url).await {
+                    Ok(mut c) => match c.execute(pragmas.as_str()).await {
+                        Ok(_) => conn = Some(c),
+                        Err(e) => tracing::warn!(error = %e, "checkpoint connection setup failed"),
+                    },
+                    Err(e) => tracing::warn!(error = %e, "no checkpoint connection yet"),
+                }
+            }
+            if let Some(c) = conn.as_mut()
+                && let Err(e) = c.execute("PRAGMA wal_checkpoint(PASSIVE)").await
+            {
+                tracing::warn!(error = %e, "checkpoint failed; reconnecting");
+                conn = None;
             }
         }
     });
