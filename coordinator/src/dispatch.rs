@@ -35,6 +35,8 @@ pub enum Signal {
     Runner { runtime: String, runner: String },
     /// The runner was revoked: its waiters should find out.
     Revoked { runner: String },
+    /// The runner said hello with new capabilities: what was cached of it is stale.
+    Hello { runner: String },
     /// A cancel was asked for on this lease.
     Cancel { lease: String },
     /// A job's log or state changed.
@@ -276,6 +278,7 @@ impl Hub {
                 });
             }
             Signal::Revoked { runner } => self.wake_runner_all(&RunnerId::from_db(runner.clone())),
+            Signal::Hello { .. } => {}
             Signal::Cancel { lease } => self.signal_lease(lease),
             Signal::Job { job } => self.job_changed(job),
         }

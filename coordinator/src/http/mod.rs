@@ -66,7 +66,7 @@ impl AppState {
 
     /// Acts on one signal, from here or from another replica.
     pub fn apply(&self, signal: &Signal) {
-        if let Signal::Revoked { runner } = signal {
+        if let Signal::Revoked { runner } | Signal::Hello { runner } = signal {
             self.runners.forget_runner(runner);
         }
         self.hub.apply(signal);

@@ -50,8 +50,10 @@ async fn hello(
     st.store
         .runner_hello(&r.runner_id, &req.capabilities, st.now())
         .await?;
-    // Its capabilities changed: the next call reads them afresh.
-    st.runners.forget_runner(r.runner_id.as_str());
+    // Its capabilities changed: the next call, on any replica, reads them afresh.
+    st.announce(vec![Signal::Hello {
+        runner: r.runner_id.to_string(),
+    }]);
     Ok(axum::Json(wire::HelloResponse {
         runner_id: r.runner_id.to_string(),
         runtime_id: r.runtime_id.to_string(),

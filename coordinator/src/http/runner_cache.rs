@@ -5,9 +5,9 @@
 //! Keyed by the token's hash, never the token. Revocation stays exact where
 //! it matters: the lease, heartbeat, log and complete writes all check the
 //! runner and its lease in the database. The cache only saves the lookup;
-//! an entry goes when its runner is revoked (here, or on another replica
-//! through the revoke signal), when it says hello with new capabilities,
-//! when the replica link breaks, and after `TTL_MS` in any case.
+//! an entry goes when its runner is revoked or says hello with new
+//! capabilities (here, or on another replica through their signals), when
+//! the replica link breaks, and after `TTL_MS` in any case.
 
 use std::collections::HashMap;
 use std::sync::Mutex;

@@ -342,8 +342,9 @@ impl Store {
         }
         let (k, lock) = (ids.len(), d.lock_skip_locked);
         let who = format!(
-            "SELECT 'r', id, runtime_id, labels, detected, revoked_at FROM runners WHERE id IN ({})",
-            placeholders(1, k)
+            "SELECT 'r', id, runtime_id, labels, detected, revoked_at FROM runners WHERE id IN ({}) {}",
+            placeholders(1, k),
+            d.lock_share
         );
         let pinned_sql = format!(
             "SELECT 'p', id, requires, pinned_runner_id, CAST(NULL AS TEXT), CAST(NULL AS BIGINT) FROM jobs

@@ -63,6 +63,9 @@ pub struct Dialect {
     lock_job_row: &'static str,
     /// Lock the rows read until commit, waiting for other holders.
     lock_for_update: &'static str,
+    /// Keep the rows read from changing until commit (a lease's runners:
+    /// a revoke waits for the lease, then releases what it leased).
+    lock_share: &'static str,
 }
 
 const SQLITE: Dialect = Dialect {
@@ -72,6 +75,7 @@ const SQLITE: Dialect = Dialect {
     lease_page: 128,
     lock_job_row: "",
     lock_for_update: "",
+    lock_share: "",
 };
 const POSTGRES: Dialect = Dialect {
     backend: Backend::Postgres,
@@ -80,6 +84,7 @@ const POSTGRES: Dialect = Dialect {
     lease_page: 16,
     lock_job_row: "FOR UPDATE OF j",
     lock_for_update: "FOR UPDATE",
+    lock_share: "FOR SHARE",
 };
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
