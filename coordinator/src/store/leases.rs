@@ -82,7 +82,6 @@ struct Pinned {
     pinned_runner_id: String,
 }
 
-#[derive(FromRow)]
 struct Candidate {
     id: String,
     requires: String,

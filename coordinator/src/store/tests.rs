@@ -78,11 +78,15 @@ impl Fixture {
     }
 
     async fn submit(&self, requires: &[&str]) -> String {
-        let req = self
-            .submit_request(
-                serde_json::json!({"runtime": "self:ws", "script": "true", "requires": requires}),
-            )
-            .await;
+        self.submit_to(
+            serde_json::json!({"runtime": "self:ws", "script": "true", "requires": requires}),
+        )
+        .await
+    }
+
+    /// Submits one job (a batch of one); its id.
+    async fn submit_to(&self, body: serde_json::Value) -> String {
+        let req = self.submit_request(body).await;
         self.store
             .submit_batch(&[req])
             .await
@@ -194,18 +198,9 @@ async fn pinned_jobs_come_first_within_a_batch() {
     let a = f.runner("a", &[]).await;
     let b = f.runner("b", &[]).await;
     let pool_job = f.submit(&[]).await;
-    let req = f
-        .submit_request(serde_json::json!({"runtime": format!("self:ws:{b}"), "script": "true"}))
-        .await;
     let pinned = f
-        .store
-        .submit_batch(&[req])
-        .await
-        .unwrap()
-        .pop()
-        .unwrap()
-        .unwrap()
-        .id;
+        .submit_to(serde_json::json!({"runtime": format!("self:ws:{b}"), "script": "true"}))
+        .await;
     let out = f.lease(&[&a, &b]).await;
     assert_eq!(leased(&out[0]).0, pool_job);
     assert_eq!(leased(&out[1]).0, pinned, "b's pinned job, not the pool's");

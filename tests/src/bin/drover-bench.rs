@@ -65,6 +65,16 @@ impl std::fmt::Display for Stats {
     }
 }
 
+/// A fresh coordinator for a measurement (20 s lease TTL).
+async fn coordinator(backend: Backend, sqlite_sync: &'static str) -> Coordinator {
+    Coordinator::start_with(CoordinatorOptions {
+        lease_ttl_ms: 20_000,
+        backend,
+        sqlite_sync,
+    })
+    .await
+}
+
 /// (CPU seconds used so far, RSS in KiB) of a process.
 fn usage_of(pid: u32) -> (f64, u64) {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("stat");
@@ -543,12 +553,7 @@ async fn fleet_section(name: &str, backend: Backend, sqlite_sync: &'static str) 
     let mut out = json!({"backend": name});
     let mut lines = Vec::new();
     for runners in list("BENCH_DRAIN_RUNNERS", "1,8,64") {
-        let c = Coordinator::start_with(CoordinatorOptions {
-            lease_ttl_ms: 20_000,
-            backend,
-            sqlite_sync,
-        })
-        .await;
+        let c = coordinator(backend, sqlite_sync).await;
         let admin = c.bootstrap("drain", "bench@bench.test");
         let (jps, cpu_per_1000, machine_per_1000) =
             protocol_drain(&c, &admin, drain_jobs, runners).await;
@@ -560,17 +565,12 @@ async fn fleet_section(name: &str, backend: Backend, sqlite_sync: &'static str) 
         });
     }
     for rate in list("BENCH_OPEN_RATES", "200,1000") {
-        let c = Coordinator::start_with(CoordinatorOptions {
-            lease_ttl_ms: 20_000,
-            backend,
-            sqlite_sync,
-        })
-        .await;
+        let c = coordinator(backend, sqlite_sync).await;
         let admin = c.bootstrap("open", "bench@bench.test");
         let (submit, lease, complete) =
             open_loop(&c, &admin, rate, env_or("BENCH_OPEN_SECONDS", 10u64)).await;
         lines.push(format!(
-            "| {name} | open loop {rate} jobs/s: submit call |  {submit} |"
+            "| {name} | open loop {rate} jobs/s: submit call | {submit} |"
         ));
         lines.push(format!(
             "| {name} | open loop {rate} jobs/s: enqueue→lease | {lease} |"
@@ -581,12 +581,7 @@ async fn fleet_section(name: &str, backend: Backend, sqlite_sync: &'static str) 
         out[format!("open{rate}")] = json!({"submitMs": submit.json(), "enqueueToLeaseMs": lease.json(), "enqueueToCompleteMs": complete.json()});
     }
     for k in list("BENCH_FLEETS", "1000,10000") {
-        let c = Coordinator::start_with(CoordinatorOptions {
-            lease_ttl_ms: 20_000,
-            backend,
-            sqlite_sync,
-        })
-        .await;
+        let c = coordinator(backend, sqlite_sync).await;
         let admin = c.bootstrap("fleet", "bench@bench.test");
         let (rss, cpu, first) =
             idle_fleet(&c, &admin, k, env_or("BENCH_IDLE_SECONDS", 10u64)).await;
@@ -620,12 +615,7 @@ async fn bench_backend(
     let iterations = env_or("BENCH_ITERATIONS", 1000usize);
     let drain_jobs = env_or("BENCH_DRAIN_JOBS", 2000usize);
     let history = env_or("BENCH_HISTORY", 1_000_000u64);
-    let primary = Coordinator::start_with(CoordinatorOptions {
-        lease_ttl_ms: 20_000,
-        backend,
-        sqlite_sync,
-    })
-    .await;
+    let primary = coordinator(backend, sqlite_sync).await;
     let mut others = Vec::new();
     for _ in 1..replicas {
         others.push(primary.replica().await);
@@ -636,12 +626,7 @@ async fn bench_backend(
     let coords: Vec<&Coordinator> = std::iter::once(&primary).chain(others.iter()).collect();
     let (jobs_per_s, footprint) = drain(&admin, &coords, drain_jobs, 8).await;
     let (lease_empty, lease_history) = if replicas == 1 && sqlite_sync == "full" && history > 0 {
-        let fresh = Coordinator::start_with(CoordinatorOptions {
-            lease_ttl_ms: 20_000,
-            backend,
-            sqlite_sync,
-        })
-        .await;
+        let fresh = coordinator(backend, sqlite_sync).await;
         let admin = fresh.bootstrap("history", "bench@bench.test");
         let empty = lease_cost(&admin, &fresh, iterations / 2).await;
         add_history(&fresh, history).await;
@@ -709,12 +694,7 @@ async fn main() {
 
     // Idle footprint: one headless runner process long-polling a coordinator.
     let idle_secs = env_or("BENCH_IDLE_SECONDS", 10u64);
-    let c = Coordinator::start_with(CoordinatorOptions {
-        lease_ttl_ms: 20_000,
-        backend: Backend::Sqlite,
-        sqlite_sync: "full",
-    })
-    .await;
+    let c = coordinator(Backend::Sqlite, "full").await;
     let admin = c.bootstrap("idle", "bench@bench.test");
     let idle = pair(&admin, Scope::Workspace, None, "idle", &[]).await;
     let idle_proc = RunnerProcess::paired(&c.url, &idle.token, &[]);
