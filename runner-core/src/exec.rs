@@ -41,7 +41,7 @@ fn container_name(job: &LeasedJob) -> String {
     format!("drover-{}-{}", job.id, job.attempt)
 }
 
-fn build_command(job: &LeasedJob, workdir: &Path) -> Command {
+fn build_command(job: &LeasedJob, runner: &str, workdir: &Path) -> Command {
     let mut cmd = if let Some(image) = &job.image {
         let mut c = Command::new("docker");
         c.args(["run", "--rm", "--init", "--name", &container_name(job)]);
@@ -73,6 +73,7 @@ fn build_command(job: &LeasedJob, workdir: &Path) -> Command {
     cmd.envs(&job.env)
         .env("DROVER_JOB_ID", &job.id)
         .env("DROVER_ATTEMPT", job.attempt.to_string())
+        .env("DROVER_RUNNER_ID", runner)
         .current_dir(workdir)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -112,14 +113,16 @@ fn exit_code(status: std::process::ExitStatus) -> i32 {
 }
 
 /// Runs `job` in `workdir` until it exits, times out, or `stop` says so.
+/// The job sees `DROVER_JOB_ID`, `DROVER_ATTEMPT` and `DROVER_RUNNER_ID`.
 pub async fn execute(
     job: &LeasedJob,
+    runner: &str,
     workdir: &Path,
     output: Output,
     mut stop: watch::Receiver<Option<StopReason>>,
     kill_grace: Duration,
 ) -> ExecResult {
-    let mut child = match build_command(job, workdir).spawn() {
+    let mut child = match build_command(job, runner, workdir).spawn() {
         Ok(child) => child,
         Err(e) => {
             let program = job.image.as_ref().map_or_else(

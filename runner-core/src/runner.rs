@@ -376,7 +376,15 @@ impl Runner {
 
         let result = match std::fs::create_dir_all(&workdir) {
             Ok(()) => {
-                exec::execute(&job, &workdir, out_tx, stop_rx, self.settings.kill_grace).await
+                exec::execute(
+                    &job,
+                    &self.id,
+                    &workdir,
+                    out_tx,
+                    stop_rx,
+                    self.settings.kill_grace,
+                )
+                .await
             }
             Err(e) => {
                 drop(out_tx);

@@ -590,6 +590,15 @@ impl RunnerProcess {
         self.child.as_ref().expect("running").id()
     }
 
+    /// The ids of the runners this process has brought online.
+    pub fn runner_ids(&self) -> std::collections::HashSet<String> {
+        self.lines()
+            .iter()
+            .filter_map(|l| l.strip_prefix("runner ")?.strip_suffix(": online"))
+            .map(str::to_owned)
+            .collect()
+    }
+
     pub async fn kill9(&mut self) {
         if let Some(mut child) = self.child.take() {
             signal(&child, libc::SIGKILL);
@@ -679,38 +688,186 @@ pub async fn ws_join_token(admin: &Member, runtime: &str) -> wire::JoinToken {
         .expect("join token")
 }
 
-/// Reads an executions record (lines of `<job id> <attempt>`, appended by
-/// the jobs themselves) and checks that every job in `ids` ran, none ran
-/// twice in one attempt, and no other job ran. Returns each job's recorded
-/// attempts and how many re-runs there were.
+/// A job script that runs `body` and records its execution in `record`:
+/// a `start` line before and an `end` line after, each
+/// `<job> <attempt> <runner> start|end <unix ns>`.
+pub fn recorded(record: &Path, body: &str) -> String {
+    let line = |what: &str| {
+        format!(
+            "echo \"$DROVER_JOB_ID $DROVER_ATTEMPT $DROVER_RUNNER_ID {what} $(date +%s%N)\" >> {}",
+            record.display()
+        )
+    };
+    format!("{}; {body}; {}", line("start"), line("end"))
+}
+
+/// One run of a job, as its script recorded it (see [`recorded`]).
+#[derive(Debug, Clone)]
+pub struct Execution {
+    pub job: String,
+    pub attempt: u32,
+    pub runner: String,
+    /// Unix time in ns.
+    pub start: u128,
+    /// None if it never got to its end (its process was killed).
+    pub end: Option<u128>,
+}
+
+/// Nanoseconds since the Unix epoch, comparable with [`Execution`] times.
+pub fn unix_ns() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("after 1970")
+        .as_nanos()
+}
+
+/// Every execution a record holds, by job, in order of start.
+pub fn read_executions(record: &Path) -> std::collections::HashMap<String, Vec<Execution>> {
+    let mut runs: std::collections::HashMap<(String, u32, String), Execution> =
+        std::collections::HashMap::new();
+    let mut starts: std::collections::HashMap<(String, u32), usize> =
+        std::collections::HashMap::new();
+    for line in read_lines(record) {
+        let f: Vec<&str> = line.split(' ').collect();
+        let [job, attempt, runner, what, ns] = f[..] else {
+            panic!("malformed execution line {line:?}");
+        };
+        let attempt: u32 = attempt.parse().expect("attempt");
+        let ns: u128 = ns.parse().expect("ns");
+        let key = (job.to_owned(), attempt, runner.to_owned());
+        match what {
+            "start" => {
+                *starts.entry((job.to_owned(), attempt)).or_default() += 1;
+                let earlier = runs.insert(
+                    key,
+                    Execution {
+                        job: job.to_owned(),
+                        attempt,
+                        runner: runner.to_owned(),
+                        start: ns,
+                        end: None,
+                    },
+                );
+                assert!(
+                    earlier.is_none(),
+                    "{job} attempt {attempt} started twice on {runner}"
+                );
+            }
+            "end" => {
+                let run = runs
+                    .get_mut(&key)
+                    .unwrap_or_else(|| panic!("{line:?} has no start"));
+                run.end = Some(ns);
+            }
+            _ => panic!("malformed execution line {line:?}"),
+        }
+    }
+    for ((job, attempt), n) in starts {
+        assert_eq!(
+            n, 1,
+            "{job} attempt {attempt} ran {n} times (one lease, two runners)"
+        );
+    }
+    let mut by_job: std::collections::HashMap<String, Vec<Execution>> =
+        std::collections::HashMap::new();
+    for run in runs.into_values() {
+        by_job.entry(run.job.clone()).or_default().push(run);
+    }
+    for runs in by_job.values_mut() {
+        runs.sort_by_key(|r| r.start);
+    }
+    by_job
+}
+
+/// Checks an executions record against the jobs submitted (`ids`): every
+/// job ran, no other job ran, no attempt ran twice, and the executions of
+/// one job never overlap in time (an execution with no end overlaps
+/// whatever started after it). Returns the executions by job.
 pub fn check_executions(
     record: &Path,
     ids: &[String],
-) -> (std::collections::HashMap<String, Vec<u32>>, usize) {
-    let mut seen: std::collections::HashMap<String, Vec<u32>> = std::collections::HashMap::new();
-    for line in read_lines(record) {
-        let (id, attempt) = line.split_once(' ').expect("id attempt");
-        seen.entry(id.to_owned())
-            .or_default()
-            .push(attempt.parse().expect("attempt"));
-    }
-    let mut reruns = 0;
+) -> std::collections::HashMap<String, Vec<Execution>> {
+    let by_job = read_executions(record);
     for id in ids {
-        let attempts = seen.get(id).unwrap_or_else(|| panic!("job {id} never ran"));
-        let unique: std::collections::HashSet<_> = attempts.iter().collect();
-        assert_eq!(
-            unique.len(),
-            attempts.len(),
-            "job {id} ran twice in one attempt: {attempts:?}"
-        );
-        reruns += attempts.len() - 1;
+        let runs = by_job
+            .get(id)
+            .unwrap_or_else(|| panic!("job {id} never ran"));
+        for pair in runs.windows(2) {
+            let (a, b) = (&pair[0], &pair[1]);
+            assert!(
+                a.end.is_some_and(|end| end < b.start) && a.attempt < b.attempt,
+                "two executions of {id} overlap: {a:?} and {b:?}"
+            );
+        }
     }
     assert_eq!(
-        seen.len(),
+        by_job.len(),
         ids.len(),
         "executions recorded for jobs not submitted"
     );
-    (seen, reruns)
+    by_job
+}
+
+/// The executions that were run again: every one but the last of each job.
+pub fn superseded(by_job: &std::collections::HashMap<String, Vec<Execution>>) -> Vec<&Execution> {
+    by_job
+        .values()
+        .flat_map(|runs| &runs[..runs.len() - 1])
+        .collect()
+}
+
+/// Why a runner may have lost a lease, to explain a re-run.
+#[derive(Debug, Default)]
+pub struct LostLeases {
+    /// Runners whose process was killed, and when (unix ns).
+    killed: Vec<(std::collections::HashSet<String>, u128)>,
+    /// (runner, job) pairs a runner reported losing: it stopped the job,
+    /// abandoned it, or had its result refused.
+    reported: std::collections::HashSet<(String, String)>,
+}
+
+impl LostLeases {
+    /// The runners `p` has brought online, killed now (call right after `kill9`).
+    pub fn killed(&mut self, p: &RunnerProcess) {
+        self.killed.push((p.runner_ids(), unix_ns()));
+    }
+
+    /// What `p`'s runners said about leases they lost.
+    pub fn reported_by(&mut self, p: &RunnerProcess) {
+        for line in p.lines() {
+            let Some((runner, event)) = line
+                .strip_prefix("runner ")
+                .and_then(|l| l.split_once(": "))
+            else {
+                continue;
+            };
+            let job = event
+                .strip_prefix("lost the lease on ")
+                .or_else(|| event.strip_prefix("abandoned "))
+                .or_else(|| event.strip_prefix("result of "));
+            if let Some(job) = job.and_then(|j| j.split([' ', ':']).next()) {
+                self.reported.insert((runner.to_owned(), job.to_owned()));
+            }
+        }
+    }
+
+    /// Asserts each execution in `reruns` ended with a lost lease: its runner
+    /// was killed after it started, or said it lost that job's lease.
+    pub fn explain(&self, reruns: &[&Execution]) {
+        for run in reruns {
+            let killed = self
+                .killed
+                .iter()
+                .any(|(runners, at)| runners.contains(&run.runner) && run.start < *at);
+            let reported = self
+                .reported
+                .contains(&(run.runner.clone(), run.job.clone()));
+            assert!(
+                killed || reported,
+                "{run:?} was run again, but its runner neither died nor lost its lease"
+            );
+        }
+    }
 }
 
 /// Lines of a file (empty if missing).
@@ -751,5 +908,82 @@ pub fn succeeded() -> wire::Complete {
         exit_code: Some(0),
         error: None,
         next: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(lines: &[&str]) -> (TempDir, PathBuf) {
+        let dir = TempDir::new("record");
+        let path = dir.path().join("executions");
+        std::fs::write(&path, lines.join("\n") + "\n").unwrap();
+        (dir, path)
+    }
+
+    fn ids(ids: &[&str]) -> Vec<String> {
+        ids.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn a_rerun_after_the_first_execution_ended_is_fine() {
+        let (_d, path) = record(&[
+            "j1 1 rn_a start 100",
+            "j1 1 rn_a end 200",
+            "j1 2 rn_b start 300",
+            "j1 2 rn_b end 400",
+        ]);
+        let runs = check_executions(&path, &ids(&["j1"]));
+        let again = superseded(&runs);
+        assert_eq!(again.len(), 1);
+        assert_eq!(again[0].runner, "rn_a");
+        let mut lost = LostLeases::default();
+        lost.reported.insert(("rn_a".to_owned(), "j1".to_owned()));
+        lost.explain(&again);
+    }
+
+    #[test]
+    #[should_panic(expected = "overlap")]
+    fn overlapping_executions_of_one_job_are_caught() {
+        let (_d, path) = record(&[
+            "j1 1 rn_a start 100",
+            "j1 2 rn_b start 150",
+            "j1 1 rn_a end 200",
+            "j1 2 rn_b end 400",
+        ]);
+        check_executions(&path, &ids(&["j1"]));
+    }
+
+    #[test]
+    #[should_panic(expected = "overlap")]
+    fn an_execution_that_never_ended_overlaps_the_next() {
+        let (_d, path) = record(&["j1 1 rn_a start 100", "j1 2 rn_b start 150"]);
+        check_executions(&path, &ids(&["j1"]));
+    }
+
+    #[test]
+    #[should_panic(expected = "ran 2 times")]
+    fn one_attempt_on_two_runners_is_caught() {
+        let (_d, path) = record(&[
+            "j1 1 rn_a start 100",
+            "j1 1 rn_a end 120",
+            "j1 1 rn_b start 150",
+            "j1 1 rn_b end 160",
+        ]);
+        check_executions(&path, &ids(&["j1"]));
+    }
+
+    #[test]
+    #[should_panic(expected = "neither died nor lost its lease")]
+    fn a_rerun_with_no_lost_lease_is_caught() {
+        let (_d, path) = record(&[
+            "j1 1 rn_a start 100",
+            "j1 1 rn_a end 200",
+            "j1 2 rn_b start 300",
+            "j1 2 rn_b end 400",
+        ]);
+        let runs = check_executions(&path, &ids(&["j1"]));
+        LostLeases::default().explain(&superseded(&runs));
     }
 }

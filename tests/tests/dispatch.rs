@@ -152,10 +152,7 @@ async fn torture_many_runners_thousands_of_jobs_zero_duplicates_zero_lost() {
         .collect();
     c.wait_for_waiting(6 * (1 + 3 + 1 + 3)).await;
 
-    let script = format!(
-        "echo \"$DROVER_JOB_ID $DROVER_ATTEMPT\" >> {}",
-        record.display()
-    );
+    let script = recorded(&record, "true");
     let mut ids = Vec::with_capacity(jobs);
     let submits: Vec<_> = (0..jobs)
         .map(|i| {
@@ -167,12 +164,12 @@ async fn torture_many_runners_thousands_of_jobs_zero_duplicates_zero_lost() {
             tokio::spawn(async move { client.submit(&job).await.expect("submit").id })
         })
         .collect();
-    let mut killed = false;
+    let mut lost = LostLeases::default();
     for s in submits {
         ids.push(s.await.unwrap());
-        if !killed && ids.len() == jobs / 2 {
+        if ids.len() == jobs / 2 {
             procs[1].kill9().await;
-            killed = true;
+            lost.killed(&procs[1]);
         }
     }
     eventually("every job to finish", Duration::from_secs(600), || {
@@ -184,7 +181,13 @@ async fn torture_many_runners_thousands_of_jobs_zero_duplicates_zero_lost() {
     })
     .await;
 
-    let (seen, reruns) = check_executions(&record, &ids);
+    // No two executions of a job overlap; each re-run follows a lost lease.
+    let runs = check_executions(&record, &ids);
+    let reruns = superseded(&runs);
+    for p in &procs {
+        lost.reported_by(p);
+    }
+    lost.explain(&reruns);
 
     let usage = admin.client.usage().await.unwrap();
     assert_eq!(
@@ -196,12 +199,14 @@ async fn torture_many_runners_thousands_of_jobs_zero_duplicates_zero_lost() {
         assert_eq!(job.state, JobState::Succeeded);
         let p = job.provenance.unwrap();
         assert!(p.ran_by.starts_with("rn_"));
-        assert_eq!(p.attempt, *seen[id].iter().max().unwrap());
+        let last = runs[id].last().unwrap();
+        assert_eq!((p.attempt, &p.ran_by), (last.attempt, &last.runner));
     }
     // Only jobs the killed process held could re-run: at most its slots.
     assert!(
-        reruns <= 6 * 3,
-        "{reruns} re-runs, more than the killed process could hold"
+        reruns.len() <= 6 * 3,
+        "{} re-runs, more than the killed process could hold",
+        reruns.len()
     );
     let succeeded = admin
         .client
