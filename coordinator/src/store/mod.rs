@@ -13,6 +13,7 @@
 //!   replicas; a lease locks its candidate rows `FOR UPDATE SKIP LOCKED`,
 //!   and replicas wake each other through `LISTEN`/`NOTIFY` (see `signals`).
 
+mod env;
 mod identity;
 mod jobs;
 mod leases;
@@ -117,6 +118,8 @@ pub struct Store {
     batches: Option<Arc<Batches>>,
     /// Background tasks end once every clone of the store is gone.
     alive: Arc<()>,
+    /// Seal and open job env (see `env`); set once, shared by every clone.
+    secrets: Arc<std::sync::OnceLock<Arc<crate::secrets::KeyRing>>>,
 }
 
 struct Batches {
@@ -223,6 +226,7 @@ impl Store {
                 url: url.to_owned(),
                 batches: None,
                 alive: Arc::default(),
+                secrets: Arc::default(),
             };
             checkpoint_in_background(
                 with_param(url, "mode=rw"),
@@ -244,6 +248,7 @@ impl Store {
                 url: url.to_owned(),
                 batches: None,
                 alive: Arc::default(),
+                secrets: Arc::default(),
             }
             .with_batches(4))
         } else {
