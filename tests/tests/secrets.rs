@@ -79,6 +79,15 @@ async fn job_env_is_sealed_at_rest_opened_only_into_the_lease_and_erased() {
         .submit(&secret_job("self:ws", &secret, &["later"]))
         .await
         .unwrap();
+    // A cancelled job keeps no env either.
+    let cancelled = admin
+        .client
+        .submit(&secret_job("self:ws", &secret, &["never"]))
+        .await
+        .unwrap();
+    assert!(sealed(&c, &cancelled.id).await.is_some());
+    admin.client.cancel(&cancelled.id).await.unwrap();
+    assert_eq!(sealed(&c, &cancelled.id).await, None);
     let old_key = sealed(&c, &now.id).await.expect("sealed env");
     let old_key = key_id(&old_key).to_owned();
     assert!(!contains(&c.database_contents().await, &secret));
