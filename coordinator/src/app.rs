@@ -138,7 +138,10 @@ async fn open_secrets(store: &Store, config: &Config) -> anyhow::Result<()> {
     }
     let sealed = store.seal_plain_env().await?;
     if sealed > 0 {
-        tracing::info!(jobs = sealed, "sealed job env stored in plain text by an earlier version");
+        tracing::info!(
+            jobs = sealed,
+            "sealed job env stored in plain text by an earlier version"
+        );
     }
     tracing::info!(key = %current, "job env is sealed with this secret key");
     Ok(())

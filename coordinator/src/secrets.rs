@@ -357,12 +357,20 @@ mod tests {
         let last = bytes.len() - 2;
         bytes[last] = if bytes[last] == b'A' { b'B' } else { b'A' };
         let tampered = String::from_utf8(bytes).unwrap();
-        assert_eq!(
-            ring.open("job_1", &tampered),
-            Err(SecretError::DoesNotOpen)
-        );
-        for bad in ["", "v1:a", "v2:a:AAAA", "v1:a:!!!", "v1:a:AAAA", "v1:a_b:AAAA"] {
-            assert_eq!(ring.open("job_1", bad), Err(SecretError::Malformed), "{bad}");
+        assert_eq!(ring.open("job_1", &tampered), Err(SecretError::DoesNotOpen));
+        for bad in [
+            "",
+            "v1:a",
+            "v2:a:AAAA",
+            "v1:a:!!!",
+            "v1:a:AAAA",
+            "v1:a_b:AAAA",
+        ] {
+            assert_eq!(
+                ring.open("job_1", bad),
+                Err(SecretError::Malformed),
+                "{bad}"
+            );
         }
     }
 
@@ -421,10 +429,7 @@ mod tests {
         }
         let ring = KeyRing::parse(&format!("a:{HEX}")).unwrap();
         assert_eq!(format!("{ring:?}"), "KeyRing { ids: [\"a\"] }");
-        assert_eq!(
-            format!("{:?}", KeySource::Value(HEX.into())),
-            "Value(***)"
-        );
+        assert_eq!(format!("{:?}", KeySource::Value(HEX.into())), "Value(***)");
     }
 
     #[test]

@@ -136,7 +136,9 @@ async fn job_env_is_sealed_at_rest_opened_only_into_the_lease_and_erased() {
         .await;
     assert_eq!(left.len(), 1);
     assert!(
-        left.iter().flatten().all(|s| key_id(s) == "new" && key_id(s) != old_key),
+        left.iter()
+            .flatten()
+            .all(|s| key_id(s) == "new" && key_id(s) != old_key),
         "{left:?}"
     );
     c.stop().await;
@@ -230,11 +232,7 @@ async fn the_default_database_and_its_key_are_private() {
     let data = home.path().join("data");
     // A data directory left open by an earlier version is closed too.
     std::fs::create_dir_all(data.join("drover")).unwrap();
-    std::fs::set_permissions(
-        data.join("drover"),
-        std::fs::Permissions::from_mode(0o755),
-    )
-    .unwrap();
+    std::fs::set_permissions(data.join("drover"), std::fs::Permissions::from_mode(0o755)).unwrap();
     let log = home.path().join("log");
     let mut child = serve(
         &[],

@@ -36,10 +36,9 @@ impl Store {
     }
 
     fn keys(&self) -> Result<&KeyRing> {
-        self.secrets
-            .get()
-            .map(|k| &**k)
-            .ok_or(Error::Internal("no secret keys: the store cannot seal job env"))
+        self.secrets.get().map(|k| &**k).ok_or(Error::Internal(
+            "no secret keys: the store cannot seal job env",
+        ))
     }
 
     /// The sealed form of `env` for job `job` (`None` when there is none).
@@ -74,7 +73,8 @@ impl Store {
         let filter: String = (1..=ids.len())
             .map(|i| format!(" AND env_sealed NOT LIKE ${i}"))
             .collect();
-        let sql = format!("SELECT id, env_sealed FROM jobs WHERE env_sealed IS NOT NULL{filter} LIMIT 1");
+        let sql =
+            format!("SELECT id, env_sealed FROM jobs WHERE env_sealed IS NOT NULL{filter} LIMIT 1");
         let mut q = sqlx::query_as::<_, (String, String)>(&sql);
         for id in &ids {
             q = q.bind(id.as_str());
@@ -158,13 +158,14 @@ impl Store {
                     .open(job, sealed)
                     .map_err(|e| Error::Corrupt(format!("job {job}: {e}")))?;
                 // Unchanged if the job ended (its env erased) meanwhile.
-                let done =
-                    sqlx::query("UPDATE jobs SET env_sealed = $1 WHERE id = $2 AND env_sealed = $3")
-                        .bind(keys.seal(job, &plain))
-                        .bind(job.as_str())
-                        .bind(sealed.as_str())
-                        .execute(&mut *tx)
-                        .await?;
+                let done = sqlx::query(
+                    "UPDATE jobs SET env_sealed = $1 WHERE id = $2 AND env_sealed = $3",
+                )
+                .bind(keys.seal(job, &plain))
+                .bind(job.as_str())
+                .bind(sealed.as_str())
+                .execute(&mut *tx)
+                .await?;
                 changed += done.rows_affected();
             }
             tx.commit().await?;
