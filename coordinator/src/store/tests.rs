@@ -373,3 +373,39 @@ async fn env_left_in_plain_text_by_an_earlier_version_is_sealed_and_still_leased
         assert_eq!(lease.job.env.get("K").map(String::as_str), Some("v-plain"));
     }
 }
+
+#[tokio::test]
+async fn a_job_lost_or_cancelled_at_expiry_keeps_no_env() {
+    let f = fixture("expiry-env").await;
+    f.store.set_secrets(crate::secrets::KeyRing::generate().0);
+    let runner = f.runner("plain", &[]).await;
+    let body = serde_json::json!({"runtime": "self:ws", "script": "true", "maxAttempts": 1, "env": {"K": "v"}});
+    let (lost, cancelled) = (f.submit_to(body.clone()).await, f.submit_to(body).await);
+    let sealed = |job: String| {
+        let reader = f.store.reader.clone();
+        async move {
+            sqlx::query_scalar::<_, Option<String>>("SELECT env_sealed FROM jobs WHERE id = $1")
+                .bind(job)
+                .fetch_one(&reader)
+                .await
+                .unwrap()
+        }
+    };
+    for _ in 0..2 {
+        let out = f.lease(&[&runner]).await;
+        let (_, lease, _) = leased(&out[0]);
+        f.store.heartbeat(&runner, lease, 4, TTL).await.unwrap();
+    }
+    sqlx::query("UPDATE jobs SET cancel_requested = 1 WHERE id = $1")
+        .bind(&cancelled)
+        .execute(&f.store.writer)
+        .await
+        .unwrap();
+    assert!(sealed(lost.clone()).await.is_some());
+    let expired = f.store.expire_leases(4 + TTL as i64 + 1).await.unwrap();
+    assert_eq!(expired.len(), 2);
+    for (job, state) in [(lost, JobState::Lost), (cancelled, JobState::Cancelled)] {
+        assert_eq!(f.store.job_state(&job).await.unwrap(), state);
+        assert_eq!(sealed(job).await, None, "{state:?}");
+    }
+}
