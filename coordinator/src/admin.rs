@@ -5,6 +5,7 @@ use drover_wire::MemberCredential;
 use crate::clock::{Clock, SystemClock};
 use crate::error::Result;
 use crate::ids::Secret;
+use crate::secrets::{self, KeySource};
 use crate::store::{Durability, Member, Role, Store};
 
 /// Creates a workspace and its first admin.
@@ -34,6 +35,21 @@ pub async fn add_member(
         .await;
     store.close().await;
     result.map(credential)
+}
+
+/// Re-seals every stored job env with the current key. Returns the key's
+/// id and how many jobs changed.
+pub async fn rotate_secrets(
+    database_url: &str,
+    source: &KeySource,
+) -> anyhow::Result<(String, u64)> {
+    let keys = secrets::load(source, database_url)?;
+    let current = keys.current_id().to_owned();
+    let store = Store::open(database_url, Durability::Full).await?;
+    store.set_secrets(keys);
+    let result = store.rotate_secrets().await;
+    store.close().await;
+    Ok((current, result?))
 }
 
 /// What the CLI prints: the member and their token, shown once.

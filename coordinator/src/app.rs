@@ -14,6 +14,7 @@ use crate::clock::{Clock, SystemClock};
 use crate::dispatch::{Hub, Signal};
 use crate::http::{self, AppState};
 use crate::ids::new_id;
+use crate::secrets::{self, KeySource};
 use crate::store::{self, Backend, Durability, Envelope, Store};
 
 #[derive(Debug, Clone)]
@@ -24,6 +25,8 @@ pub struct Config {
     pub durability: Durability,
     /// A lease ends this long after its last heartbeat.
     pub lease_ttl: Duration,
+    /// The keys that seal job env at rest.
+    pub secrets: KeySource,
 }
 
 pub struct Application {
@@ -44,6 +47,7 @@ impl Application {
                     store::scheme(&config.database_url)
                 )
             })?;
+        open_secrets(&store, &config).await?;
         let clock: Arc<dyn Clock> = Arc::new(SystemClock);
         if store.backend() == Backend::Sqlite {
             // One coordinator: while it was down no runner could heartbeat,
@@ -118,6 +122,29 @@ impl Application {
         state.store.close().await;
         Ok(())
     }
+}
+
+/// Gives the store its keys, refusing to start if stored env is sealed under
+/// a key they lack; seals env that earlier versions stored in plain text.
+async fn open_secrets(store: &Store, config: &Config) -> anyhow::Result<()> {
+    let keys = secrets::load(&config.secrets, &config.database_url)?;
+    let current = keys.current_id().to_owned();
+    store.set_secrets(keys);
+    if let Some((job, key)) = store.env_sealed_with_unknown_key().await? {
+        anyhow::bail!(
+            "job {job}'s env is sealed with secret key {key:?}, which the given keys lack: \
+             add that key (after the current one) to the key file or DROVER_SECRET_KEY"
+        );
+    }
+    let sealed = store.seal_plain_env().await?;
+    if sealed > 0 {
+        tracing::info!(
+            jobs = sealed,
+            "sealed job env stored in plain text by an earlier version"
+        );
+    }
+    tracing::info!(key = %current, "job env is sealed with this secret key");
+    Ok(())
 }
 
 /// Re-queues jobs whose runner stopped heartbeating. Sleeps until the next

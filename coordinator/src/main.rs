@@ -1,11 +1,14 @@
 use std::io::Write as _;
 use std::net::SocketAddr;
+use std::os::unix::fs::{DirBuilderExt as _, PermissionsExt as _};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{Context as _, bail};
 use clap::{Args, Parser, Subcommand};
 use drover_coordinator::admin;
 use drover_coordinator::app::{Application, Config};
+use drover_coordinator::secrets::KeySource;
 use drover_coordinator::store::{Durability, Role};
 
 /// The Drover coordinator: pools, dispatch, jobs, billing.
@@ -33,6 +36,31 @@ struct Database {
 }
 
 #[derive(Args)]
+struct SecretKeys {
+    /// The keys that seal job env at rest: `id:base64key` a line, the first
+    /// seals, all open (or the key ring text itself in DROVER_SECRET_KEY).
+    /// Default on SQLite: a key file beside the database, made on first start.
+    #[arg(long, env = "DROVER_SECRET_KEY_FILE")]
+    secret_key_file: Option<PathBuf>,
+}
+
+impl SecretKeys {
+    /// The key file, or DROVER_SECRET_KEY (read from the environment only,
+    /// never a flag: a command line is visible to other local users).
+    fn source(&self) -> anyhow::Result<KeySource> {
+        let value = std::env::var("DROVER_SECRET_KEY").ok();
+        Ok(match (&self.secret_key_file, value) {
+            (Some(_), Some(_)) => {
+                bail!("give --secret-key-file or DROVER_SECRET_KEY, not both")
+            }
+            (Some(path), None) => KeySource::File(path.clone()),
+            (None, Some(text)) => KeySource::Value(text),
+            (None, None) => KeySource::Default,
+        })
+    }
+}
+
+#[derive(Args)]
 struct Serve {
     #[arg(long, env = "DROVER_LISTEN", default_value = "127.0.0.1:7700")]
     listen: SocketAddr,
@@ -44,6 +72,8 @@ struct Serve {
     /// A lease ends this many milliseconds after its runner's last heartbeat.
     #[arg(long, env = "DROVER_LEASE_TTL_MS", default_value_t = 20_000, value_parser = clap::value_parser!(u64).range(1000..=600_000))]
     lease_ttl_ms: u64,
+    #[command(flatten)]
+    secrets: SecretKeys,
 }
 
 #[derive(Subcommand)]
@@ -56,6 +86,14 @@ enum AdminCommand {
         member: MemberArgs,
         #[arg(long, default_value = "member", value_parser = ["admin", "member"])]
         role: String,
+    },
+    /// Re-seal every job's stored env with the current (first) secret key,
+    /// so older keys can then leave the key ring.
+    RotateSecrets {
+        #[command(flatten)]
+        database: Database,
+        #[command(flatten)]
+        secrets: SecretKeys,
     },
 }
 
@@ -89,7 +127,13 @@ fn database_url(db: &Database) -> anyhow::Result<String> {
     let dir = dirs::data_dir()
         .context("no data directory for this user; pass --database")?
         .join("drover");
-    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    // Only this user may enter it (the database, its WAL, the key file).
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&dir)
+        .and_then(|()| std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)))
+        .with_context(|| format!("creating {}", dir.display()))?;
     Ok(format!("sqlite://{}", dir.join("coordinator.db").display()))
 }
 
@@ -124,6 +168,12 @@ async fn main() -> anyhow::Result<()> {
         )
         .with_writer(std::io::stderr)
         .init();
+    // Whatever this process creates (the SQLite database, its WAL and
+    // shared-memory files, the key file) is for this user alone.
+    // SAFETY: umask(2) only sets the process's file mode mask.
+    unsafe {
+        libc::umask(0o077);
+    }
     let cli = Cli::parse();
     match cli.command {
         Command::Serve(s) => {
@@ -132,6 +182,7 @@ async fn main() -> anyhow::Result<()> {
                 database_url: database_url(&s.database)?,
                 durability: s.sqlite_sync,
                 lease_ttl: Duration::from_millis(s.lease_ttl_ms),
+                secrets: s.secrets.source()?,
             };
             let app = Application::build(config).await?;
             println!(
@@ -152,6 +203,11 @@ async fn main() -> anyhow::Result<()> {
             let role = Role::parse(&role).expect("clap checked the role");
             let c = admin::add_member(&url, &m.workspace, &m.email, role).await?;
             print_credential(&c, m.json)?;
+        }
+        Command::Admin(AdminCommand::RotateSecrets { database, secrets }) => {
+            let url = database_url(&database)?;
+            let (key, jobs) = admin::rotate_secrets(&url, &secrets.source()?).await?;
+            println!("re-sealed the env of {jobs} jobs with secret key {key:?}");
         }
     }
     Ok(())

@@ -128,6 +128,10 @@ pub struct CoordinatorOptions {
     pub backend: Backend,
     /// `full` or `normal` (SQLite only).
     pub sqlite_sync: &'static str,
+    /// `--secret-key-file`. `None`: on SQLite the coordinator's default (a
+    /// key file beside the database, `drover.key`); on PostgreSQL, where a
+    /// key is required, a new key file (replicas share it).
+    pub secret_key_file: Option<PathBuf>,
 }
 
 impl Default for CoordinatorOptions {
@@ -136,6 +140,7 @@ impl Default for CoordinatorOptions {
             lease_ttl_ms: 3000,
             backend: Backend::from_env(),
             sqlite_sync: "full",
+            secret_key_file: None,
         }
     }
 }
@@ -225,6 +230,12 @@ impl Coordinator {
             }
         };
         let log = dir.path().join("coordinator.log");
+        let mut options = options;
+        if options.backend == Backend::Postgres && options.secret_key_file.is_none() {
+            let path = dir.path().join("secret.key");
+            write_secret_key_file(&path, &[&new_secret_key()]);
+            options.secret_key_file = Some(path);
+        }
         let mut c = Self {
             child: None,
             url: String::new(),
@@ -260,6 +271,58 @@ impl Coordinator {
         };
         c.spawn().await;
         c
+    }
+
+    /// The key file this coordinator reads (given, or its SQLite default).
+    pub fn secret_key_file(&self) -> PathBuf {
+        self.options
+            .secret_key_file
+            .clone()
+            .unwrap_or_else(|| self.dir.path().join("drover.key"))
+    }
+
+    /// `drover-coordinator admin rotate-secrets` with this coordinator's
+    /// database and keys; its output.
+    pub fn rotate_secrets(&self) -> String {
+        let out = Command::new(bin("drover-coordinator"))
+            .args(["admin", "rotate-secrets", "--database", &self.database])
+            .arg("--secret-key-file")
+            .arg(self.secret_key_file())
+            .env_remove("DROVER_SECRET_KEY")
+            .output()
+            .expect("run admin rotate-secrets");
+        assert!(
+            out.status.success(),
+            "rotate-secrets failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// The first column of `sql`'s rows, as text (NULL as `None`).
+    pub async fn query_text(&self, sql: &str) -> Vec<Option<String>> {
+        use sqlx::Connection as _;
+        match self.options.backend {
+            Backend::Sqlite => {
+                let url = format!("{}?mode=ro", self.database);
+                let mut conn = sqlx::SqliteConnection::connect(&url)
+                    .await
+                    .expect("connect");
+                sqlx::query_scalar(sql)
+                    .fetch_all(&mut conn)
+                    .await
+                    .expect("query")
+            }
+            Backend::Postgres => {
+                let mut conn = sqlx::PgConnection::connect(&self.database)
+                    .await
+                    .expect("connect");
+                sqlx::query_scalar(sql)
+                    .fetch_all(&mut conn)
+                    .await
+                    .expect("query")
+            }
+        }
     }
 
     /// Everything the database holds, as bytes to search: the SQLite files,
@@ -338,6 +401,13 @@ impl Coordinator {
             ])
             .args(["--lease-ttl-ms", &self.options.lease_ttl_ms.to_string()])
             .args(["--sqlite-sync", self.options.sqlite_sync])
+            .args(
+                self.options
+                    .secret_key_file
+                    .iter()
+                    .flat_map(|path| [Path::new("--secret-key-file"), path]),
+            )
+            .env_remove("DROVER_SECRET_KEY")
             .env("DROVER_LOG", "drover_coordinator=debug,warn")
             .stdout(Stdio::piped())
             .stderr(log)
@@ -631,6 +701,29 @@ impl Drop for RunnerProcess {
         if std::thread::panicking() {
             eprintln!("--- runner output ---\n{}", self.lines().join("\n"));
         }
+    }
+}
+
+/// A new random secret key, as 64 hex digits.
+pub fn new_secret_key() -> String {
+    let mut b = [0u8; 32];
+    getrandom_fill(&mut b);
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// Writes a key ring file (mode 0600): `lines` in order, the first seals.
+pub fn write_secret_key_file(path: &Path, lines: &[&str]) {
+    use std::io::Write as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)
+        .expect("key file");
+    for line in lines {
+        writeln!(f, "{line}").expect("write key file");
     }
 }
 

@@ -1,6 +1,6 @@
 //! Jobs: submit, read, list, cancel, logs, and the workspace budget.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 
 use drover_wire::{self as wire, ErrorCode, JobState};
 use serde::{Deserialize, Serialize};
@@ -18,7 +18,8 @@ const MAX_TIMEOUT_S: u64 = 7 * 24 * 3600;
 const MAX_ARGS: usize = 4096;
 const MAX_ENV: usize = 1024;
 
-/// What a runner needs to execute a job; stored as JSON.
+/// What a runner needs to execute a job, but its env; stored as JSON.
+/// (The env is sealed in its own column: see `store::env`.)
 #[derive(Serialize, Deserialize, Debug, Clone, Default)]
 #[serde(rename_all = "camelCase")]
 pub struct JobSpec {
@@ -26,8 +27,6 @@ pub struct JobSpec {
     pub command: Vec<String>,
     #[serde(default)]
     pub script: Option<String>,
-    #[serde(default)]
-    pub env: BTreeMap<String, String>,
     #[serde(default)]
     pub timeout_seconds: Option<u64>,
     #[serde(default)]
@@ -49,6 +48,8 @@ pub struct NewJob {
     pub runtime_ref: String,
     pub parsed_ref: RuntimeRef,
     pub spec: JobSpec,
+    /// Sealed at submit, never part of `spec`.
+    pub env: wire::Env,
     pub requires: Vec<String>,
     pub priority: i32,
     pub max_attempts: u32,
@@ -143,10 +144,10 @@ impl NewJob {
             spec: JobSpec {
                 command: req.command,
                 script: req.script,
-                env: req.env,
                 timeout_seconds: req.timeout_seconds,
                 image: req.image,
             },
+            env: req.env,
             requires,
             priority: req.priority,
             max_attempts,
@@ -333,19 +334,23 @@ impl Store {
             queued.push((i, JobId::generate()));
         }
         if !queued.is_empty() {
-            const COLUMNS: usize = 11;
+            let sealed = queued
+                .iter()
+                .map(|(i, id)| self.seal_env(id.as_str(), &reqs[*i].job.env))
+                .collect::<Result<Vec<_>>>()?;
+            const COLUMNS: usize = 12;
             let rows = (0..queued.len())
                 .map(|k| format!("({}, 'queued')", placeholders(1 + COLUMNS * k, COLUMNS)))
                 .collect::<Vec<_>>()
                 .join(", ");
             let sql = format!(
                 "INSERT INTO jobs (id, workspace_id, submitter_id, runtime_ref, runtime_id, pinned_runner_id, priority,
-                                   requires, spec, max_attempts, created_at, state)
+                                   requires, spec, max_attempts, created_at, env_sealed, state)
                  VALUES {rows} RETURNING {}",
                 JOB_COLUMNS.replace("j.", "")
             );
             let mut q = sqlx::query(&sql);
-            for (i, id) in &queued {
+            for ((i, id), sealed) in queued.iter().zip(&sealed) {
                 let r = &reqs[*i];
                 q = q
                     .bind(id.as_str())
@@ -358,7 +363,8 @@ impl Store {
                     .bind(to_json(&r.job.requires))
                     .bind(to_json(&r.job.spec))
                     .bind(i64::from(r.job.max_attempts))
-                    .bind(r.now);
+                    .bind(r.now)
+                    .bind(sealed.as_deref());
             }
             // Decoded one by one after the write: an error is that job's alone
             // (failing the batch would retry it, and the job is already queued).

@@ -540,7 +540,7 @@ impl Store {
                      lease_expires_at = $1, started_at = $2
                  FROM (VALUES {rows}) AS v
                  WHERE jobs.id = v.column1 AND jobs.state = 'queued'
-                 RETURNING lease_id, attempt, spec"
+                 RETURNING lease_id, attempt, spec, env_sealed"
             );
             let mut q = sqlx::query(&sql).bind(now + ttl_ms as i64).bind(now);
             for (i, job, lease) in &chosen {
@@ -576,9 +576,12 @@ impl Store {
                 .map_err(Error::from)
                 .and_then(|attempt| {
                     let spec: String = row.try_get(2)?;
-                    Ok((attempt, serde_json::from_str::<JobSpec>(&spec)?))
+                    let sealed: Option<String> = row.try_get(3)?;
+                    // The one place env is opened: into this lease.
+                    let env = self.open_env(job_id.as_str(), &spec, sealed.as_deref())?;
+                    Ok((attempt, serde_json::from_str::<JobSpec>(&spec)?, env))
                 });
-            let (attempt, spec) = match decoded {
+            let (attempt, spec, env) = match decoded {
                 Ok(d) => d,
                 Err(e) => {
                     out[i] = Err(e);
@@ -594,7 +597,7 @@ impl Store {
                         attempt: attempt as u32,
                         command: spec.command,
                         script: spec.script,
-                        env: spec.env,
+                        env,
                         timeout_seconds: spec.timeout_seconds,
                         image: spec.image,
                     },

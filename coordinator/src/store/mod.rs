@@ -13,6 +13,7 @@
 //!   replicas; a lease locks its candidate rows `FOR UPDATE SKIP LOCKED`,
 //!   and replicas wake each other through `LISTEN`/`NOTIFY` (see `signals`).
 
+mod env;
 mod identity;
 mod jobs;
 mod leases;
@@ -117,6 +118,8 @@ pub struct Store {
     batches: Option<Arc<Batches>>,
     /// Background tasks end once every clone of the store is gone.
     alive: Arc<()>,
+    /// Seal and open job env (see `env`); set once, shared by every clone.
+    secrets: Arc<std::sync::OnceLock<Arc<crate::secrets::KeyRing>>>,
 }
 
 struct Batches {
@@ -189,8 +192,11 @@ impl Store {
             // Checkpoints (copying the WAL into the database, with an fsync)
             // run on their own connection, never inside a commit (see
             // `checkpoint_in_background`).
-            let writer_pragmas =
-                format!("PRAGMA journal_mode = WAL; PRAGMA wal_autocheckpoint = 0; {pragmas}");
+            // `secure_delete = FAST`: what a write removes (a finished job's
+            // sealed env) is zeroed in its page, not left behind in free space.
+            let writer_pragmas = format!(
+                "PRAGMA journal_mode = WAL; PRAGMA wal_autocheckpoint = 0; PRAGMA secure_delete = FAST; {pragmas}"
+            );
             // A connection to a local file does not go stale: no ping (a
             // round trip to the connection's thread) before each use.
             let writer = AnyPoolOptions::new()
@@ -223,6 +229,7 @@ impl Store {
                 url: url.to_owned(),
                 batches: None,
                 alive: Arc::default(),
+                secrets: Arc::default(),
             };
             checkpoint_in_background(
                 with_param(url, "mode=rw"),
@@ -244,6 +251,7 @@ impl Store {
                 url: url.to_owned(),
                 batches: None,
                 alive: Arc::default(),
+                secrets: Arc::default(),
             }
             .with_batches(4))
         } else {

@@ -317,3 +317,95 @@ async fn the_wal_is_checkpointed_into_the_database_in_the_background() {
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
 }
+
+#[tokio::test]
+async fn env_left_in_plain_text_by_an_earlier_version_is_sealed_and_still_leased() {
+    let f = fixture("plain-env").await;
+    f.store.set_secrets(crate::secrets::KeyRing::generate().0);
+    let runner = f.runner("plain", &[]).await;
+    let body = serde_json::json!({"runtime": "self:ws", "script": "true", "env": {"K": "v-plain"}});
+    let sealed = f.submit_to(body.clone()).await;
+    let (legacy, unconverted) = (f.submit_to(body.clone()).await, f.submit_to(body).await);
+    // As an earlier version stored it: env in the spec, nothing sealed.
+    let make_plain = |job: String| {
+        let writer = f.store.writer.clone();
+        async move {
+            sqlx::query(
+                "UPDATE jobs SET spec = json_set(spec, '$.env', json('{\"K\":\"v-plain\"}')), env_sealed = NULL WHERE id = $1",
+            )
+            .bind(job)
+            .execute(&writer)
+            .await
+            .unwrap();
+        }
+    };
+    let spec_of = |job: String| {
+        let reader = f.store.reader.clone();
+        async move {
+            sqlx::query_as::<_, (String, Option<String>)>(
+                "SELECT spec, env_sealed FROM jobs WHERE id = $1",
+            )
+            .bind(job)
+            .fetch_one(&reader)
+            .await
+            .unwrap()
+        }
+    };
+    let (spec, env_sealed) = spec_of(sealed.clone()).await;
+    assert!(!spec.contains("v-plain") && !spec.contains("env"), "{spec}");
+    assert!(env_sealed.is_some_and(|s| !s.contains("v-plain")));
+
+    make_plain(legacy.clone()).await;
+    assert_eq!(f.store.seal_plain_env().await.unwrap(), 1);
+    assert_eq!(f.store.seal_plain_env().await.unwrap(), 0, "once");
+    let (spec, env_sealed) = spec_of(legacy.clone()).await;
+    assert!(!spec.contains("v-plain") && !spec.contains("env"), "{spec}");
+    assert!(env_sealed.is_some_and(|s| s.starts_with("v1:")));
+
+    // A row still in plain text (say, written by an older replica) leases too.
+    make_plain(unconverted.clone()).await;
+    for job in [sealed, legacy, unconverted] {
+        let out = f.lease(&[&runner]).await;
+        let LeaseAttempt::Leased { lease, .. } = &out[0] else {
+            panic!("{out:?}")
+        };
+        assert_eq!(lease.job.id, job);
+        assert_eq!(lease.job.env.get("K").map(String::as_str), Some("v-plain"));
+    }
+}
+
+#[tokio::test]
+async fn a_job_lost_or_cancelled_at_expiry_keeps_no_env() {
+    let f = fixture("expiry-env").await;
+    f.store.set_secrets(crate::secrets::KeyRing::generate().0);
+    let runner = f.runner("plain", &[]).await;
+    let body = serde_json::json!({"runtime": "self:ws", "script": "true", "maxAttempts": 1, "env": {"K": "v"}});
+    let (lost, cancelled) = (f.submit_to(body.clone()).await, f.submit_to(body).await);
+    let sealed = |job: String| {
+        let reader = f.store.reader.clone();
+        async move {
+            sqlx::query_scalar::<_, Option<String>>("SELECT env_sealed FROM jobs WHERE id = $1")
+                .bind(job)
+                .fetch_one(&reader)
+                .await
+                .unwrap()
+        }
+    };
+    for _ in 0..2 {
+        let out = f.lease(&[&runner]).await;
+        let (_, lease, _) = leased(&out[0]);
+        f.store.heartbeat(&runner, lease, 4, TTL).await.unwrap();
+    }
+    sqlx::query("UPDATE jobs SET cancel_requested = 1 WHERE id = $1")
+        .bind(&cancelled)
+        .execute(&f.store.writer)
+        .await
+        .unwrap();
+    assert!(sealed(lost.clone()).await.is_some());
+    let expired = f.store.expire_leases(4 + TTL as i64 + 1).await.unwrap();
+    assert_eq!(expired.len(), 2);
+    for (job, state) in [(lost, JobState::Lost), (cancelled, JobState::Cancelled)] {
+        assert_eq!(f.store.job_state(&job).await.unwrap(), state);
+        assert_eq!(sealed(job).await, None, "{state:?}");
+    }
+}

@@ -17,6 +17,83 @@ pub const PROTOCOL_HEADER: &str = "drover-protocol";
 /// Longest a lease long-poll may be held open by the coordinator.
 pub const MAX_LEASE_WAIT_MS: u64 = 30_000;
 
+// ---------------------------------------------------------------- env
+
+/// A job's environment variables. On the wire a plain JSON object; in `Debug`
+/// (so in every log line) only the names, each value printed as `***`.
+#[derive(Serialize, Deserialize, Clone, Default, PartialEq, Eq)]
+#[serde(transparent)]
+pub struct Env(BTreeMap<String, String>);
+
+impl Env {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    pub fn into_inner(self) -> BTreeMap<String, String> {
+        self.0
+    }
+}
+
+impl std::ops::Deref for Env {
+    type Target = BTreeMap<String, String>;
+    fn deref(&self) -> &Self::Target {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Env {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.0
+    }
+}
+
+impl std::fmt::Debug for Env {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_map()
+            .entries(self.0.keys().map(|k| (k, "***")))
+            .finish()
+    }
+}
+
+impl From<BTreeMap<String, String>> for Env {
+    fn from(map: BTreeMap<String, String>) -> Self {
+        Self(map)
+    }
+}
+
+impl<const N: usize> From<[(String, String); N]> for Env {
+    fn from(pairs: [(String, String); N]) -> Self {
+        Self(pairs.into())
+    }
+}
+
+impl FromIterator<(String, String)> for Env {
+    fn from_iter<I: IntoIterator<Item = (String, String)>>(iter: I) -> Self {
+        Self(iter.into_iter().collect())
+    }
+}
+
+impl<'a> IntoIterator for &'a Env {
+    type Item = (&'a String, &'a String);
+    type IntoIter = std::collections::btree_map::Iter<'a, String, String>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.0.iter()
+    }
+}
+
+impl IntoIterator for Env {
+    type Item = (String, String);
+    type IntoIter = std::collections::btree_map::IntoIter<String, String>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.0.into_iter()
+    }
+}
+
 // ---------------------------------------------------------------- errors
 
 /// The stable error codes. Clients branch on these, never on messages.
@@ -150,8 +227,10 @@ pub struct SubmitJob {
     /// A shell script run with `sh -c`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub script: Option<String>,
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub env: BTreeMap<String, String>,
+    /// Encrypted at rest, handed only to the runner that leases the job, and
+    /// erased when the job ends; never in a job read.
+    #[serde(default, skip_serializing_if = "Env::is_empty")]
+    pub env: Env,
     /// Capabilities or labels a runner must have: `docker`, `gpu`, `os=linux`, ...
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub requires: Vec<String>,
@@ -376,7 +455,7 @@ pub struct LeasedJob {
     #[serde(default)]
     pub script: Option<String>,
     #[serde(default)]
-    pub env: BTreeMap<String, String>,
+    pub env: Env,
     #[serde(default)]
     pub timeout_seconds: Option<u64>,
     #[serde(default)]
@@ -482,4 +561,35 @@ pub struct MemberCredential {
     pub subject: String,
     pub role: String,
     pub token: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn env_debug_shows_names_never_values() {
+        let env = Env::from([("TOKEN".to_owned(), "s3cr3t-value".to_owned())]);
+        let job = SubmitJob {
+            runtime: "self:ws".into(),
+            script: Some("true".into()),
+            env: env.clone(),
+            ..SubmitJob::default()
+        };
+        for shown in [format!("{env:?}"), format!("{job:?}"), format!("{job:#?}")] {
+            assert!(shown.contains("TOKEN"), "{shown}");
+            assert!(!shown.contains("s3cr3t"), "{shown}");
+        }
+        assert_eq!(format!("{env:?}"), r#"{"TOKEN": "***"}"#);
+    }
+
+    #[test]
+    fn env_is_a_plain_json_object_on_the_wire() {
+        let env: Env = serde_json::from_str(r#"{"A":"1","B":"2"}"#).unwrap();
+        assert_eq!(env.get("B").map(String::as_str), Some("2"));
+        assert_eq!(serde_json::to_string(&env).unwrap(), r#"{"A":"1","B":"2"}"#);
+        let job: SubmitJob = serde_json::from_str(r#"{"runtime":"r","script":"x"}"#).unwrap();
+        assert!(job.env.is_empty());
+        assert!(!serde_json::to_string(&job).unwrap().contains("env"));
+    }
 }
