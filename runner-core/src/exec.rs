@@ -41,7 +41,24 @@ fn container_name(job: &LeasedJob) -> String {
     format!("drover-{}-{}", job.id, job.attempt)
 }
 
-fn build_command(job: &LeasedJob, workdir: &Path) -> Command {
+/// Whether this runner can run `job` as leased: a script, or a command with
+/// a program to start (a container may instead run its image's default).
+/// `Err` says what is wrong, for the job's error.
+pub fn validate(job: &LeasedJob) -> Result<(), String> {
+    if job.image.is_none() && job.script.is_none() {
+        match job.command.first() {
+            None => return Err("the job has neither a command nor a script".into()),
+            Some(program) if program.is_empty() => {
+                return Err("the job's command names an empty program".into());
+            }
+            Some(_) => {}
+        }
+    }
+    Ok(())
+}
+
+fn build_command(job: &LeasedJob, workdir: &Path) -> Result<Command, String> {
+    validate(job)?;
     let mut cmd = if let Some(image) = &job.image {
         let mut c = Command::new("docker");
         c.args(["run", "--rm", "--init", "--name", &container_name(job)]);
@@ -61,8 +78,9 @@ fn build_command(job: &LeasedJob, workdir: &Path) -> Command {
         c.args(["-c", script]);
         c
     } else {
-        let mut c = Command::new(&job.command[0]);
-        c.args(&job.command[1..]);
+        let (program, args) = job.command.split_first().ok_or("no command")?;
+        let mut c = Command::new(program);
+        c.args(args);
         c
     };
     for (key, _) in std::env::vars_os() {
@@ -79,7 +97,7 @@ fn build_command(job: &LeasedJob, workdir: &Path) -> Command {
         .stderr(Stdio::piped())
         .process_group(0)
         .kill_on_drop(true);
-    cmd
+    Ok(cmd)
 }
 
 fn signal_group(pgid: i32, signal: i32) {
@@ -112,21 +130,29 @@ fn exit_code(status: std::process::ExitStatus) -> i32 {
 }
 
 /// Runs `job` in `workdir` until it exits, times out, or `stop` says so.
+/// Stopped, it gets SIGTERM, then SIGKILL after `kill_grace`; or after
+/// `lost_grace` if that is shorter and the lease was lost (someone else may
+/// soon run the job).
 pub async fn execute(
     job: &LeasedJob,
     workdir: &Path,
     output: Output,
     mut stop: watch::Receiver<Option<StopReason>>,
     kill_grace: Duration,
+    lost_grace: Duration,
 ) -> ExecResult {
-    let mut child = match build_command(job, workdir).spawn() {
-        Ok(child) => child,
-        Err(e) => {
+    let spawned = build_command(job, workdir).and_then(|mut c| {
+        c.spawn().map_err(|e| {
             let program = job.image.as_ref().map_or_else(
                 || job.command.first().map_or("sh", String::as_str),
                 |_| "docker",
             );
-            let message = format!("could not start {program:?}: {e}");
+            format!("could not start {program:?}: {e}")
+        })
+    });
+    let mut child = match spawned {
+        Ok(child) => child,
+        Err(message) => {
             let _ = output
                 .send((
                     LogStream::Stderr,
@@ -182,7 +208,11 @@ pub async fn execute(
             if let Some(pgid) = pgid {
                 signal_group(pgid, libc::SIGTERM);
             }
-            match tokio::time::timeout(kill_grace, child.wait()).await {
+            let grace = match ended {
+                Ended::Stopped(StopReason::LeaseLost) => kill_grace.min(lost_grace),
+                _ => kill_grace,
+            };
+            match tokio::time::timeout(grace, child.wait()).await {
                 Ok(status) => status,
                 Err(_) => {
                     if let Some(pgid) = pgid {
