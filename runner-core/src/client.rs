@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use drover_wire::{self as wire, ErrorBody, ErrorCode, PROTOCOL_HEADER, PROTOCOL_VERSION};
 use reqwest::{Method, StatusCode};
-use serde::{Deserialize as _, Serialize};
 use serde::de::DeserializeOwned;
+use serde::{Deserialize as _, Serialize};
 
 /// Requests other than long-polls give up after this long.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
@@ -533,5 +533,66 @@ pub fn status_of(e: &ClientError) -> Option<StatusCode> {
     match e {
         ClientError::Api { status, .. } => StatusCode::from_u16(*status).ok(),
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn offer(v: serde_json::Value) -> Option<Offer> {
+        read_offer(Some(&v)).expect("never an error")
+    }
+
+    #[test]
+    fn a_lease_that_does_not_parse_is_unreadable_not_an_error() {
+        assert!(read_offer(None).unwrap().is_none());
+        assert!(offer(json!(null)).is_none());
+        let good = json!({"leaseId": "ls_1", "ttlMs": 2000,
+            "job": {"id": "job_1", "attempt": 1, "command": ["true"]}});
+        assert!(matches!(offer(good), Some(Offer::Lease(l)) if l.job.command == ["true"]));
+
+        let bad_shape = json!({"leaseId": "ls_2", "ttlMs": "soon", "job": {"id": "job_2"}});
+        let Some(Offer::Unreadable {
+            lease_id,
+            job_id,
+            error,
+        }) = offer(bad_shape)
+        else {
+            panic!("unreadable");
+        };
+        assert_eq!(
+            (lease_id.as_deref(), job_id.as_deref()),
+            (Some("ls_2"), Some("job_2"))
+        );
+        assert!(error.contains("cannot read this lease"), "{error}");
+
+        let nothing_to_run = json!({"leaseId": "ls_3", "ttlMs": 2000,
+            "job": {"id": "job_3", "attempt": 1, "command": [], "script": null}});
+        let Some(Offer::Unreadable {
+            lease_id, error, ..
+        }) = offer(nothing_to_run)
+        else {
+            panic!("unreadable");
+        };
+        assert_eq!(lease_id.as_deref(), Some("ls_3"));
+        assert_eq!(error, "the job has neither a command nor a script");
+
+        let Some(Offer::Unreadable {
+            lease_id, job_id, ..
+        }) = offer(json!([1, 2]))
+        else {
+            panic!("unreadable");
+        };
+        assert_eq!((lease_id, job_id), (None, None));
+    }
+
+    #[test]
+    fn idempotency_keys_are_fresh_128_bit_hex() {
+        let (a, b) = (idempotency_key(), idempotency_key());
+        assert_eq!(a.len(), 32);
+        assert!(a.chars().all(|c| c.is_ascii_hexdigit()));
+        assert_ne!(a, b);
     }
 }

@@ -295,6 +295,12 @@ mod tests {
         })
         .unwrap();
         assert!(text.contains(r#""runtimeId":"rt_1""#), "{text}");
-        assert!(!format!("{:?}", serde_json::from_str::<StoredCredential>(&text).unwrap()).contains("rnr_x"));
+        assert!(
+            !format!(
+                "{:?}",
+                serde_json::from_str::<StoredCredential>(&text).unwrap()
+            )
+            .contains("rnr_x")
+        );
     }
 }

@@ -284,3 +284,50 @@ pub async fn execute(
         },
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job(command: &[&str], script: Option<&str>, image: Option<&str>) -> LeasedJob {
+        LeasedJob {
+            id: "job_1".into(),
+            attempt: 1,
+            command: command.iter().map(|s| s.to_string()).collect(),
+            script: script.map(Into::into),
+            env: Default::default(),
+            timeout_seconds: None,
+            image: image.map(Into::into),
+        }
+    }
+
+    #[test]
+    fn a_job_needs_something_to_start() {
+        assert!(validate(&job(&["true"], None, None)).is_ok());
+        assert!(validate(&job(&[], Some("true"), None)).is_ok());
+        // A container may run its image's default command.
+        assert!(validate(&job(&[], None, Some("alpine"))).is_ok());
+        assert_eq!(
+            validate(&job(&[], None, None)),
+            Err("the job has neither a command nor a script".into())
+        );
+        assert!(validate(&job(&[""], None, None)).is_err());
+    }
+
+    #[tokio::test]
+    async fn an_empty_command_fails_the_job_instead_of_panicking() {
+        let dir = std::env::temp_dir();
+        let (out, mut logs) = mpsc::channel(8);
+        let (_stop, stop_rx) = watch::channel(None);
+        let grace = Duration::from_secs(1);
+        let result = execute(&job(&[], None, None), &dir, out, stop_rx, grace, grace).await;
+        assert_eq!(result.outcome, Outcome::Failed);
+        assert_eq!(
+            result.error.as_deref(),
+            Some("the job has neither a command nor a script")
+        );
+        let (stream, said) = logs.recv().await.expect("a log line");
+        assert_eq!(stream, LogStream::Stderr);
+        assert!(String::from_utf8_lossy(&said).contains("neither a command nor a script"));
+    }
+}

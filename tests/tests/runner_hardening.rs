@@ -207,14 +207,8 @@ async fn a_state_directory_of_another_pool_is_refused_not_used() {
     first.kill9().await;
 
     // The same ref and state directory, with globex's join token.
-    let mut second = RunnerProcess::join(
-        &c.url,
-        "self:ws",
-        &globex_join.token,
-        1,
-        state.path(),
-        &[],
-    );
+    let mut second =
+        RunnerProcess::join(&c.url, "self:ws", &globex_join.token, 1, state.path(), &[]);
     let status = second.wait_exit().await;
     assert!(!status.success());
     let said = second.lines().join("\n");
@@ -390,12 +384,24 @@ async fn tokens_and_secrets_stay_off_the_command_line() {
     // A missing variable, a bad env file, an empty token file: clear errors.
     let unset = drover(
         &c.url,
-        &["submit", "--runtime", "self:ws", "--env", "NOT_SET_ANYWHERE", "--", "true"],
+        &[
+            "submit",
+            "--runtime",
+            "self:ws",
+            "--env",
+            "NOT_SET_ANYWHERE",
+            "--",
+            "true",
+        ],
         &[("DROVER_TOKEN", &admin.token)],
     )
     .await;
     assert_eq!(unset.status.code(), Some(2));
-    assert!(stderr(&unset).contains("NOT_SET_ANYWHERE is not set"), "{}", stderr(&unset));
+    assert!(
+        stderr(&unset).contains("NOT_SET_ANYWHERE is not set"),
+        "{}",
+        stderr(&unset)
+    );
     std::fs::write(&env_file, "GOOD=1\nno equals sign\n").unwrap();
     let bad = drover(
         &c.url,
@@ -411,11 +417,20 @@ async fn tokens_and_secrets_stay_off_the_command_line() {
         &[("DROVER_TOKEN", &admin.token)],
     )
     .await;
-    assert!(stderr(&bad).contains("line 2 is not KEY=VALUE"), "{}", stderr(&bad));
+    assert!(
+        stderr(&bad).contains("line 2 is not KEY=VALUE"),
+        "{}",
+        stderr(&bad)
+    );
     std::fs::write(&member_file, "\n").unwrap();
     let empty = drover(
         &c.url,
-        &["jobs", "list", "--token-file", &member_file.display().to_string()],
+        &[
+            "jobs",
+            "list",
+            "--token-file",
+            &member_file.display().to_string(),
+        ],
         &[],
     )
     .await;
@@ -482,4 +497,60 @@ async fn drover_submit_retries_a_lost_answer_with_the_same_idempotency_key() {
     .await;
     let other = String::from_utf8_lossy(&again.stdout).trim().to_owned();
     assert!(other.starts_with("job_") && other != id, "{other}");
+}
+
+/// Runs one statement on the coordinator's database, behind its back.
+async fn tamper(c: &Coordinator, statement: &str) {
+    use sqlx::Connection as _;
+    match c.options.backend {
+        Backend::Sqlite => {
+            let mut conn = sqlx::SqliteConnection::connect(&c.database).await.unwrap();
+            sqlx::Executor::execute(&mut conn, statement).await.unwrap();
+        }
+        Backend::Postgres => {
+            let mut conn = sqlx::PgConnection::connect(&c.database).await.unwrap();
+            sqlx::Executor::execute(&mut conn, statement).await.unwrap();
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_job_with_nothing_to_run_is_refused_and_the_runner_goes_on() {
+    let c = Coordinator::start().await;
+    let admin = c.bootstrap("acme", "admin@acme.test");
+    let join = ws_join_token(&admin, "default").await;
+    // Queued while no runner is online, then emptied in the database: the
+    // coordinator leases a job with neither a command nor a script.
+    pair(&admin, Scope::Workspace, None, "offline", &[]).await;
+    let broken = admin
+        .client
+        .submit(&script_job("self:ws", "true"))
+        .await
+        .unwrap();
+    tamper(
+        &c,
+        &format!("UPDATE jobs SET spec = '{{}}' WHERE id = '{}'", broken.id),
+    )
+    .await;
+    let state = TempDir::new("state");
+    let runner = RunnerProcess::join(&c.url, "self:ws", &join.token, 1, state.path(), &[]);
+    let done = wait_done(&admin.client, &broken.id).await;
+    assert_eq!(done.state, JobState::Failed);
+    let error = done.error.unwrap_or_default();
+    assert!(
+        error.contains("refused") && error.contains("neither a command nor a script"),
+        "{error}"
+    );
+    runner.wait_for_lines("refused job", 1).await;
+
+    // Still running, and running jobs.
+    let fine = admin
+        .client
+        .submit(&script_job("self:ws", "true"))
+        .await
+        .unwrap();
+    assert_eq!(
+        wait_done(&admin.client, &fine.id).await.state,
+        JobState::Succeeded
+    );
 }
