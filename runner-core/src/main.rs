@@ -34,8 +34,9 @@ struct Cli {
     /// users can read a command line.
     #[arg(long, global = true, env = "DROVER_TOKEN", hide_env_values = true)]
     token: Option<String>,
-    /// Read the token from this file (its first line), instead of --token.
-    #[arg(long, global = true, value_name = "PATH", conflicts_with = "token")]
+    /// Read the token from this file (its first line); it takes precedence
+    /// over --token and DROVER_TOKEN.
+    #[arg(long, global = true, value_name = "PATH")]
     token_file: Option<PathBuf>,
     #[command(subcommand)]
     command: Command,

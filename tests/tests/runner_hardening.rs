@@ -374,7 +374,8 @@ async fn tokens_and_secrets_stay_off_the_command_line() {
             "-c",
             "echo \"$SECRET|$FROM_FILE|$OVERRIDDEN\"",
         ],
-        &[("SECRET", "s3cret")],
+        // The file wins over the environment.
+        &[("SECRET", "s3cret"), ("DROVER_TOKEN", "drv_not_this_one")],
     )
     .await;
     let stdout = String::from_utf8_lossy(&out.stdout);
