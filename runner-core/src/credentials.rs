@@ -179,6 +179,8 @@ pub async fn join_or_load(
         Err(e) if is_refused_or_unknown(&e) || (stored.is_some() && e.is_recoverable()) => None,
         Err(e) => return Err(join_failed(e)),
     };
+    // A saved runner the coordinator refused, to name if joining fails too.
+    let mut refused = None;
     if let Some(saved) = stored {
         let mismatch = |saved_pool: &str| JoinError::Mismatch {
             place: place.clone(),
@@ -223,15 +225,9 @@ pub async fn join_or_load(
                 }
                 return Ok(credential);
             }
+            // Revoked: join again below, replacing the saved credential.
             Err(e) if e.code() == Some(ErrorCode::Unauthorized) => {
-                if pool.is_none() {
-                    return Err(JoinError::Revoked {
-                        place,
-                        runner_id: saved.runner_id,
-                        source: e,
-                    });
-                }
-                // Revoked: join again below, replacing the saved credential.
+                refused = Some((saved.runner_id, e));
             }
             // Unreachable for now: the runner says hello again, and retries.
             Err(_) => return Ok(credential),
@@ -244,7 +240,14 @@ pub async fn join_or_load(
             capabilities: capabilities.to_vec(),
         })
         .await
-        .map_err(join_failed)?;
+        .map_err(|e| match refused {
+            Some((runner_id, source)) if is_refused_or_unknown(&e) => JoinError::Revoked {
+                place: place.clone(),
+                runner_id,
+                source,
+            },
+            _ => join_failed(e),
+        })?;
     let stored = StoredCredential {
         url: client.base_url().to_owned(),
         reference: reference.to_owned(),
