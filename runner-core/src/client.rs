@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use drover_wire::{self as wire, ErrorBody, ErrorCode, PROTOCOL_HEADER, PROTOCOL_VERSION};
 use reqwest::{Method, StatusCode};
-use serde::Serialize;
 use serde::de::DeserializeOwned;
+use serde::{Deserialize as _, Serialize};
 
 /// Requests other than long-polls give up after this long.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
@@ -215,6 +215,23 @@ impl Client {
         self.post("/v1/jobs", job).await
     }
 
+    /// Submits with an `Idempotency-Key`: sending the same key again (say,
+    /// after a lost answer) returns the job the first call made, not a second
+    /// one. Make one key per job with [`idempotency_key`].
+    pub async fn submit_with_key(
+        &self,
+        job: &wire::SubmitJob,
+        key: &str,
+    ) -> Result<wire::Job, ClientError> {
+        let req = self
+            .request(Method::POST, "/v1/jobs", REQUEST_TIMEOUT)
+            .header(IDEMPOTENCY_KEY, key)
+            .json(job);
+        let resp = self.send(req).await?;
+        let bytes = resp.bytes().await.map_err(transport)?;
+        serde_json::from_slice(&bytes).map_err(|e| ClientError::Decode(e.to_string()))
+    }
+
     pub async fn job(&self, id: &str) -> Result<wire::Job, ClientError> {
         self.get(&format!("/v1/jobs/{id}")).await
     }
@@ -332,6 +349,17 @@ impl Client {
 
     // ------------------------------------------------------------ runner protocol
 
+    /// The pool this client's join token joins.
+    pub async fn join_token_info(&self) -> Result<wire::JoinTokenInfo, ClientError> {
+        self.call(
+            Method::GET,
+            "/v1/runner/join-token",
+            None::<&()>,
+            REQUEST_TIMEOUT,
+        )
+        .await
+    }
+
     /// Exchanges this client's join token for a runner credential.
     pub async fn join(&self, req: &wire::JoinRequest) -> Result<wire::JoinedRunner, ClientError> {
         self.post("/v1/runner/join", req).await
@@ -350,10 +378,21 @@ impl Client {
 
     /// Long-polls up to `wait` for a job.
     pub async fn lease(&self, wait: Duration) -> Result<Option<wire::Lease>, ClientError> {
+        match self.offer(wait).await? {
+            None => Ok(None),
+            Some(Offer::Lease(lease)) => Ok(Some(*lease)),
+            Some(Offer::Unreadable { error, .. }) => Err(ClientError::Decode(error)),
+        }
+    }
+
+    /// Long-polls up to `wait` for a job, like [`Client::lease`]; a lease
+    /// this runner cannot read is answered as [`Offer::Unreadable`] rather
+    /// than as an error, so the runner can give it back and go on.
+    pub async fn offer(&self, wait: Duration) -> Result<Option<Offer>, ClientError> {
         let body = wire::LeaseRequest {
             wait_ms: wait.as_millis() as u64,
         };
-        let resp: wire::LeaseResponse = self
+        let resp: serde_json::Value = self
             .call(
                 Method::POST,
                 "/v1/runner/lease",
@@ -361,7 +400,7 @@ impl Client {
                 wait + REQUEST_TIMEOUT,
             )
             .await?;
-        Ok(resp.lease)
+        read_offer(resp.get("lease"))
     }
 
     /// Renews the lease; waits up to `wait` for a cancel.
@@ -397,15 +436,96 @@ impl Client {
         lease: &str,
         done: &wire::Complete,
     ) -> Result<wire::CompleteResponse, ClientError> {
-        let wait = Duration::from_millis(done.next.as_ref().map_or(0, |n| n.wait_ms));
-        self.call(
-            Method::POST,
-            &format!("/v1/runner/leases/{lease}/complete"),
-            Some(done),
-            wait + REQUEST_TIMEOUT,
-        )
-        .await
+        let (resp, next) = self.complete_and_offer(lease, done).await?;
+        let lease = match next {
+            None => None,
+            Some(Offer::Lease(lease)) => Some(*lease),
+            Some(Offer::Unreadable { error, .. }) => return Err(ClientError::Decode(error)),
+        };
+        Ok(wire::CompleteResponse {
+            next: resp.next.map(|_| wire::LeaseResponse { lease }),
+            ..resp
+        })
     }
+
+    /// [`Client::complete`], with the next lease (if one came) as an [`Offer`]:
+    /// the result was recorded even when that lease cannot be read.
+    pub async fn complete_and_offer(
+        &self,
+        lease: &str,
+        done: &wire::Complete,
+    ) -> Result<(wire::CompleteResponse, Option<Offer>), ClientError> {
+        let wait = Duration::from_millis(done.next.as_ref().map_or(0, |n| n.wait_ms));
+        let mut resp: serde_json::Value = self
+            .call(
+                Method::POST,
+                &format!("/v1/runner/leases/{lease}/complete"),
+                Some(done),
+                wait + REQUEST_TIMEOUT,
+            )
+            .await?;
+        // The next lease is read on its own, so a bad one cannot hide the result.
+        let next = resp
+            .as_object_mut()
+            .and_then(|o| o.remove("next"))
+            .filter(|n| !n.is_null());
+        let mut complete: wire::CompleteResponse =
+            serde_json::from_value(resp).map_err(|e| ClientError::Decode(e.to_string()))?;
+        let offer = match &next {
+            Some(n) => {
+                complete.next = Some(wire::LeaseResponse { lease: None });
+                read_offer(n.get("lease"))?
+            }
+            None => None,
+        };
+        Ok((complete, offer))
+    }
+}
+
+/// The header that makes a submit safe to retry.
+pub const IDEMPOTENCY_KEY: &str = "Idempotency-Key";
+
+/// A fresh idempotency key: 128 random bits, in hex.
+pub fn idempotency_key() -> String {
+    let mut b = [0u8; 16];
+    getrandom::fill(&mut b).expect("the OS random source");
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// A job the coordinator leased to this runner.
+#[derive(Debug, Clone)]
+pub enum Offer {
+    Lease(Box<wire::Lease>),
+    /// A lease this runner cannot read (a newer or broken coordinator): what
+    /// could be read of it, to report it failed, and why.
+    Unreadable {
+        lease_id: Option<String>,
+        job_id: Option<String>,
+        error: String,
+    },
+}
+
+/// Reads the `lease` of a lease answer: absent or `null` is no job; a lease
+/// that does not parse, or asks for something impossible, is `Unreadable`.
+pub fn read_offer(lease: Option<&serde_json::Value>) -> Result<Option<Offer>, ClientError> {
+    let Some(value) = lease.filter(|v| !v.is_null()) else {
+        return Ok(None);
+    };
+    let text = |v: Option<&serde_json::Value>| v.and_then(|v| v.as_str()).map(str::to_owned);
+    let unreadable = |error: String| Offer::Unreadable {
+        lease_id: text(value.get("leaseId")),
+        job_id: text(value.get("job").and_then(|j| j.get("id"))),
+        error,
+    };
+    Ok(Some(
+        match wire::Lease::deserialize(value).map_err(|e| e.to_string()) {
+            Ok(lease) => match crate::exec::validate(&lease.job) {
+                Ok(()) => Offer::Lease(Box::new(lease)),
+                Err(e) => unreadable(e),
+            },
+            Err(e) => unreadable(format!("the runner cannot read this lease: {e}")),
+        },
+    ))
 }
 
 /// HTTP status of an error, for callers that care.
@@ -413,5 +533,66 @@ pub fn status_of(e: &ClientError) -> Option<StatusCode> {
     match e {
         ClientError::Api { status, .. } => StatusCode::from_u16(*status).ok(),
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn offer(v: serde_json::Value) -> Option<Offer> {
+        read_offer(Some(&v)).expect("never an error")
+    }
+
+    #[test]
+    fn a_lease_that_does_not_parse_is_unreadable_not_an_error() {
+        assert!(read_offer(None).unwrap().is_none());
+        assert!(offer(json!(null)).is_none());
+        let good = json!({"leaseId": "ls_1", "ttlMs": 2000,
+            "job": {"id": "job_1", "attempt": 1, "command": ["true"]}});
+        assert!(matches!(offer(good), Some(Offer::Lease(l)) if l.job.command == ["true"]));
+
+        let bad_shape = json!({"leaseId": "ls_2", "ttlMs": "soon", "job": {"id": "job_2"}});
+        let Some(Offer::Unreadable {
+            lease_id,
+            job_id,
+            error,
+        }) = offer(bad_shape)
+        else {
+            panic!("unreadable");
+        };
+        assert_eq!(
+            (lease_id.as_deref(), job_id.as_deref()),
+            (Some("ls_2"), Some("job_2"))
+        );
+        assert!(error.contains("cannot read this lease"), "{error}");
+
+        let nothing_to_run = json!({"leaseId": "ls_3", "ttlMs": 2000,
+            "job": {"id": "job_3", "attempt": 1, "command": [], "script": null}});
+        let Some(Offer::Unreadable {
+            lease_id, error, ..
+        }) = offer(nothing_to_run)
+        else {
+            panic!("unreadable");
+        };
+        assert_eq!(lease_id.as_deref(), Some("ls_3"));
+        assert_eq!(error, "the job has neither a command nor a script");
+
+        let Some(Offer::Unreadable {
+            lease_id, job_id, ..
+        }) = offer(json!([1, 2]))
+        else {
+            panic!("unreadable");
+        };
+        assert_eq!((lease_id, job_id), (None, None));
+    }
+
+    #[test]
+    fn idempotency_keys_are_fresh_128_bit_hex() {
+        let (a, b) = (idempotency_key(), idempotency_key());
+        assert_eq!(a.len(), 32);
+        assert!(a.chars().all(|c| c.is_ascii_hexdigit()));
+        assert_ne!(a, b);
     }
 }

@@ -5,7 +5,7 @@
 use std::io;
 use std::path::PathBuf;
 
-use drover_wire::JoinRequest;
+use drover_wire::{ErrorCode, JoinRequest, JoinTokenInfo};
 use serde::{Deserialize, Serialize};
 
 use crate::client::{Client, ClientError, Token};
@@ -18,6 +18,9 @@ pub struct StoredCredential {
     #[serde(rename = "ref")]
     pub reference: String,
     pub runner_id: String,
+    /// The runner's pool; absent in files saved by older versions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runtime_id: Option<String>,
     pub token: String,
 }
 
@@ -26,6 +29,7 @@ impl std::fmt::Debug for StoredCredential {
         f.debug_struct("StoredCredential")
             .field("url", &self.url)
             .field("runner_id", &self.runner_id)
+            .field("runtime_id", &self.runtime_id)
             .finish_non_exhaustive()
     }
 }
@@ -115,11 +119,38 @@ pub enum JoinError {
     },
     #[error("credential store {place}: {source}")]
     Store { place: String, source: io::Error },
+    /// The saved credential is of another coordinator or pool than the
+    /// join token given: using it would run another tenant's jobs.
+    #[error(
+        "{place} holds runner {runner_id} of {saved}, but {given}. Pass another --state-dir for this pool, or delete {place} to join anew"
+    )]
+    Mismatch {
+        place: String,
+        runner_id: String,
+        saved: String,
+        given: String,
+    },
+    /// The saved credential was refused (the runner was revoked), and the
+    /// join token that could replace it was refused too.
+    #[error(
+        "runner {runner_id} saved in {place} was refused ({source}), and the join token was refused too: pass a fresh join token (the runner then replaces {place}), or delete {place}"
+    )]
+    Revoked {
+        place: String,
+        runner_id: String,
+        source: ClientError,
+    },
 }
 
-/// The credential of runner number `index` joined to `reference`: reused
-/// from `store` when present for this coordinator, else obtained with the
-/// join token and saved.
+/// The credential of runner number `index` joined to `reference`.
+///
+/// Saved credentials are kept per ref and index, and belong to one
+/// coordinator and one pool: a saved credential is reused only when the
+/// join token is for that same pool (asked with `GET /v1/runner/join-token`),
+/// and one of another coordinator or pool is an error, never silently used.
+/// A saved credential the coordinator refuses (its runner was revoked) is
+/// replaced by joining again with the join token. Otherwise the join token
+/// is exchanged for a new runner, which is saved.
 pub async fn join_or_load(
     store: &dyn CredentialStore,
     client: &Client,
@@ -129,34 +160,99 @@ pub async fn join_or_load(
     index: usize,
     capabilities: &[String],
 ) -> Result<Credential, JoinError> {
-    let key = format!("{reference}-{index}");
+    let key = credential_key(reference, index);
     let place = store.describe(&key);
     let stored = store.load(&key).map_err(|source| JoinError::Store {
         place: place.clone(),
         source,
     })?;
-    if let Some(c) = stored.filter(|c| c.url == client.base_url() && c.reference == reference) {
-        return Ok(Credential {
-            runner_id: c.runner_id,
-            token: Token::new(c.token),
-        });
+    let joiner = client.with_token(join_token.clone());
+    let join_failed = |source| JoinError::Join {
+        reference: reference.to_owned(),
+        source,
+    };
+    // The join token's pool. An expired token has none, yet a saved runner
+    // may run on without it; so may one whose coordinator is unreachable
+    // (the runner retries), or predates the call.
+    let pool = match joiner.join_token_info().await {
+        Ok(pool) => Some(pool),
+        Err(e) if is_refused_or_unknown(&e) || (stored.is_some() && e.is_recoverable()) => None,
+        Err(e) => return Err(join_failed(e)),
+    };
+    // A saved runner the coordinator refused, to name if joining fails too.
+    let mut refused = None;
+    if let Some(saved) = stored {
+        let mismatch = |saved_pool: &str| JoinError::Mismatch {
+            place: place.clone(),
+            runner_id: saved.runner_id.clone(),
+            saved: format!("pool {saved_pool} on {}", saved.url),
+            given: match &pool {
+                Some(p) => format!(
+                    "this join token is for pool {} ({}) on {}",
+                    p.reference,
+                    p.runtime_id,
+                    client.base_url()
+                ),
+                None => format!("the coordinator given is {}", client.base_url()),
+            },
+        };
+        let saved_pool = saved.runtime_id.clone().unwrap_or_else(|| "?".into());
+        if saved.url != client.base_url() || differs(&pool, saved.runtime_id.as_deref()) {
+            return Err(mismatch(&saved_pool));
+        }
+        let credential = Credential {
+            runner_id: saved.runner_id.clone(),
+            token: Token::new(saved.token.clone()),
+        };
+        match client
+            .with_token(credential.token.clone())
+            .hello(capabilities)
+            .await
+        {
+            Ok(me) => {
+                if differs(&pool, Some(&me.runtime_id)) {
+                    return Err(mismatch(&me.runtime_id));
+                }
+                if saved.runtime_id.is_none() {
+                    // A file from an older version: remember the pool now.
+                    let known = StoredCredential {
+                        runtime_id: Some(me.runtime_id),
+                        ..saved
+                    };
+                    store
+                        .save(&key, &known)
+                        .map_err(|source| JoinError::Store { place, source })?;
+                }
+                return Ok(credential);
+            }
+            // Revoked: join again below, replacing the saved credential.
+            Err(e) if e.code() == Some(ErrorCode::Unauthorized) => {
+                refused = Some((saved.runner_id, e));
+            }
+            // Unreachable for now: the runner says hello again, and retries.
+            Err(_) => return Ok(credential),
+        }
     }
-    let joined = client
-        .with_token(join_token.clone())
+    let joined = joiner
         .join(&JoinRequest {
             reference: reference.to_owned(),
             name: name.to_owned(),
             capabilities: capabilities.to_vec(),
         })
         .await
-        .map_err(|source| JoinError::Join {
-            reference: reference.to_owned(),
-            source,
+        .map_err(|e| match refused {
+            Some((runner_id, source)) if is_refused_or_unknown(&e) => JoinError::Revoked {
+                place: place.clone(),
+                runner_id,
+                source,
+            },
+            _ => join_failed(e),
         })?;
     let stored = StoredCredential {
         url: client.base_url().to_owned(),
         reference: reference.to_owned(),
         runner_id: joined.runner_id.clone(),
+        runtime_id: Some(joined.runtime_id),
         token: joined.token.clone(),
     };
     store
@@ -166,4 +262,48 @@ pub async fn join_or_load(
         runner_id: joined.runner_id,
         token: Token::new(joined.token),
     })
+}
+
+/// Where runner number `index` joined to `reference` is saved.
+pub fn credential_key(reference: &str, index: usize) -> String {
+    format!("{reference}-{index}")
+}
+
+/// The join token's pool is known and is not `runtime_id` (when that is known).
+fn differs(pool: &Option<JoinTokenInfo>, runtime_id: Option<&str>) -> bool {
+    matches!((pool, runtime_id), (Some(p), Some(r)) if p.runtime_id != r)
+}
+
+/// A join token the coordinator refuses (expired, unknown, not a join
+/// token), or a coordinator without `GET /v1/runner/join-token`.
+fn is_refused_or_unknown(e: &ClientError) -> bool {
+    matches!(
+        e.code(),
+        Some(ErrorCode::Unauthorized | ErrorCode::Forbidden | ErrorCode::NotFound)
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn files_saved_before_the_pool_was_recorded_still_load() {
+        let old = r#"{"url":"http://c","ref":"self:ws","runnerId":"rn_1","token":"rnr_x"}"#;
+        let c: StoredCredential = serde_json::from_str(old).unwrap();
+        assert_eq!((c.runner_id.as_str(), c.runtime_id), ("rn_1", None));
+        let text = serde_json::to_string(&StoredCredential {
+            runtime_id: Some("rt_1".into()),
+            ..c
+        })
+        .unwrap();
+        assert!(text.contains(r#""runtimeId":"rt_1""#), "{text}");
+        assert!(
+            !format!(
+                "{:?}",
+                serde_json::from_str::<StoredCredential>(&text).unwrap()
+            )
+            .contains("rnr_x")
+        );
+    }
 }

@@ -41,7 +41,24 @@ fn container_name(job: &LeasedJob) -> String {
     format!("drover-{}-{}", job.id, job.attempt)
 }
 
-fn build_command(job: &LeasedJob, runner: &str, workdir: &Path) -> Command {
+/// Whether this runner can run `job` as leased: a script, or a command with
+/// a program to start (a container may instead run its image's default).
+/// `Err` says what is wrong, for the job's error.
+pub fn validate(job: &LeasedJob) -> Result<(), String> {
+    if job.image.is_none() && job.script.is_none() {
+        match job.command.first() {
+            None => return Err("the job has neither a command nor a script".into()),
+            Some(program) if program.is_empty() => {
+                return Err("the job's command names an empty program".into());
+            }
+            Some(_) => {}
+        }
+    }
+    Ok(())
+}
+
+fn build_command(job: &LeasedJob, runner: &str, workdir: &Path) -> Result<Command, String> {
+    validate(job)?;
     let mut cmd = if let Some(image) = &job.image {
         let mut c = Command::new("docker");
         c.args(["run", "--rm", "--init", "--name", &container_name(job)]);
@@ -61,8 +78,9 @@ fn build_command(job: &LeasedJob, runner: &str, workdir: &Path) -> Command {
         c.args(["-c", script]);
         c
     } else {
-        let mut c = Command::new(&job.command[0]);
-        c.args(&job.command[1..]);
+        let (program, args) = job.command.split_first().ok_or("no command")?;
+        let mut c = Command::new(program);
+        c.args(args);
         c
     };
     for (key, _) in std::env::vars_os() {
@@ -80,7 +98,7 @@ fn build_command(job: &LeasedJob, runner: &str, workdir: &Path) -> Command {
         .stderr(Stdio::piped())
         .process_group(0)
         .kill_on_drop(true);
-    cmd
+    Ok(cmd)
 }
 
 fn signal_group(pgid: i32, signal: i32) {
@@ -114,6 +132,9 @@ fn exit_code(status: std::process::ExitStatus) -> i32 {
 
 /// Runs `job` in `workdir` until it exits, times out, or `stop` says so.
 /// The job sees `DROVER_JOB_ID`, `DROVER_ATTEMPT` and `DROVER_RUNNER_ID`.
+/// Stopped, it gets SIGTERM, then SIGKILL after `kill_grace`; or after
+/// `lost_grace` if that is shorter and the lease was lost (someone else may
+/// soon run the job).
 pub async fn execute(
     job: &LeasedJob,
     runner: &str,
@@ -121,15 +142,20 @@ pub async fn execute(
     output: Output,
     mut stop: watch::Receiver<Option<StopReason>>,
     kill_grace: Duration,
+    lost_grace: Duration,
 ) -> ExecResult {
-    let mut child = match build_command(job, runner, workdir).spawn() {
-        Ok(child) => child,
-        Err(e) => {
+    let spawned = build_command(job, runner, workdir).and_then(|mut c| {
+        c.spawn().map_err(|e| {
             let program = job.image.as_ref().map_or_else(
                 || job.command.first().map_or("sh", String::as_str),
                 |_| "docker",
             );
-            let message = format!("could not start {program:?}: {e}");
+            format!("could not start {program:?}: {e}")
+        })
+    });
+    let mut child = match spawned {
+        Ok(child) => child,
+        Err(message) => {
             let _ = output
                 .send((
                     LogStream::Stderr,
@@ -185,7 +211,11 @@ pub async fn execute(
             if let Some(pgid) = pgid {
                 signal_group(pgid, libc::SIGTERM);
             }
-            match tokio::time::timeout(kill_grace, child.wait()).await {
+            let grace = match ended {
+                Ended::Stopped(StopReason::LeaseLost) => kill_grace.min(lost_grace),
+                _ => kill_grace,
+            };
+            match tokio::time::timeout(grace, child.wait()).await {
                 Ok(status) => status,
                 Err(_) => {
                     if let Some(pgid) = pgid {
@@ -255,5 +285,61 @@ pub async fn execute(
             }),
             stopped: Some(reason),
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job(command: &[&str], script: Option<&str>, image: Option<&str>) -> LeasedJob {
+        LeasedJob {
+            id: "job_1".into(),
+            attempt: 1,
+            command: command.iter().map(|s| s.to_string()).collect(),
+            script: script.map(Into::into),
+            env: Default::default(),
+            timeout_seconds: None,
+            image: image.map(Into::into),
+        }
+    }
+
+    #[test]
+    fn a_job_needs_something_to_start() {
+        assert!(validate(&job(&["true"], None, None)).is_ok());
+        assert!(validate(&job(&[], Some("true"), None)).is_ok());
+        // A container may run its image's default command.
+        assert!(validate(&job(&[], None, Some("alpine"))).is_ok());
+        assert_eq!(
+            validate(&job(&[], None, None)),
+            Err("the job has neither a command nor a script".into())
+        );
+        assert!(validate(&job(&[""], None, None)).is_err());
+    }
+
+    #[tokio::test]
+    async fn an_empty_command_fails_the_job_instead_of_panicking() {
+        let dir = std::env::temp_dir();
+        let (out, mut logs) = mpsc::channel(8);
+        let (_stop, stop_rx) = watch::channel(None);
+        let grace = Duration::from_secs(1);
+        let result = execute(
+            &job(&[], None, None),
+            "rn_test",
+            &dir,
+            out,
+            stop_rx,
+            grace,
+            grace,
+        )
+        .await;
+        assert_eq!(result.outcome, Outcome::Failed);
+        assert_eq!(
+            result.error.as_deref(),
+            Some("the job has neither a command nor a script")
+        );
+        let (stream, said) = logs.recv().await.expect("a log line");
+        assert_eq!(stream, LogStream::Stderr);
+        assert!(String::from_utf8_lossy(&said).contains("neither a command nor a script"));
     }
 }

@@ -7,8 +7,9 @@ use std::time::Duration;
 
 use anyhow::{Context as _, bail};
 use clap::{Args, Parser, Subcommand};
-use runner_core::client::{Client, RunnerListing, Scope, Token};
-use runner_core::credentials::{FileStore, join_or_load};
+use runner_core::backoff::Backoff;
+use runner_core::client::{Client, RunnerListing, Scope, Token, idempotency_key};
+use runner_core::credentials::{CredentialStore as _, FileStore, credential_key, join_or_load};
 use runner_core::fleet::Fleet;
 use runner_core::runner::{Credential, EventKind, RunnerSettings};
 use runner_core::wire::{JobState, SubmitJob};
@@ -29,15 +30,21 @@ struct Cli {
     )]
     url: String,
     /// API token (member `drv_…`, runner `rnr_…`, or a pool join token with --join).
+    /// On a shared machine prefer DROVER_TOKEN or --token-file: other local
+    /// users can read a command line.
     #[arg(long, global = true, env = "DROVER_TOKEN", hide_env_values = true)]
     token: Option<String>,
+    /// Read the token from this file (its first line); it takes precedence
+    /// over --token and DROVER_TOKEN.
+    #[arg(long, global = true, value_name = "PATH")]
+    token_file: Option<PathBuf>,
     #[command(subcommand)]
     command: Command,
 }
 
 #[derive(Subcommand)]
 enum Command {
-    /// Run runners: one paired runner (--token rnr_…), or N joined to a pool (--join REF --token JOIN_TOKEN).
+    /// Run runners: one paired runner (token rnr_…), or N joined to a pool (--join REF, with a join token djt_…).
     Runner(RunnerArgs),
     /// Submit a job: drover submit --runtime REF [--wait] -- CMD ARGS…
     Submit(SubmitArgs),
@@ -87,9 +94,13 @@ struct SubmitArgs {
     /// Required capabilities, e.g. docker,os=linux.
     #[arg(long, value_delimiter = ',')]
     requires: Vec<String>,
-    /// KEY=VALUE, repeatable.
-    #[arg(long = "env", value_parser = parse_env)]
+    /// KEY=VALUE, or KEY alone to pass on KEY from this environment (so a
+    /// secret stays out of the command line); repeatable.
+    #[arg(long = "env", value_name = "KEY[=VALUE]", value_parser = parse_env)]
     env: Vec<(String, String)>,
+    /// KEY=VALUE lines (blank lines and `#` comments ignored); --env wins.
+    #[arg(long, value_name = "PATH")]
+    env_file: Vec<PathBuf>,
     #[arg(long)]
     timeout: Option<u64>,
     #[arg(long, default_value_t = 0)]
@@ -106,10 +117,53 @@ struct SubmitArgs {
     command: Vec<String>,
 }
 
+/// `KEY=VALUE`, or `KEY`: then the value is this process's `$KEY`.
 fn parse_env(s: &str) -> Result<(String, String), String> {
-    s.split_once('=')
-        .map(|(k, v)| (k.to_owned(), v.to_owned()))
-        .ok_or_else(|| format!("{s:?} is not KEY=VALUE"))
+    match s.split_once('=') {
+        Some((k, v)) if !k.is_empty() => Ok((k.to_owned(), v.to_owned())),
+        Some(_) => Err(format!("{s:?} has no name before the =")),
+        None if s.is_empty() => Err("an empty --env".into()),
+        None => match std::env::var(s) {
+            Ok(v) => Ok((s.to_owned(), v)),
+            Err(std::env::VarError::NotPresent) => Err(format!(
+                "{s} is not set in this environment (give KEY=VALUE, or export {s})"
+            )),
+            Err(std::env::VarError::NotUnicode(_)) => Err(format!("{s} is not valid UTF-8")),
+        },
+    }
+}
+
+/// An env file: `KEY=VALUE` lines; blank lines and `#` comments are skipped.
+/// Values are taken as written (no quotes or escapes are interpreted).
+fn parse_env_file(text: &str) -> Result<Vec<(String, String)>, String> {
+    let mut vars = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        let line = line.trim_start();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        match line.split_once('=') {
+            Some((k, v)) if !k.trim().is_empty() => {
+                vars.push((k.trim().to_owned(), v.to_owned()));
+            }
+            _ => return Err(format!("line {} is not KEY=VALUE", n + 1)),
+        }
+    }
+    Ok(vars)
+}
+
+/// The job's environment: the env files in order, then --env.
+fn job_env(args: &SubmitArgs) -> anyhow::Result<std::collections::BTreeMap<String, String>> {
+    let mut env = std::collections::BTreeMap::new();
+    for path in &args.env_file {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("reading --env-file {}", path.display()))?;
+        let vars = parse_env_file(&text)
+            .map_err(|e| anyhow::anyhow!("--env-file {}: {e}", path.display()))?;
+        env.extend(vars);
+    }
+    env.extend(args.env.iter().cloned());
+    Ok(env)
 }
 
 #[derive(Subcommand)]
@@ -161,9 +215,38 @@ enum RuntimesCommand {
 }
 
 fn token(cli: &Cli) -> anyhow::Result<Token> {
+    if let Some(path) = &cli.token_file {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("reading --token-file {}", path.display()))?;
+        let first = text.lines().next().unwrap_or_default().trim();
+        if first.is_empty() {
+            bail!("--token-file {} is empty", path.display());
+        }
+        return Ok(Token::new(first));
+    }
     match &cli.token {
         Some(t) if !t.is_empty() => Ok(Token::new(t.clone())),
-        _ => bail!("no token: pass --token or set DROVER_TOKEN"),
+        _ => bail!("no token: set DROVER_TOKEN, or pass --token-file (or --token)"),
+    }
+}
+
+/// Submits once, retrying transport errors and 5xx answers with the same
+/// idempotency key, so a submit whose answer was lost is not made twice.
+async fn submit(client: &Client, job: &SubmitJob) -> anyhow::Result<runner_core::wire::Job> {
+    const TRIES: u32 = 5;
+    let key = idempotency_key();
+    let mut backoff = Backoff::new(Duration::from_millis(200), Duration::from_secs(3));
+    let mut tried = 1;
+    loop {
+        match client.submit_with_key(job, &key).await {
+            Ok(job) => return Ok(job),
+            Err(e) if e.is_recoverable() && tried < TRIES => {
+                eprintln!("drover: submit failed ({e}); retrying");
+                tried += 1;
+                backoff.wait().await;
+            }
+            Err(e) => return Err(e.into()),
+        }
     }
 }
 
@@ -204,6 +287,8 @@ async fn run_runners(cli: &Cli, args: &RunnerArgs) -> anyhow::Result<ExitCode> {
         ..RunnerSettings::default()
     };
     let (mut fleet, mut events) = Fleet::new(client.clone(), settings);
+    // Where each joined runner's credential is saved, for messages.
+    let mut saved_in = std::collections::HashMap::new();
     match &args.join {
         Some(reference) => {
             let dir = args
@@ -221,6 +306,10 @@ async fn run_runners(cli: &Cli, args: &RunnerArgs) -> anyhow::Result<ExitCode> {
                 let credential =
                     join_or_load(&store, &client, &token, reference, &name, i, &capabilities)
                         .await?;
+                saved_in.insert(
+                    credential.runner_id.clone(),
+                    store.describe(&credential_key(reference, i)),
+                );
                 fleet.add(credential);
             }
         }
@@ -253,6 +342,12 @@ async fn run_runners(cli: &Cli, args: &RunnerArgs) -> anyhow::Result<ExitCode> {
             Some(event) = events.recv() => {
                 eprintln!("{event}");
                 if let EventKind::Stopped { error } = &event.kind {
+                    if let (Some(_), Some(place)) = (error, saved_in.get(&event.runner)) {
+                        eprintln!(
+                            "drover: runner {}'s credential is saved in {place}; if the runner was revoked, start again with a fresh join token and it is replaced",
+                            event.runner
+                        );
+                    }
                     stopped += 1;
                     failures += usize::from(error.is_some());
                     if stopped == total {
@@ -288,19 +383,21 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Runner(args) => return run_runners(&cli, args).await,
         Command::Submit(args) => {
             let client = Client::new(&cli.url, token(&cli)?)?;
-            let job = client
-                .submit(&SubmitJob {
+            let job = submit(
+                &client,
+                &SubmitJob {
                     runtime: args.runtime.clone(),
                     command: args.command.clone(),
-                    env: args.env.iter().cloned().collect(),
+                    env: job_env(args)?.into(),
                     requires: args.requires.clone(),
                     timeout_seconds: args.timeout,
                     priority: args.priority,
                     max_attempts: args.max_attempts,
                     image: args.image.clone(),
                     ..SubmitJob::default()
-                })
-                .await?;
+                },
+            )
+            .await?;
             println!("{}", job.id);
             if args.wait {
                 let mut out = std::io::stdout();
@@ -404,7 +501,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     let t = client.join_token(scope(*workspace), runtime).await?;
                     println!("{}", t.token);
                     eprintln!(
-                        "join with: drover runner --url {} --join {} --token <that token>",
+                        "join with: DROVER_TOKEN=<that token> drover runner --url {} --join {}",
                         cli.url, t.runtime.reference
                     );
                 }

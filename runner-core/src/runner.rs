@@ -9,9 +9,10 @@ use std::time::Duration;
 
 use drover_wire::{Complete, JobState, Lease, LeaseRequest, LogChunk, LogStream, Outcome};
 use tokio::sync::{mpsc, watch};
+use tokio::time::Instant;
 
 use crate::backoff::Backoff;
-use crate::client::{Client, ClientError, Token};
+use crate::client::{Client, ClientError, Offer, Token};
 use crate::exec::{self, StopReason};
 
 /// A runner's identity and credential.
@@ -69,6 +70,13 @@ pub enum EventKind {
         job: String,
         error: String,
     },
+    /// The coordinator leased something this runner cannot run (a lease
+    /// that does not parse, a job with nothing to start): reported failed
+    /// when its lease id could be read, else left to expire.
+    Refused {
+        job: Option<String>,
+        error: String,
+    },
     /// A forced stop killed the job; its lease will expire and it re-queues.
     Abandoned {
         job: String,
@@ -112,6 +120,9 @@ impl fmt::Display for Event {
             },
             EventKind::CompleteRefused { job, error } => {
                 write!(f, "result of {job} refused: {error}")
+            }
+            EventKind::Refused { job, error } => {
+                write!(f, "refused job {}: {error}", job.as_deref().unwrap_or("?"))
             }
             EventKind::Abandoned { job } => write!(f, "abandoned {job} (forced stop)"),
             EventKind::LeaseLost { job, error } => write!(f, "lost the lease on {job}: {error}"),
@@ -308,21 +319,43 @@ impl Runner {
             return Ok(Step::Drained);
         }
         let leased = tokio::select! {
-            r = self.client.lease(self.settings.lease_wait) => {
+            r = self.client.offer(self.settings.lease_wait) => {
                 self.link(&r);
                 r?
             }
             _ = drain.wait_for(|d| *d) => return Ok(Step::Drained),
         };
-        let Some(lease) = leased else {
-            return Ok(Step::Idle);
+        let lease = match leased {
+            None => return Ok(Step::Idle),
+            Some(Offer::Lease(lease)) => *lease,
+            Some(Offer::Unreadable {
+                lease_id,
+                job_id,
+                error,
+            }) => {
+                self.refuse(lease_id, job_id.clone(), error, controls).await;
+                return Ok(Step::Ran {
+                    job: job_id.unwrap_or_default(),
+                });
+            }
         };
         let job = lease.job.id.clone();
         let mut next = self.run_job(lease, controls).await;
         // A job leased along with the last complete runs next, at once;
         // unless we are stopping: then it is not started (not even marked
         // running), so its lease expires and gives the attempt back.
-        while let Some(lease) = next.take() {
+        while let Some(offer) = next.take() {
+            let lease = match offer {
+                Offer::Lease(lease) => *lease,
+                Offer::Unreadable {
+                    lease_id,
+                    job_id,
+                    error,
+                } => {
+                    self.refuse(lease_id, job_id, error, controls).await;
+                    break;
+                }
+            };
             if *controls.drain.borrow() || *controls.kill.borrow() {
                 self.emit(EventKind::Abandoned { job: lease.job.id });
                 break;
@@ -332,8 +365,48 @@ impl Runner {
         Ok(Step::Ran { job })
     }
 
+    /// Gives back a lease this runner cannot run: reports its job failed,
+    /// saying why, so it neither runs nor waits for the lease to expire.
+    /// Without a lease id there is nothing to report on; the lease expires.
+    async fn refuse(
+        &self,
+        lease: Option<String>,
+        job: Option<String>,
+        error: String,
+        controls: &Controls,
+    ) {
+        self.emit(EventKind::Refused {
+            job: job.clone(),
+            error: error.clone(),
+        });
+        let Some(lease) = lease else {
+            return;
+        };
+        let done = Complete {
+            outcome: Outcome::Failed,
+            exit_code: None,
+            error: Some(format!("the runner refused this job: {error}")),
+            next: None,
+        };
+        let mut backoff = self.backoff();
+        let mut kill = controls.kill.clone();
+        for _ in 0..10 {
+            let r = self.client.complete(&lease, &done).await;
+            self.link(&r);
+            match r {
+                Err(e) if e.is_recoverable() => {
+                    tokio::select! {
+                        _ = backoff.wait() => {}
+                        _ = kill.wait_for(|k| *k) => return,
+                    }
+                }
+                _ => return,
+            }
+        }
+    }
+
     /// Runs one job to the end; returns the next job if the complete leased one.
-    async fn run_job(self: &Arc<Self>, lease: Lease, controls: &Controls) -> Option<Lease> {
+    async fn run_job(self: &Arc<Self>, lease: Lease, controls: &Controls) -> Option<Offer> {
         let job = lease.job.clone();
         let ttl = Duration::from_millis(lease.ttl_ms);
         self.emit(EventKind::Leased {
@@ -342,13 +415,16 @@ impl Runner {
         });
         // Mark it running before starting anything: a lease that never got
         // here never ran, so the coordinator may give its attempt back.
-        if let Err(reason) = self.first_heartbeat(&lease.lease_id, ttl).await {
-            self.emit(EventKind::LeaseLost {
-                job: job.id,
-                error: reason,
-            });
-            return None;
-        }
+        let renewed = match self.first_heartbeat(&lease.lease_id, ttl).await {
+            Ok(sent) => sent,
+            Err(reason) => {
+                self.emit(EventKind::LeaseLost {
+                    job: job.id,
+                    error: reason,
+                });
+                return None;
+            }
+        };
         self.set_status(|s| s.current_jobs.push(job.id.clone()));
 
         let workdir = self
@@ -362,6 +438,7 @@ impl Runner {
         let heartbeat = tokio::spawn(self.clone().heartbeat(
             lease.lease_id.clone(),
             ttl,
+            renewed,
             stop_tx.clone(),
         ));
         let kill_watch = {
@@ -383,6 +460,7 @@ impl Runner {
                     out_tx,
                     stop_rx,
                     self.settings.kill_grace,
+                    safety_margin(ttl) / 2,
                 )
                 .await
             }
@@ -433,12 +511,12 @@ impl Runner {
         let mut backoff = self.backoff();
         let mut kill = controls.kill.clone();
         let outcome = loop {
-            let r = self.client.complete(&lease.lease_id, &done).await;
+            let r = self.client.complete_and_offer(&lease.lease_id, &done).await;
             self.link(&r);
             let asked = done.next.take().is_some();
             match r {
-                Ok(r) => {
-                    next = r.next.and_then(|n| n.lease);
+                Ok((r, offer)) => {
+                    next = offer;
                     break EventKind::Finished {
                         job: job.id,
                         outcome: done.outcome,
@@ -471,45 +549,70 @@ impl Runner {
         next
     }
 
-    /// The heartbeat that marks the job running, retried until the TTL is
-    /// spent. `Err` says why the lease is not ours any more.
-    async fn first_heartbeat(&self, lease: &str, ttl: Duration) -> Result<(), String> {
-        let started = tokio::time::Instant::now();
+    /// The heartbeat that marks the job running, retried while the lease
+    /// may still be ours. `Ok` is when the heartbeat that renewed it was
+    /// sent; `Err` says why the lease is not ours any more.
+    async fn first_heartbeat(&self, lease: &str, ttl: Duration) -> Result<Instant, String> {
+        let give_up = Instant::now() + ttl.saturating_sub(safety_margin(ttl));
         let mut backoff = self.backoff();
         loop {
-            let r = self.client.heartbeat(lease, Duration::ZERO).await;
+            let sent = Instant::now();
+            let r = match tokio::time::timeout_at(
+                give_up,
+                self.client.heartbeat(lease, Duration::ZERO),
+            )
+            .await
+            {
+                Ok(r) => r,
+                Err(_) => Err(ClientError::Transport("heartbeat timed out".into())),
+            };
             self.link(&r);
             match r {
-                Ok(_) => return Ok(()),
-                Err(e) if e.is_recoverable() && started.elapsed() < ttl => backoff.wait().await,
+                Ok(_) => return Ok(sent),
+                Err(e) if e.is_recoverable() && Instant::now() < give_up => {
+                    tokio::select! {
+                        _ = backoff.wait() => {}
+                        _ = tokio::time::sleep_until(give_up) => {}
+                    }
+                }
                 Err(e) => return Err(e.to_string()),
             }
         }
     }
 
     /// Keeps the lease alive. Each heartbeat waits at the coordinator for a
-    /// cancel, so a cancel arrives at once. A lease not renewed for a whole
-    /// TTL may have been handed to another runner, so the job stops then
-    /// (as it does when the coordinator says the lease is lost).
+    /// cancel, so a cancel arrives at once.
+    ///
+    /// The coordinator renews a lease when a heartbeat *arrives*, and may
+    /// hold the answer for a while; so the lease lasts at least a TTL from
+    /// when the last good heartbeat was *sent* (`renewed`), never from when
+    /// its answer came. A lease not renewed by a safety margin before that
+    /// may soon be handed to another runner, so the job stops then (as it
+    /// does when the coordinator says the lease is lost).
     async fn heartbeat(
         self: Arc<Self>,
         lease: String,
         ttl: Duration,
+        mut renewed: Instant,
         stop: Arc<watch::Sender<Option<StopReason>>>,
     ) {
         let wait = (ttl / 3).min(Duration::from_secs(10));
+        let keep = ttl.saturating_sub(safety_margin(ttl));
         let mut backoff = self.backoff();
-        let mut renewed = tokio::time::Instant::now();
         let stop_with =
             |reason| stop.send_if_modified(|s| s.is_none() && s.replace(reason).is_none());
         loop {
-            // Never wait on one request past the point the lease would lapse.
-            let budget = ttl
-                .saturating_sub(renewed.elapsed())
-                .max(Duration::from_millis(100));
-            let r = match tokio::time::timeout(
-                budget,
-                self.client.heartbeat(&lease, wait.min(budget / 2)),
+            let stop_at = renewed + keep;
+            let sent = Instant::now();
+            let left = stop_at.saturating_duration_since(sent);
+            if left.is_zero() {
+                stop_with(StopReason::LeaseLost);
+                return;
+            }
+            // Never wait on one request past the point the job must stop.
+            let r = match tokio::time::timeout_at(
+                stop_at,
+                self.client.heartbeat(&lease, wait.min(left / 2)),
             )
             .await
             {
@@ -520,14 +623,19 @@ impl Runner {
             match r {
                 Ok(r) => {
                     backoff.reset();
-                    renewed = tokio::time::Instant::now();
+                    renewed = sent;
                     if r.cancel {
                         stop_with(StopReason::Cancelled);
                         // Still heartbeat through the kill grace, but without spinning.
                         tokio::time::sleep(wait).await;
                     }
                 }
-                Err(e) if e.is_recoverable() && renewed.elapsed() < ttl => backoff.wait().await,
+                Err(e) if e.is_recoverable() => {
+                    tokio::select! {
+                        _ = backoff.wait() => {}
+                        _ = tokio::time::sleep_until(stop_at) => {}
+                    }
+                }
                 Err(_) => {
                     stop_with(StopReason::LeaseLost);
                     return;
@@ -616,6 +724,15 @@ impl LogShipper<'_> {
         }
         self.gone = true;
     }
+}
+
+/// How long before its lease could lapse a runner that cannot renew it
+/// stops the job: a tenth of the TTL, at least half a second (clock rates,
+/// scheduling, the kill itself), at most half the TTL. The job gets SIGTERM
+/// then, and SIGKILL half a margin later, so it is gone before the
+/// coordinator can expire the lease and hand the job to another runner.
+pub fn safety_margin(ttl: Duration) -> Duration {
+    (ttl / 10).max(Duration::from_millis(500)).min(ttl / 2)
 }
 
 /// Text up to the last whole UTF-8 character; an incomplete tail stays in `buf`.

@@ -14,6 +14,8 @@ use runner_core::wire::{self, Job, JobState, SubmitJob};
 
 pub use runner_core;
 
+pub mod proxy;
+
 /// Generous: CI machines are slow and tests run in parallel.
 pub const DEADLINE: Duration = Duration::from_secs(60);
 

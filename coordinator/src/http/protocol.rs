@@ -9,7 +9,7 @@ use axum::Router;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
-use axum::routing::post;
+use axum::routing::{get, post};
 use drover_wire::{self as wire, ErrorCode, MAX_LEASE_WAIT_MS};
 
 use super::AppState;
@@ -21,6 +21,7 @@ use crate::store::{LeaseAttempt, RunnerAuth};
 pub fn router() -> Router<AppState> {
     Router::new()
         .route("/v1/runner/join", post(join))
+        .route("/v1/runner/join-token", get(join_token))
         .route("/v1/runner/hello", post(hello))
         .route("/v1/runner/lease", post(lease))
         .route("/v1/runner/leases/{lease}/heartbeat", post(heartbeat))
@@ -40,6 +41,19 @@ async fn join(
         token: token.expose().to_owned(),
     };
     Ok((StatusCode::CREATED, axum::Json(joined)))
+}
+
+/// Which pool a join token is for, so a runner can tell whether the
+/// credentials it saved belong to it.
+async fn join_token(
+    State(st): State<AppState>,
+    AuthJoin(runtime): AuthJoin,
+) -> Result<axum::Json<wire::JoinTokenInfo>> {
+    let reference = st.store.join_token_pool(&runtime).await?;
+    Ok(axum::Json(wire::JoinTokenInfo {
+        runtime_id: runtime.to_string(),
+        reference,
+    }))
 }
 
 async fn hello(

@@ -389,6 +389,23 @@ impl Store {
         Ok((id, token))
     }
 
+    /// The pool a join token belongs to, as its canonical ref
+    /// (`ws:<workspace>:<name>` or `self:<subject>:<name>`).
+    pub async fn join_token_pool(&self, runtime_id: &RuntimeId) -> Result<String> {
+        let pool: Option<(String, Option<String>, String)> = sqlx::query_as(
+            "SELECT rt.name, rt.owner_member_id, w.name FROM runtimes rt JOIN workspaces w ON w.id = rt.workspace_id WHERE rt.id = $1",
+        )
+        .bind(runtime_id.as_str())
+        .fetch_optional(&self.reader)
+        .await?;
+        let (name, owner, workspace) =
+            pool.ok_or_else(|| Error::not_found("the join token's runtime no longer exists"))?;
+        Ok(match owner {
+            Some(subject) => format!("self:{subject}:{name}"),
+            None => format!("ws:{workspace}:{name}"),
+        })
+    }
+
     /// A runner announces what it detected about its host (`os=`, `arch=`, `docker`).
     pub async fn runner_hello(
         &self,

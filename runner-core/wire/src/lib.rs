@@ -406,6 +406,16 @@ pub struct JoinedRunner {
     pub token: String,
 }
 
+/// `GET /v1/runner/join-token` with a join token as bearer: the pool it joins.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct JoinTokenInfo {
+    pub runtime_id: String,
+    /// The pool's canonical ref (`ws:<workspace>:<name>` or `self:<subject>:<name>`).
+    #[serde(rename = "ref")]
+    pub reference: String,
+}
+
 /// `POST /v1/runner/hello`: a runner announces the capabilities it detected.
 #[derive(Serialize, Deserialize, Debug, Clone)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
