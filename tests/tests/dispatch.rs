@@ -184,7 +184,7 @@ async fn torture_many_runners_thousands_of_jobs_zero_duplicates_zero_lost() {
     // No two executions of a job overlap; each re-run follows a lost lease.
     let runs = check_executions(&record, &ids);
     let reruns = superseded(&runs);
-    lost.explain(&reruns, &procs).await;
+    lost.check(&runs, &procs).await;
 
     let usage = admin.client.usage().await.unwrap();
     assert_eq!(

@@ -227,7 +227,7 @@ async fn torture_three_replicas_thirty_runners_ten_thousand_jobs() {
     // (a killed runner, or one that said it stopped or could not report).
     let runs = check_executions(&record, &ids);
     let reruns = superseded(&runs);
-    lost.explain(&reruns, &procs).await;
+    lost.check(&runs, &procs).await;
 
     let usage = admin.client.usage().await.unwrap();
     assert_eq!(
