@@ -998,7 +998,7 @@ impl LostLeases {
                         .get(&(a.runner.clone(), a.job.clone()))
                         .copied()
                 });
-                if !end.is_some_and(|end| end < b.start) {
+                if end.is_none_or(|end| end >= b.start) {
                     out.push((a, b));
                 }
             }
