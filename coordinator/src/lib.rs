@@ -11,4 +11,5 @@ pub mod error;
 pub mod http;
 pub mod ids;
 pub mod refs;
+pub mod server;
 pub mod store;
