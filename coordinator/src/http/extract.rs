@@ -1,12 +1,13 @@
 //! Extractors that answer bad input with our JSON errors, and the
 //! authentication extractors for each kind of credential.
 
-use axum::body::Bytes;
+use axum::body::Body;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::request::Parts;
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::{HeaderMap, header};
 use drover_wire::{ErrorCode, PROTOCOL_HEADER, PROTOCOL_VERSION};
+use futures_util::StreamExt as _;
 use serde::de::DeserializeOwned;
 use tokio::sync::OwnedSemaphorePermit;
 
@@ -50,6 +51,26 @@ impl<T: DeserializeOwned + Default> FromRequest<AppState> for OptionalJson<T> {
     }
 }
 
+/// Reads a body of at most `capacity` bytes into one buffer of that size,
+/// dropping each chunk as it is copied: a slow body then holds its own
+/// buffer only, not the connection buffers its chunks were cut from (one
+/// allocation, returned whole when the request ends).
+async fn collect(body: Body, capacity: usize) -> Result<Vec<u8>, Error> {
+    let mut chunks = body.into_data_stream();
+    let mut buf = Vec::with_capacity(capacity);
+    while let Some(chunk) = chunks.next().await {
+        let chunk = chunk.map_err(|e| Error::bad_request(format!("reading the body: {e}")))?;
+        if buf.len() + chunk.len() > capacity {
+            return Err(Error::api(
+                ErrorCode::PayloadTooLarge,
+                "the request body is too large",
+            ));
+        }
+        buf.extend_from_slice(&chunk);
+    }
+    Ok(buf)
+}
+
 /// `application/json` or `application/<anything>+json`, any parameters.
 fn json_content_type(headers: &HeaderMap) -> bool {
     let Some(value) = headers
@@ -81,7 +102,10 @@ fn parse_object<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, Error> {
 /// when it does not say. Bodies over the budget are refused at once (they
 /// would pin memory while their senders dawdle); a body that does not
 /// arrive within the body timeout is refused too.
-async fn read_body(req: Request, state: &AppState) -> Result<(Bytes, OwnedSemaphorePermit), Error> {
+async fn read_body(
+    req: Request,
+    state: &AppState,
+) -> Result<(Vec<u8>, OwnedSemaphorePermit), Error> {
     let too_large = || Error::api(ErrorCode::PayloadTooLarge, "the request body is too large");
     let announced = match req.headers().get(header::CONTENT_LENGTH) {
         None => MAX_BODY_BYTES,
@@ -101,11 +125,10 @@ async fn read_body(req: Request, state: &AppState) -> Result<(Bytes, OwnedSemaph
         .clone()
         .try_acquire_many_owned(announced.max(1) as u32)
         .map_err(|_| overloaded("too many request bodies in flight"))?;
-    let read = Bytes::from_request(req, state);
+    let read = collect(req.into_body(), announced);
     match tokio::time::timeout(state.limits.body_timeout, read).await {
         Ok(Ok(bytes)) => Ok((bytes, permit)),
-        Ok(Err(r)) if r.status() == StatusCode::PAYLOAD_TOO_LARGE => Err(too_large()),
-        Ok(Err(r)) => Err(Error::bad_request(r.body_text())),
+        Ok(Err(e)) => Err(e),
         Err(_) => Err(Error::api(
             ErrorCode::RequestTimeout,
             format!(
