@@ -37,7 +37,7 @@ pub struct ServeLimits {
     pub header_timeout: Duration,
     /// A request body must arrive within this.
     pub body_timeout: Duration,
-    /// Bytes of request bodies held in memory at once, across requests.
+    /// Bytes of large request bodies held in memory at once, across requests.
     pub body_memory: usize,
     /// Member API reads served at once; more wait briefly, then get 503.
     pub max_reads: usize,

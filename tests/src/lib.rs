@@ -128,6 +128,8 @@ pub struct CoordinatorOptions {
     pub backend: Backend,
     /// `full` or `normal` (SQLite only).
     pub sqlite_sync: &'static str,
+    /// More `serve` flags (limits, timeouts).
+    pub serve_args: Vec<String>,
 }
 
 impl Default for CoordinatorOptions {
@@ -136,6 +138,7 @@ impl Default for CoordinatorOptions {
             lease_ttl_ms: 3000,
             backend: Backend::from_env(),
             sqlite_sync: "full",
+            serve_args: Vec::new(),
         }
     }
 }
@@ -338,6 +341,7 @@ impl Coordinator {
             ])
             .args(["--lease-ttl-ms", &self.options.lease_ttl_ms.to_string()])
             .args(["--sqlite-sync", self.options.sqlite_sync])
+            .args(&self.options.serve_args)
             .env("DROVER_LOG", "drover_coordinator=debug,warn")
             .stdout(Stdio::piped())
             .stderr(log)

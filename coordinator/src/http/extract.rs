@@ -97,15 +97,18 @@ fn parse_object<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, Error> {
     serde_json::from_slice(bytes).map_err(|e| Error::bad_request(format!("invalid JSON body: {e}")))
 }
 
-/// The whole body, while holding its share of the body budget: as many
-/// bytes as it announces (`Content-Length`), or the largest body accepted
-/// when it does not say. Bodies over the budget are refused at once (they
-/// would pin memory while their senders dawdle); a body that does not
-/// arrive within the body timeout is refused too.
+/// Bodies up to this size do not take from the body budget.
+const SMALL_BODY_BYTES: usize = 64 * 1024;
+
+/// The whole body. A large one holds its share of the body budget while it
+/// is read and parsed: as many bytes as it announces (`Content-Length`), or
+/// the largest body accepted when it does not say. Bodies over the budget
+/// are refused at once (they would pin memory while their senders dawdle);
+/// a body that does not arrive within the body timeout is refused too.
 async fn read_body(
     req: Request,
     state: &AppState,
-) -> Result<(Vec<u8>, OwnedSemaphorePermit), Error> {
+) -> Result<(Vec<u8>, Option<OwnedSemaphorePermit>), Error> {
     let too_large = || Error::api(ErrorCode::PayloadTooLarge, "the request body is too large");
     let announced = match req.headers().get(header::CONTENT_LENGTH) {
         None => MAX_BODY_BYTES,
@@ -118,13 +121,20 @@ async fn read_body(
     if announced > MAX_BODY_BYTES {
         return Err(too_large());
     }
-    // At least one permit, so empty bodies count as requests in flight too.
-    let permit = state
-        .limits
-        .body_bytes
-        .clone()
-        .try_acquire_many_owned(announced.max(1) as u32)
-        .map_err(|_| overloaded("too many request bodies in flight"))?;
+    // Small bodies (a heartbeat, a submit) are bounded by the connection
+    // cap, like the connections' own buffers: taking from the budget, they
+    // would be refused whenever big slow uploads have spent it.
+    let permit = if announced <= SMALL_BODY_BYTES {
+        None
+    } else {
+        let permit = state
+            .limits
+            .body_bytes
+            .clone()
+            .try_acquire_many_owned(announced as u32)
+            .map_err(|_| overloaded("too many large request bodies in flight"))?;
+        Some(permit)
+    };
     let read = collect(req.into_body(), announced);
     match tokio::time::timeout(state.limits.body_timeout, read).await {
         Ok(Ok(bytes)) => Ok((bytes, permit)),

@@ -48,8 +48,8 @@ pub struct AppState {
 /// heavy callers is answered `503 OVERLOADED` instead of taking the
 /// coordinator's memory or its database connections from everyone else.
 pub struct RequestLimits {
-    /// Bytes of request bodies being read (one permit a byte, taken as
-    /// announced by `Content-Length`, before reading).
+    /// Bytes of large request bodies being read (one permit a byte, taken
+    /// as announced by `Content-Length`, before reading; see `extract`).
     pub body_bytes: Arc<Semaphore>,
     /// Longest a request body may take to arrive.
     pub body_timeout: Duration,
