@@ -94,7 +94,9 @@ pub fn set_open_files_limit(want: Option<u64>) -> u64 {
 pub fn connection_cap(wanted: usize, open_files: u64) -> usize {
     let reserve = RESERVED_FDS.min(open_files / 2);
     let fits = open_files.saturating_sub(reserve).max(1);
-    wanted.min(usize::try_from(fits).unwrap_or(usize::MAX)).max(1)
+    wanted
+        .min(usize::try_from(fits).unwrap_or(usize::MAX))
+        .max(1)
 }
 
 /// Serves `router` on `listener` until `shutdown` resolves. Then: stops
@@ -222,7 +224,8 @@ impl EnvelopedErrors {
 
     fn poll_pending(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         while self.written < self.pending.len() {
-            let n = ready!(Pin::new(&mut self.inner).poll_write(cx, &self.pending[self.written..]))?;
+            let n =
+                ready!(Pin::new(&mut self.inner).poll_write(cx, &self.pending[self.written..]))?;
             if n == 0 {
                 return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
             }
@@ -241,7 +244,11 @@ fn envelope_bare_error(buf: &[u8]) -> Option<Vec<u8>> {
     let head_end = buf.windows(4).position(|w| w == b"\r\n\r\n")? + 2;
     let head = std::str::from_utf8(&buf[..head_end]).ok()?;
     let status_line = head.lines().next()?;
-    let status: u16 = status_line.strip_prefix("HTTP/1.1 ")?.get(..3)?.parse().ok()?;
+    let status: u16 = status_line
+        .strip_prefix("HTTP/1.1 ")?
+        .get(..3)?
+        .parse()
+        .ok()?;
     if !(400..500).contains(&status) {
         return None;
     }
@@ -337,18 +344,24 @@ mod tests {
         let (head, body) = out.split_once("\r\n\r\n").unwrap();
         assert!(head.starts_with("HTTP/1.1 400 Bad Request\r\n"), "{head}");
         assert!(head.contains("content-type: application/json"), "{head}");
-        assert!(head.contains(&format!("content-length: {}", body.len())), "{head}");
+        assert!(
+            head.contains(&format!("content-length: {}", body.len())),
+            "{head}"
+        );
         assert!(head.contains("date: Mon"), "{head}");
         let v: serde_json::Value = serde_json::from_str(body).unwrap();
         assert_eq!(v["error"]["code"], "BAD_REQUEST");
 
-        let too_large = b"HTTP/1.1 431 Request Header Fields Too Large\r\ncontent-length: 0\r\n\r\n";
+        let too_large =
+            b"HTTP/1.1 431 Request Header Fields Too Large\r\ncontent-length: 0\r\n\r\n";
         let out = String::from_utf8(envelope_bare_error(too_large).unwrap()).unwrap();
         assert!(out.contains("PAYLOAD_TOO_LARGE"), "{out}");
 
         let with_body = b"HTTP/1.1 404 Not Found\r\ncontent-type: application/json\r\ncontent-length: 2\r\n\r\n{}";
         assert!(envelope_bare_error(with_body).is_none());
-        assert!(envelope_bare_error(b"HTTP/1.1 204 No Content\r\ncontent-length: 0\r\n\r\n").is_none());
+        assert!(
+            envelope_bare_error(b"HTTP/1.1 204 No Content\r\ncontent-length: 0\r\n\r\n").is_none()
+        );
     }
 
     #[test]

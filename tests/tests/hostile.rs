@@ -34,7 +34,10 @@ fn raise_own_open_files_limit() {
         limit.rlim_cur = limit.rlim_max;
         assert_eq!(libc::setrlimit(libc::RLIMIT_NOFILE, &limit), 0);
     }
-    assert!(limit.rlim_cur >= 2048, "need 2048 open files, have {limit:?}");
+    assert!(
+        limit.rlim_cur >= 2048,
+        "need 2048 open files, have {limit:?}"
+    );
 }
 
 /// Resident memory of a process, in MiB.
@@ -104,7 +107,9 @@ async fn idle_and_slow_connections_do_not_lock_clients_out() {
         let mut s = TcpStream::connect(addr(&c)).await.expect("connect");
         if i % 10 == 0 {
             // Slow: half a request head, never finished.
-            let _ = s.write_all(b"GET /v1/jobs HTTP/1.1\r\nHost: x\r\nX-Slow: ").await;
+            let _ = s
+                .write_all(b"GET /v1/jobs HTTP/1.1\r\nHost: x\r\nX-Slow: ")
+                .await;
         }
         held.push(s);
     }
@@ -163,8 +168,7 @@ async fn stalled_uploads_are_bounded_and_their_memory_comes_back() {
     let mut refused = 0;
     for s in &mut stalled {
         let mut buf = [0u8; 512];
-        if let Ok(Ok(n)) = tokio::time::timeout(Duration::from_millis(50), s.read(&mut buf)).await
-        {
+        if let Ok(Ok(n)) = tokio::time::timeout(Duration::from_millis(50), s.read(&mut buf)).await {
             let answer = String::from_utf8_lossy(&buf[..n]);
             if n > 0 {
                 assert!(is_overloaded(&answer), "{answer}");
@@ -249,13 +253,22 @@ async fn a_read_storm_answers_503_and_the_runner_keeps_working() {
     assert!(overloaded > 0, "the storm was never shed");
     for id in &ids {
         let job = admin.client.job(id).await.expect("job");
-        assert_eq!(job.state, drover_tests::runner_core::wire::JobState::Succeeded);
+        assert_eq!(
+            job.state,
+            drover_tests::runner_core::wire::JobState::Succeeded
+        );
     }
 }
 
 #[tokio::test]
 async fn sigterm_exits_within_the_deadline_with_clients_connected() {
-    let mut c = start(&["--shutdown-timeout-ms", "2000", "--header-timeout-ms", "60000"]).await;
+    let mut c = start(&[
+        "--shutdown-timeout-ms",
+        "2000",
+        "--header-timeout-ms",
+        "60000",
+    ])
+    .await;
     let admin = c.bootstrap("acme", "admin@acme.test");
     let runner = pair(&admin, Scope::Workspace, None, "r", &[]).await;
     let mut held = Vec::new();
@@ -289,7 +302,10 @@ async fn sigterm_exits_within_the_deadline_with_clients_connected() {
         took < Duration::from_secs(8),
         "took {took:?} to exit with a 2 s deadline"
     );
-    let leased = poll.await.expect("poll task").expect("the long-poll answers");
+    let leased = poll
+        .await
+        .expect("poll task")
+        .expect("the long-poll answers");
     assert!(leased.is_none());
     drop((held, slow, upload));
 }

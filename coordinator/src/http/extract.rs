@@ -51,16 +51,16 @@ impl<T: DeserializeOwned + Default> FromRequest<AppState> for OptionalJson<T> {
     }
 }
 
-/// Reads a body of at most `capacity` bytes into one buffer of that size,
-/// dropping each chunk as it is copied: a slow body then holds its own
-/// buffer only, not the connection buffers its chunks were cut from (one
-/// allocation, returned whole when the request ends).
-async fn collect(body: Body, capacity: usize) -> Result<Vec<u8>, Error> {
+/// Reads a body of at most `limit` bytes into one buffer (of the announced
+/// size, when there is one), dropping each chunk as it is copied: a slow
+/// body then holds its own buffer only, not the connection buffers its
+/// chunks were cut from (one allocation, returned whole when it ends).
+async fn collect(body: Body, limit: usize, announced: bool) -> Result<Vec<u8>, Error> {
     let mut chunks = body.into_data_stream();
-    let mut buf = Vec::with_capacity(capacity);
+    let mut buf = Vec::with_capacity(if announced { limit } else { 8 * 1024 });
     while let Some(chunk) = chunks.next().await {
         let chunk = chunk.map_err(|e| Error::bad_request(format!("reading the body: {e}")))?;
-        if buf.len() + chunk.len() > capacity {
+        if buf.len() + chunk.len() > limit {
             return Err(Error::api(
                 ErrorCode::PayloadTooLarge,
                 "the request body is too large",
@@ -84,8 +84,7 @@ fn json_content_type(headers: &HeaderMap) -> bool {
         return false;
     };
     kind.eq_ignore_ascii_case("application")
-        && (subtype.eq_ignore_ascii_case("json")
-            || subtype.to_ascii_lowercase().ends_with("+json"))
+        && (subtype.eq_ignore_ascii_case("json") || subtype.to_ascii_lowercase().ends_with("+json"))
 }
 
 /// Every request body is a JSON object: serde would also take an array
@@ -110,7 +109,8 @@ async fn read_body(
     state: &AppState,
 ) -> Result<(Vec<u8>, Option<OwnedSemaphorePermit>), Error> {
     let too_large = || Error::api(ErrorCode::PayloadTooLarge, "the request body is too large");
-    let announced = match req.headers().get(header::CONTENT_LENGTH) {
+    let length = req.headers().get(header::CONTENT_LENGTH);
+    let announced = match length {
         None => MAX_BODY_BYTES,
         Some(v) => v
             .to_str()
@@ -118,6 +118,7 @@ async fn read_body(
             .and_then(|v| v.parse::<usize>().ok())
             .ok_or_else(|| Error::bad_request("malformed Content-Length"))?,
     };
+    let has_length = length.is_some();
     if announced > MAX_BODY_BYTES {
         return Err(too_large());
     }
@@ -135,7 +136,7 @@ async fn read_body(
             .map_err(|_| overloaded("too many large request bodies in flight"))?;
         Some(permit)
     };
-    let read = collect(req.into_body(), announced);
+    let read = collect(req.into_body(), announced, has_length);
     match tokio::time::timeout(state.limits.body_timeout, read).await {
         Ok(Ok(bytes)) => Ok((bytes, permit)),
         Ok(Err(e)) => Err(e),
