@@ -73,7 +73,7 @@ struct Limits {
     body_memory_mib: u32,
     /// Member API reads served at once; past it (after a short wait), 503.
     /// The runner protocol is not counted.
-    #[arg(long, env = "DROVER_MAX_READS", default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    #[arg(long, env = "DROVER_MAX_READS", default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=100_000))]
     max_reads: u32,
     /// On SIGTERM, requests in flight get this many milliseconds to end;
     /// then the coordinator exits anyway.

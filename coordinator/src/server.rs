@@ -53,7 +53,7 @@ impl Default for ServeLimits {
             header_timeout: Duration::from_secs(10),
             body_timeout: Duration::from_secs(30),
             body_memory: 64 * 1024 * 1024,
-            max_reads: 32,
+            max_reads: 16,
             shutdown_timeout: Duration::from_secs(10),
         }
     }
