@@ -67,7 +67,7 @@ struct Limits {
     /// A request body must arrive within this many milliseconds (else 408).
     #[arg(long, env = "DROVER_BODY_TIMEOUT_MS", default_value_t = 30_000, value_parser = clap::value_parser!(u64).range(100..=3_600_000))]
     body_timeout_ms: u64,
-    /// Large request bodies (over 64 KiB) held in memory at once, in MiB;
+    /// Large request bodies (over 128 KiB) held in memory at once, in MiB;
     /// past it, 503.
     #[arg(long, env = "DROVER_BODY_MEMORY_MIB", default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=65_536))]
     body_memory_mib: u32,
