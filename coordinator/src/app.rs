@@ -109,8 +109,11 @@ impl Application {
         } = self;
         let reaper = tokio::spawn(reap_expired_leases(state.clone()));
         let signals = tokio::spawn(listen_to_replicas(state.clone()));
-        let app = http::router(state.clone());
-        let stopping = server::serve(listener, app, &limits, shutdown, &stop).await;
+        let routers = server::Routers {
+            all: http::router(state.clone()),
+            runners_only: http::runner_router(state.clone()),
+        };
+        let stopping = server::serve(listener, routers, &limits, shutdown, &stop).await;
         let _ = stop.send(true);
         let _ = reaper.await;
         let _ = signals.await;

@@ -1,8 +1,10 @@
 //! The HTTP/1.1 accept loop: hyper under the axum router, with what
 //! `axum::serve` lacks against hostile or heavy load. A connection cap below
 //! the open-files limit (connections past it are answered 503 and closed at
-//! once), a header timeout (which also ends idle keep-alive connections), and
-//! a shutdown deadline. Body timeouts and budgets live in `http::extract`.
+//! once; its last tenth serves only the runner protocol, so a flood of member
+//! connections cannot keep runners out), a header timeout (which also ends
+//! idle keep-alive connections), and a shutdown deadline. Body timeouts and
+//! budgets live in `http::extract`.
 
 use std::io;
 use std::pin::{Pin, pin};
@@ -99,23 +101,34 @@ pub fn connection_cap(wanted: usize, open_files: u64) -> usize {
         .max(1)
 }
 
-/// Serves `router` on `listener` until `shutdown` resolves. Then: stops
-/// accepting, flips `stop` (long-polls answer at once, idle connections
-/// close), and waits for open connections up to the shutdown deadline.
-/// Returns when the shutdown began.
+/// What a connection is served: everything, or (in the connection cap's
+/// last tenth) only the runner protocol.
+pub struct Routers {
+    pub all: Router,
+    pub runners_only: Router,
+}
+
+/// Serves on `listener` until `shutdown` resolves. Then: stops accepting,
+/// flips `stop` (long-polls answer at once, idle connections close), and
+/// waits for open connections up to the shutdown deadline. Returns when the
+/// shutdown began.
 pub async fn serve(
     listener: TcpListener,
-    router: Router,
+    routers: Routers,
     limits: &ServeLimits,
     shutdown: impl Future<Output = ()>,
     stop: &watch::Sender<bool>,
 ) -> tokio::time::Instant {
     let slots = Arc::new(Semaphore::new(limits.max_connections));
+    let reserved_for_runners = limits.max_connections / 10;
     let mut http = http1::Builder::new();
     http.timer(TokioTimer::new())
         .header_read_timeout(limits.header_timeout)
         .max_buf_size(MAX_HEAD_BYTES);
-    let http = Arc::new(http);
+    // A reserved slot serves one request, then is free for the next runner.
+    let mut one_request = http.clone();
+    one_request.keep_alive(false);
+    let (http, one_request) = (Arc::new(http), Arc::new(one_request));
     let mut shutdown = pin!(shutdown);
     let mut last_shed_warning: Option<Instant> = None;
     loop {
@@ -147,8 +160,13 @@ pub async fn serve(
         let _ = tcp.set_nodelay(true);
         // Each connection shares the router instead of rebuilding its route
         // table (about 10 KB per idle long-poll).
+        let (http, router) = if slots.available_permits() < reserved_for_runners {
+            (one_request.clone(), &routers.runners_only)
+        } else {
+            (http.clone(), &routers.all)
+        };
         let service = TowerToHyperService::new(router.clone());
-        let (http, mut stopping) = (http.clone(), stop.subscribe());
+        let mut stopping = stop.subscribe();
         tokio::spawn(async move {
             let io = TokioIo::new(EnvelopedErrors::new(tcp));
             let mut conn = pin!(http.serve_connection(io, service));

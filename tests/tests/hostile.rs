@@ -261,6 +261,49 @@ async fn a_read_storm_answers_503_and_the_runner_keeps_working() {
 }
 
 #[tokio::test]
+async fn the_last_connections_are_kept_for_runners() {
+    // 20 connections; the last 2 serve only the runner protocol.
+    let c = start(&["--max-connections", "20", "--header-timeout-ms", "60000"]).await;
+    let admin = c.bootstrap("acme", "admin@acme.test");
+    let runner = pair(&admin, Scope::Workspace, None, "r", &[]).await;
+    let read = format!(
+        "GET /v1/jobs HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {}\r\n\r\n",
+        admin.token
+    );
+    // Member clients take the other 18 (the harness's client may hold one),
+    // each kept alive after a read; then a member read is answered 503.
+    let mut members = Vec::new();
+    loop {
+        let mut s = TcpStream::connect(addr(&c)).await.expect("connect");
+        s.write_all(read.as_bytes()).await.unwrap();
+        let mut buf = vec![0u8; 64 * 1024];
+        let n = s.read(&mut buf).await.unwrap();
+        let answer = String::from_utf8_lossy(&buf[..n]).into_owned();
+        if answer.starts_with("HTTP/1.1 200") {
+            members.push(s);
+            assert!(members.len() <= 18, "past the cap's reserve");
+            continue;
+        }
+        assert!(is_overloaded(&answer), "{answer}");
+        break;
+    }
+    assert!(
+        members.len() >= 16,
+        "only {} member connections",
+        members.len()
+    );
+    // A runner still gets through, on a fresh connection.
+    let lease = format!(
+        "POST /v1/runner/lease HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {}\r\nContent-Type: application/json\r\nContent-Length: 12\r\n\r\n{{\"waitMs\":0}}",
+        runner.token
+    );
+    let answer = raw(&c, lease.as_bytes()).await;
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(answer.ends_with(r#"{"lease":null}"#), "{answer}");
+    drop(members);
+}
+
+#[tokio::test]
 async fn sigterm_exits_within_the_deadline_with_clients_connected() {
     let mut c = start(&[
         "--shutdown-timeout-ms",

@@ -174,6 +174,22 @@ async fn envelope_errors(req: Request, next: Next) -> Response {
     r
 }
 
+/// For connections in the connection cap's reserve: the runner protocol,
+/// and `503 OVERLOADED` for everything else.
+pub fn runner_router(state: AppState) -> Router {
+    async fn overloaded() -> Response {
+        error::overloaded("too many connections; only the runner protocol is served on this one")
+            .into_response()
+    }
+    Router::new()
+        .merge(protocol::router())
+        .fallback(overloaded)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .layer(middleware::from_fn(envelope_errors))
+        .with_state(state)
+}
+
 pub fn router(state: AppState) -> Router {
     // The member API: its reads are limited (see `limit_reads`).
     let member_api = Router::new()
