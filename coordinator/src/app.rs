@@ -6,15 +6,15 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::serve::ListenerExt as _;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 use crate::clock::{Clock, SystemClock};
 use crate::dispatch::{Hub, Signal};
-use crate::http::{self, AppState};
+use crate::http::{self, AppState, RequestLimits};
 use crate::ids::new_id;
 use crate::secrets::{self, KeySource};
+use crate::server::{self, ServeLimits};
 use crate::store::{self, Backend, Durability, Envelope, Store};
 
 #[derive(Debug, Clone)]
@@ -27,12 +27,15 @@ pub struct Config {
     pub lease_ttl: Duration,
     /// The keys that seal job env at rest.
     pub secrets: KeySource,
+    /// Connections, timeouts, body memory, load shedding, shutdown deadline.
+    pub serve: ServeLimits,
 }
 
 pub struct Application {
     listener: TcpListener,
     state: AppState,
     stop: watch::Sender<bool>,
+    limits: ServeLimits,
 }
 
 impl Application {
@@ -75,11 +78,17 @@ impl Application {
             shutdown,
             replica: new_id("co").into(),
             runners: Arc::default(),
+            limits: Arc::new(RequestLimits::new(
+                config.serve.body_memory,
+                config.serve.body_timeout,
+                config.serve.max_reads,
+            )),
         };
         Ok(Self {
             listener,
             state,
             stop,
+            limits: config.serve,
         })
     }
 
@@ -90,7 +99,8 @@ impl Application {
     }
 
     /// Serves until `shutdown` resolves, then lets in-flight requests end
-    /// (long-polls answer at once) and closes the database.
+    /// (long-polls answer at once) within the shutdown deadline, and closes
+    /// the database.
     pub async fn run_until(
         self,
         shutdown: impl Future<Output = ()> + Send + 'static,
@@ -99,27 +109,27 @@ impl Application {
             listener,
             state,
             stop,
+            limits,
         } = self;
         let reaper = tokio::spawn(reap_expired_leases(state.clone()));
         let signals = tokio::spawn(listen_to_replicas(state.clone()));
-        let app = http::router(state.clone());
-        let stop_for_signal = stop.clone();
-        // As a make-service: each connection shares the router instead of
-        // rebuilding its route table (about 10 KB per idle long-poll).
-        // No Nagle delay on small responses (a lease, a complete).
-        let listener = listener.tap_io(|tcp| {
-            let _ = tcp.set_nodelay(true);
-        });
-        axum::serve(listener, app.into_make_service())
-            .with_graceful_shutdown(async move {
-                shutdown.await;
-                let _ = stop_for_signal.send(true);
-            })
-            .await?;
+        let routers = server::Routers {
+            all: http::router(state.clone()),
+            runners_only: http::runner_router(state.clone()),
+        };
+        let stopping = server::serve(listener, routers, &limits, shutdown, &stop).await;
         let _ = stop.send(true);
         let _ = reaper.await;
         let _ = signals.await;
-        state.store.close().await;
+        // Requests still running past the deadline may hold connections:
+        // closing waits for them only as long as the deadline has left.
+        let left = limits.shutdown_timeout.saturating_sub(stopping.elapsed());
+        if tokio::time::timeout(left.max(Duration::from_millis(500)), state.store.close())
+            .await
+            .is_err()
+        {
+            tracing::warn!("the database did not close in time; exiting anyway");
+        }
         Ok(())
     }
 }

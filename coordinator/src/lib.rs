@@ -12,4 +12,5 @@ pub mod http;
 pub mod ids;
 pub mod refs;
 pub mod secrets;
+pub mod server;
 pub mod store;

@@ -9,6 +9,7 @@ use clap::{Args, Parser, Subcommand};
 use drover_coordinator::admin;
 use drover_coordinator::app::{Application, Config};
 use drover_coordinator::secrets::KeySource;
+use drover_coordinator::server::{self, ServeLimits};
 use drover_coordinator::store::{Durability, Role};
 
 /// The Drover coordinator: pools, dispatch, jobs, billing.
@@ -74,6 +75,64 @@ struct Serve {
     lease_ttl_ms: u64,
     #[command(flatten)]
     secrets: SecretKeys,
+    #[command(flatten)]
+    limits: Limits,
+}
+
+/// Limits against hostile or heavy load.
+#[derive(Args)]
+struct Limits {
+    /// Open client connections at most (lowered to fit the open-files limit);
+    /// past it, new connections are answered 503 and closed.
+    #[arg(long, env = "DROVER_MAX_CONNECTIONS", default_value_t = 10_000, value_parser = clap::value_parser!(u32).range(1..))]
+    max_connections: u32,
+    /// Set the soft open-files limit to this (default: raise it to the hard limit).
+    #[arg(long, env = "DROVER_MAX_OPEN_FILES", value_parser = clap::value_parser!(u64).range(64..))]
+    max_open_files: Option<u64>,
+    /// A request's headers must arrive within this many milliseconds of the
+    /// connection opening or of its previous response (so this is also the
+    /// idle keep-alive timeout).
+    #[arg(long, env = "DROVER_HEADER_TIMEOUT_MS", default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(100..=3_600_000))]
+    header_timeout_ms: u64,
+    /// A request body must arrive within this many milliseconds (else 408).
+    #[arg(long, env = "DROVER_BODY_TIMEOUT_MS", default_value_t = 30_000, value_parser = clap::value_parser!(u64).range(100..=3_600_000))]
+    body_timeout_ms: u64,
+    /// Large request bodies (over 128 KiB) held in memory at once, in MiB;
+    /// past it, 503.
+    #[arg(long, env = "DROVER_BODY_MEMORY_MIB", default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=65_536))]
+    body_memory_mib: u32,
+    /// Member API reads served at once; past it (after a short wait), 503.
+    /// The runner protocol is not counted.
+    #[arg(long, env = "DROVER_MAX_READS", default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    max_reads: u32,
+    /// On SIGTERM, requests in flight get this many milliseconds to end;
+    /// then the coordinator exits anyway.
+    #[arg(long, env = "DROVER_SHUTDOWN_TIMEOUT_MS", default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(0..=600_000))]
+    shutdown_timeout_ms: u64,
+}
+
+impl Limits {
+    /// The limits, after setting the open-files limit they must fit under.
+    fn apply(&self) -> ServeLimits {
+        let open_files = server::set_open_files_limit(self.max_open_files);
+        let wanted = self.max_connections as usize;
+        let max_connections = server::connection_cap(wanted, open_files);
+        if max_connections < wanted {
+            tracing::warn!(
+                open_files,
+                max_connections,
+                "lowered --max-connections to fit the open-files limit"
+            );
+        }
+        ServeLimits {
+            max_connections,
+            header_timeout: Duration::from_millis(self.header_timeout_ms),
+            body_timeout: Duration::from_millis(self.body_timeout_ms),
+            body_memory: self.body_memory_mib as usize * 1024 * 1024,
+            max_reads: self.max_reads as usize,
+            shutdown_timeout: Duration::from_millis(self.shutdown_timeout_ms),
+        }
+    }
 }
 
 #[derive(Subcommand)]
@@ -183,6 +242,7 @@ async fn main() -> anyhow::Result<()> {
                 durability: s.sqlite_sync,
                 lease_ttl: Duration::from_millis(s.lease_ttl_ms),
                 secrets: s.secrets.source()?,
+                serve: s.limits.apply(),
             };
             let app = Application::build(config).await?;
             println!(

@@ -134,6 +134,8 @@ pub struct CoordinatorOptions {
     /// key file beside the database, `drover.key`); on PostgreSQL, where a
     /// key is required, a new key file (replicas share it).
     pub secret_key_file: Option<PathBuf>,
+    /// More `serve` flags (limits, timeouts).
+    pub serve_args: Vec<String>,
 }
 
 impl Default for CoordinatorOptions {
@@ -143,6 +145,7 @@ impl Default for CoordinatorOptions {
             backend: Backend::from_env(),
             sqlite_sync: "full",
             secret_key_file: None,
+            serve_args: Vec::new(),
         }
     }
 }
@@ -410,6 +413,7 @@ impl Coordinator {
                     .flat_map(|path| [Path::new("--secret-key-file"), path]),
             )
             .env_remove("DROVER_SECRET_KEY")
+            .args(&self.options.serve_args)
             .env("DROVER_LOG", "drover_coordinator=debug,warn")
             .stdout(Stdio::piped())
             .stderr(log)

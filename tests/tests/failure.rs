@@ -283,7 +283,7 @@ async fn bad_input_gets_a_stable_error_code_and_changes_nothing() {
         a,
         None,
         StatusCode::METHOD_NOT_ALLOWED,
-        BadRequest,
+        MethodNotAllowed,
     )
     .await;
     raw.expect(

@@ -1,62 +1,153 @@
 //! Extractors that answer bad input with our JSON errors, and the
 //! authentication extractors for each kind of credential.
 
-use axum::extract::rejection::{JsonRejection, QueryRejection};
+use axum::body::Body;
+use axum::extract::rejection::QueryRejection;
 use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::request::Parts;
-use axum::http::{StatusCode, header};
+use axum::http::{HeaderMap, header};
 use drover_wire::{ErrorCode, PROTOCOL_HEADER, PROTOCOL_VERSION};
+use futures_util::StreamExt as _;
 use serde::de::DeserializeOwned;
+use tokio::sync::OwnedSemaphorePermit;
 
-use super::AppState;
+use super::error::overloaded;
+use super::{AppState, MAX_BODY_BYTES};
 use crate::error::Error;
 use crate::ids::{RuntimeId, Secret};
 use crate::store::{Member, Principal, RunnerAuth};
 
-/// `axum::Json`, with rejections mapped to BAD_REQUEST / PAYLOAD_TOO_LARGE.
+/// A JSON object body, read within the body budget and the body timeout.
+/// Refusals: BAD_REQUEST (not JSON, not an object, wrong shape),
+/// PAYLOAD_TOO_LARGE, OVERLOADED (the budget is spent), REQUEST_TIMEOUT.
 pub struct Json<T>(pub T);
 
-impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for Json<T> {
+impl<T: DeserializeOwned> FromRequest<AppState> for Json<T> {
     type Rejection = Error;
 
-    async fn from_request(req: Request, state: &S) -> Result<Self, Error> {
-        match axum::Json::<T>::from_request(req, state).await {
-            Ok(axum::Json(v)) => Ok(Self(v)),
-            Err(rejection) => Err(json_rejection(rejection)),
+    async fn from_request(req: Request, state: &AppState) -> Result<Self, Error> {
+        if !json_content_type(req.headers()) {
+            return Err(Error::bad_request(
+                "expected a request with Content-Type: application/json",
+            ));
         }
+        let (bytes, _permit) = read_body(req, state).await?;
+        parse_object(&bytes).map(Self)
     }
 }
 
-fn json_rejection(rejection: JsonRejection) -> Error {
-    if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
-        Error::api(ErrorCode::PayloadTooLarge, "the request body is too large")
-    } else {
-        Error::bad_request(rejection.body_text())
-    }
-}
-
-/// A JSON body that may be absent (an empty body means `T::default()`).
+/// A JSON object body that may be absent (an empty body means `T::default()`).
 pub struct OptionalJson<T>(pub T);
 
-impl<S: Send + Sync, T: DeserializeOwned + Default> FromRequest<S> for OptionalJson<T> {
+impl<T: DeserializeOwned + Default> FromRequest<AppState> for OptionalJson<T> {
     type Rejection = Error;
 
-    async fn from_request(req: Request, state: &S) -> Result<Self, Error> {
-        let bytes = axum::body::Bytes::from_request(req, state)
-            .await
-            .map_err(|r| {
-                if r.status() == StatusCode::PAYLOAD_TOO_LARGE {
-                    Error::api(ErrorCode::PayloadTooLarge, "the request body is too large")
-                } else {
-                    Error::bad_request(r.body_text())
-                }
-            })?;
+    async fn from_request(req: Request, state: &AppState) -> Result<Self, Error> {
+        let (bytes, _permit) = read_body(req, state).await?;
         if bytes.iter().all(u8::is_ascii_whitespace) {
             return Ok(Self(T::default()));
         }
-        serde_json::from_slice(&bytes)
-            .map(Self)
-            .map_err(|e| Error::bad_request(format!("invalid JSON body: {e}")))
+        parse_object(&bytes).map(Self)
+    }
+}
+
+/// Reads a body of at most `limit` bytes into one buffer (of the announced
+/// size, when there is one), dropping each chunk as it is copied: a slow
+/// body then holds its own buffer only, not the connection buffers its
+/// chunks were cut from (one allocation, returned whole when it ends).
+async fn collect(body: Body, limit: usize, announced: bool) -> Result<Vec<u8>, Error> {
+    let mut chunks = body.into_data_stream();
+    let mut buf = Vec::with_capacity(if announced { limit } else { 8 * 1024 });
+    while let Some(chunk) = chunks.next().await {
+        let chunk = chunk.map_err(|e| Error::bad_request(format!("reading the body: {e}")))?;
+        if buf.len() + chunk.len() > limit {
+            return Err(Error::api(
+                ErrorCode::PayloadTooLarge,
+                "the request body is too large",
+            ));
+        }
+        buf.extend_from_slice(&chunk);
+    }
+    Ok(buf)
+}
+
+/// `application/json` or `application/<anything>+json`, any parameters.
+fn json_content_type(headers: &HeaderMap) -> bool {
+    let Some(value) = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+    else {
+        return false;
+    };
+    let essence = value.split(';').next().unwrap_or("").trim();
+    let Some((kind, subtype)) = essence.split_once('/') else {
+        return false;
+    };
+    kind.eq_ignore_ascii_case("application")
+        && (subtype.eq_ignore_ascii_case("json") || subtype.to_ascii_lowercase().ends_with("+json"))
+}
+
+/// Every request body is a JSON object: serde would also take an array
+/// (`[null, null]`) for a struct, field by field.
+fn parse_object<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, Error> {
+    if bytes.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
+        return Err(Error::bad_request("the request body must be a JSON object"));
+    }
+    serde_json::from_slice(bytes).map_err(|e| Error::bad_request(format!("invalid JSON body: {e}")))
+}
+
+/// Bodies up to this size (a runner's log chunk is at most 64 KiB of text,
+/// before JSON escapes) do not take from the body budget.
+const SMALL_BODY_BYTES: usize = 128 * 1024;
+
+/// The whole body. A large one holds its share of the body budget while it
+/// is read and parsed: as many bytes as it announces (`Content-Length`), or
+/// the largest body accepted when it does not say. Bodies over the budget
+/// are refused at once (they would pin memory while their senders dawdle);
+/// a body that does not arrive within the body timeout is refused too.
+async fn read_body(
+    req: Request,
+    state: &AppState,
+) -> Result<(Vec<u8>, Option<OwnedSemaphorePermit>), Error> {
+    let too_large = || Error::api(ErrorCode::PayloadTooLarge, "the request body is too large");
+    let length = req.headers().get(header::CONTENT_LENGTH);
+    let announced = match length {
+        None => MAX_BODY_BYTES,
+        Some(v) => v
+            .to_str()
+            .ok()
+            .and_then(|v| v.parse::<usize>().ok())
+            .ok_or_else(|| Error::bad_request("malformed Content-Length"))?,
+    };
+    let has_length = length.is_some();
+    if announced > MAX_BODY_BYTES {
+        return Err(too_large());
+    }
+    // Small bodies (a heartbeat, a submit) are bounded by the connection
+    // cap, like the connections' own buffers: taking from the budget, they
+    // would be refused whenever big slow uploads have spent it.
+    let permit = if announced <= SMALL_BODY_BYTES {
+        None
+    } else {
+        let permit = state
+            .limits
+            .body_bytes
+            .clone()
+            .try_acquire_many_owned(announced as u32)
+            .map_err(|_| overloaded("too many large request bodies in flight"))?;
+        Some(permit)
+    };
+    let read = collect(req.into_body(), announced, has_length);
+    match tokio::time::timeout(state.limits.body_timeout, read).await {
+        Ok(Ok(bytes)) => Ok((bytes, permit)),
+        Ok(Err(e)) => Err(e),
+        Err(_) => Err(Error::api(
+            ErrorCode::RequestTimeout,
+            format!(
+                "the request body did not arrive within {} ms",
+                state.limits.body_timeout.as_millis()
+            ),
+        )),
     }
 }
 

@@ -13,10 +13,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
-use axum::extract::DefaultBodyLimit;
-use axum::response::Response;
+use axum::extract::{DefaultBodyLimit, Request, State};
+use axum::http::{Method, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse as _, Response};
 use drover_wire::ErrorCode;
-use tokio::sync::watch;
+use tokio::sync::{Semaphore, watch};
 
 use crate::clock::Clock;
 use crate::dispatch::{Hub, Signal};
@@ -38,7 +40,36 @@ pub struct AppState {
     pub replica: Arc<str>,
     /// Runner credentials seen recently (see `runner_cache`).
     pub runners: Arc<RunnerCache>,
+    /// What requests in flight may hold.
+    pub limits: Arc<RequestLimits>,
 }
+
+/// Bounds on what requests in flight hold, so that a crowd of slow or
+/// heavy callers is answered `503 OVERLOADED` instead of taking the
+/// coordinator's memory or its database connections from everyone else.
+pub struct RequestLimits {
+    /// Bytes of large request bodies being read (one permit a byte, taken
+    /// as announced by `Content-Length`, before reading; see `extract`).
+    pub body_bytes: Arc<Semaphore>,
+    /// Longest a request body may take to arrive.
+    pub body_timeout: Duration,
+    /// Member API reads (`GET`) being served. The runner protocol is not
+    /// counted, so leases and heartbeats keep their pace under a read storm.
+    pub reads: Arc<Semaphore>,
+}
+
+impl RequestLimits {
+    pub fn new(body_bytes: usize, body_timeout: Duration, reads: usize) -> Self {
+        Self {
+            body_bytes: Arc::new(Semaphore::new(body_bytes)),
+            body_timeout,
+            reads: Arc::new(Semaphore::new(reads)),
+        }
+    }
+}
+
+/// How long a read waits for its turn before it is answered OVERLOADED.
+const READ_QUEUE_WAIT: Duration = Duration::from_millis(250);
 
 impl AppState {
     pub fn now(&self) -> i64 {
@@ -90,23 +121,89 @@ async fn not_found() -> Response {
 }
 
 async fn method_not_allowed() -> Response {
-    let mut r = error::error_response(
-        ErrorCode::BadRequest,
+    error::error_response(
+        ErrorCode::MethodNotAllowed,
         "method not allowed on this route".into(),
-    );
-    *r.status_mut() = axum::http::StatusCode::METHOD_NOT_ALLOWED;
+    )
+}
+
+/// Sheds member reads beyond the limit: a short wait for a turn, then
+/// `503 OVERLOADED` with `Retry-After`, instead of queueing for the
+/// database until its pool times out.
+async fn limit_reads(State(st): State<AppState>, req: Request, next: Next) -> Response {
+    if !matches!(*req.method(), Method::GET | Method::HEAD) {
+        return next.run(req).await;
+    }
+    let turn = tokio::time::timeout(READ_QUEUE_WAIT, st.limits.reads.clone().acquire_owned());
+    let Ok(Ok(_permit)) = turn.await else {
+        return error::overloaded("too many requests in flight").into_response();
+    };
+    next.run(req).await
+}
+
+/// Puts every error that did not come from our handlers (an extractor's
+/// rejection, say a path that is not UTF-8) in the JSON envelope, keeping
+/// its status and text.
+async fn envelope_errors(req: Request, next: Next) -> Response {
+    let response = next.run(req).await;
+    let status = response.status();
+    let is_json = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(b"application/json"));
+    if !(status.is_client_error() || status.is_server_error()) || is_json {
+        return response;
+    }
+    let (parts, body) = response.into_parts();
+    let text = axum::body::to_bytes(body, 64 * 1024)
+        .await
+        .map(|b| String::from_utf8_lossy(&b).trim().to_owned())
+        .unwrap_or_default();
+    let message = if text.is_empty() {
+        status.canonical_reason().unwrap_or("error").to_owned()
+    } else {
+        text
+    };
+    let mut r = error::error_response(error::code_of(status), message);
+    *r.status_mut() = status;
+    for name in [header::ALLOW, header::RETRY_AFTER, header::CONNECTION] {
+        if let Some(v) = parts.headers.get(&name) {
+            r.headers_mut().insert(name, v.clone());
+        }
+    }
     r
 }
 
-pub fn router(state: AppState) -> Router {
+/// For connections in the connection cap's reserve: the runner protocol,
+/// and `503 OVERLOADED` for everything else.
+pub fn runner_router(state: AppState) -> Router {
+    async fn overloaded() -> Response {
+        error::overloaded("too many connections; only the runner protocol is served on this one")
+            .into_response()
+    }
     Router::new()
+        .merge(protocol::router())
+        .fallback(overloaded)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .layer(middleware::from_fn(envelope_errors))
+        .with_state(state)
+}
+
+pub fn router(state: AppState) -> Router {
+    // The member API: its reads are limited (see `limit_reads`).
+    let member_api = Router::new()
         .merge(jobs::router())
         .merge(runtimes::router())
         .merge(runners::router())
+        .route_layer(middleware::from_fn_with_state(state.clone(), limit_reads));
+    Router::new()
+        .merge(member_api)
         .merge(protocol::router())
         .merge(docs::router())
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .layer(middleware::from_fn(envelope_errors))
         .with_state(state)
 }

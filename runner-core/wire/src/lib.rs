@@ -9,6 +9,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+pub mod integer;
+
 /// Version of the runner wire protocol (`/v1/runner/...`), sent by runners in
 /// the [`PROTOCOL_HEADER`] header. The coordinator refuses versions it does not speak.
 pub const PROTOCOL_VERSION: u32 = 1;
@@ -124,6 +126,13 @@ pub enum ErrorCode {
     BudgetExceeded,
     /// The runner speaks a protocol version the coordinator does not.
     UnsupportedProtocol,
+    /// The coordinator is busy (too many requests, connections or bodies in
+    /// flight); try again after the `Retry-After` header's seconds.
+    Overloaded,
+    /// The route exists, but not with this method.
+    MethodNotAllowed,
+    /// The request body did not arrive in time.
+    RequestTimeout,
     /// Something failed inside the coordinator; details are in its log only.
     Internal,
     #[serde(other)]
@@ -145,6 +154,9 @@ impl ErrorCode {
             Self::PayloadTooLarge => "PAYLOAD_TOO_LARGE",
             Self::BudgetExceeded => "BUDGET_EXCEEDED",
             Self::UnsupportedProtocol => "UNSUPPORTED_PROTOCOL",
+            Self::Overloaded => "OVERLOADED",
+            Self::MethodNotAllowed => "METHOD_NOT_ALLOWED",
+            Self::RequestTimeout => "REQUEST_TIMEOUT",
             Self::Internal => "INTERNAL",
             Self::Unknown => "UNKNOWN",
         }
@@ -234,11 +246,19 @@ pub struct SubmitJob {
     /// Capabilities or labels a runner must have: `docker`, `gpu`, `os=linux`, ...
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub requires: Vec<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "integer::optional"
+    )]
     pub timeout_seconds: Option<u64>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "integer::required")]
     pub priority: i32,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "integer::optional"
+    )]
     pub max_attempts: Option<u32>,
     /// Run inside this container image (implies `requires: ["docker"]`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -326,7 +346,11 @@ pub struct RuntimeList {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct CreateJoinToken {
     /// Lifetime of the token; default one day, at most thirty.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "integer::optional"
+    )]
     pub ttl_seconds: Option<u64>,
 }
 
@@ -436,6 +460,7 @@ pub struct HelloResponse {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct LeaseRequest {
     /// How long the coordinator may hold the request open waiting for a job.
+    #[serde(deserialize_with = "integer::required")]
     pub wait_ms: u64,
 }
 
@@ -477,6 +502,7 @@ pub struct LeasedJob {
 #[derive(Serialize, Deserialize, Debug, Clone)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Heartbeat {
+    #[serde(deserialize_with = "integer::required")]
     pub wait_ms: u64,
 }
 
@@ -499,6 +525,7 @@ pub enum LogStream {
 #[derive(Serialize, Deserialize, Debug, Clone)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct LogChunk {
+    #[serde(deserialize_with = "integer::required")]
     pub seq: u64,
     pub stream: LogStream,
     pub data: String,
@@ -518,7 +545,11 @@ pub enum Outcome {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Complete {
     pub outcome: Outcome,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "integer::optional"
+    )]
     pub exit_code: Option<i32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
@@ -545,6 +576,7 @@ pub struct CompleteResponse {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct SetBudget {
     /// Runner-seconds the workspace may spend; `null` removes the limit.
+    #[serde(default, deserialize_with = "integer::optional")]
     pub limit_seconds: Option<u64>,
 }
 

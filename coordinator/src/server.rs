@@ -1,0 +1,391 @@
+//! The HTTP/1.1 accept loop: hyper under the axum router, with what
+//! `axum::serve` lacks against hostile or heavy load. A connection cap below
+//! the open-files limit (connections past it are answered 503 and closed at
+//! once; its last tenth serves only the runner protocol, so a flood of member
+//! connections cannot keep runners out), a header timeout (which also ends
+//! idle keep-alive connections), and a shutdown deadline. Body timeouts and
+//! budgets live in `http::extract`.
+
+use std::io;
+use std::pin::{Pin, pin};
+use std::sync::Arc;
+use std::task::{Context, Poll, ready};
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use hyper::server::conn::http1;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::service::TowerToHyperService;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{Semaphore, watch};
+
+/// File descriptors kept for everything but client connections: the
+/// database pools, the listener, log and database files.
+const RESERVED_FDS: u64 = 128;
+
+/// Largest request head (request line and headers), and so the most a
+/// connection's read buffer grows to.
+const MAX_HEAD_BYTES: usize = 64 * 1024;
+
+/// What the server lets connections do. Flags and defaults are in `main.rs`.
+#[derive(Debug, Clone)]
+pub struct ServeLimits {
+    /// Open connections at most; more are answered 503 and closed.
+    pub max_connections: usize,
+    /// A request's head must arrive within this, counted from when the
+    /// connection opens or its previous response was sent: so it is also
+    /// how long an idle keep-alive connection stays open.
+    pub header_timeout: Duration,
+    /// A request body must arrive within this.
+    pub body_timeout: Duration,
+    /// Bytes of large request bodies held in memory at once, across requests.
+    pub body_memory: usize,
+    /// Member API reads served at once; more wait briefly, then get 503.
+    pub max_reads: usize,
+    /// After a shutdown signal, in-flight requests get this long; then the
+    /// process exits whatever is still open.
+    pub shutdown_timeout: Duration,
+}
+
+impl Default for ServeLimits {
+    fn default() -> Self {
+        Self {
+            max_connections: 10_000,
+            header_timeout: Duration::from_secs(10),
+            body_timeout: Duration::from_secs(30),
+            body_memory: 64 * 1024 * 1024,
+            max_reads: 16,
+            shutdown_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+/// Raises the soft open-files limit to the hard one (or sets it to `want`),
+/// and returns the limit now in force.
+pub fn set_open_files_limit(want: Option<u64>) -> u64 {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit/setrlimit read or write the struct we pass, nothing else.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) != 0 {
+            return 1024;
+        }
+        let target = want.map_or(limit.rlim_max, |w| w.min(limit.rlim_max));
+        if target != limit.rlim_cur {
+            let wanted = libc::rlimit {
+                rlim_cur: target,
+                rlim_max: limit.rlim_max,
+            };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &wanted) == 0 {
+                limit.rlim_cur = target;
+            } else {
+                tracing::warn!(
+                    error = %io::Error::last_os_error(),
+                    "could not change the open-files limit"
+                );
+            }
+        }
+    }
+    limit.rlim_cur
+}
+
+/// The connection cap that fits under `open_files`, at most `wanted`.
+pub fn connection_cap(wanted: usize, open_files: u64) -> usize {
+    let reserve = RESERVED_FDS.min(open_files / 2);
+    let fits = open_files.saturating_sub(reserve).max(1);
+    wanted
+        .min(usize::try_from(fits).unwrap_or(usize::MAX))
+        .max(1)
+}
+
+/// What a connection is served: everything, or (in the connection cap's
+/// last tenth) only the runner protocol.
+pub struct Routers {
+    pub all: Router,
+    pub runners_only: Router,
+}
+
+/// Serves on `listener` until `shutdown` resolves. Then: stops accepting,
+/// flips `stop` (long-polls answer at once, idle connections close), and
+/// waits for open connections up to the shutdown deadline. Returns when the
+/// shutdown began.
+pub async fn serve(
+    listener: TcpListener,
+    routers: Routers,
+    limits: &ServeLimits,
+    shutdown: impl Future<Output = ()>,
+    stop: &watch::Sender<bool>,
+) -> tokio::time::Instant {
+    let slots = Arc::new(Semaphore::new(limits.max_connections));
+    let reserved_for_runners = limits.max_connections / 10;
+    let mut http = http1::Builder::new();
+    http.timer(TokioTimer::new())
+        .header_read_timeout(limits.header_timeout)
+        .max_buf_size(MAX_HEAD_BYTES);
+    // A reserved slot serves one request, then is free for the next runner.
+    let mut one_request = http.clone();
+    one_request.keep_alive(false);
+    let (http, one_request) = (Arc::new(http), Arc::new(one_request));
+    let mut shutdown = pin!(shutdown);
+    let mut last_shed_warning: Option<Instant> = None;
+    loop {
+        let (tcp, _peer) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(a) => a,
+                Err(e) => {
+                    // Out of file descriptors or memory, or the peer gave up
+                    // already: pause rather than spin.
+                    tracing::error!(error = %e, "accept error");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            _ = &mut shutdown => break,
+        };
+        let Ok(slot) = slots.clone().try_acquire_owned() else {
+            shed(tcp);
+            if last_shed_warning.is_none_or(|t| t.elapsed() >= Duration::from_secs(1)) {
+                last_shed_warning = Some(Instant::now());
+                tracing::warn!(
+                    max = limits.max_connections,
+                    "too many connections; answering new ones 503"
+                );
+            }
+            continue;
+        };
+        // No Nagle delay on small responses (a lease, a complete).
+        let _ = tcp.set_nodelay(true);
+        // Each connection shares the router instead of rebuilding its route
+        // table (about 10 KB per idle long-poll).
+        let (http, router) = if slots.available_permits() < reserved_for_runners {
+            (one_request.clone(), &routers.runners_only)
+        } else {
+            (http.clone(), &routers.all)
+        };
+        let service = TowerToHyperService::new(router.clone());
+        let mut stopping = stop.subscribe();
+        tokio::spawn(async move {
+            let io = TokioIo::new(EnvelopedErrors::new(tcp));
+            let mut conn = pin!(http.serve_connection(io, service));
+            let done = tokio::select! {
+                r = conn.as_mut() => Some(r),
+                _ = stopping.wait_for(|s| *s) => None,
+            };
+            let result = match done {
+                Some(r) => r,
+                None => {
+                    // Finish the request in flight, if any, then close.
+                    conn.as_mut().graceful_shutdown();
+                    conn.await
+                }
+            };
+            if let Err(e) = result {
+                tracing::debug!(error = %e, "connection ended with an error");
+            }
+            drop(slot);
+        });
+    }
+    let stopping = tokio::time::Instant::now();
+    drop(listener);
+    let _ = stop.send(true);
+    let open = limits.max_connections - slots.available_permits();
+    if open > 0 {
+        tracing::info!(connections = open, "waiting for open connections");
+    }
+    let all = u32::try_from(limits.max_connections).unwrap_or(u32::MAX);
+    let closed = tokio::time::timeout(limits.shutdown_timeout, slots.acquire_many(all)).await;
+    if closed.is_err() {
+        tracing::warn!(
+            connections = limits.max_connections - slots.available_permits(),
+            "connections still open at the shutdown deadline; closing them"
+        );
+    }
+    stopping
+}
+
+/// Over the connection cap: a 503 if the socket takes it at once, then close.
+fn shed(tcp: TcpStream) {
+    let body = format!(
+        r#"{{"error":{{"code":"OVERLOADED","message":"too many connections; retry after {} s"}}}}"#,
+        crate::http::error::RETRY_AFTER_SECONDS
+    );
+    let response = format!(
+        "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\ncontent-length: {}\r\nretry-after: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len(),
+        crate::http::error::RETRY_AFTER_SECONDS
+    );
+    let _ = tcp.try_write(response.as_bytes());
+}
+
+/// A connection whose bare error responses get the JSON envelope. Hyper
+/// answers a request it cannot parse (a bad `Content-Length`, a path that
+/// is not ASCII, headers too large) itself, with an empty body, and then
+/// closes the connection; this puts `{"error":{code,message}}` in that body.
+struct EnvelopedErrors {
+    inner: TcpStream,
+    /// A rewritten response still to be written, and how much of it was.
+    pending: Vec<u8>,
+    written: usize,
+}
+
+impl EnvelopedErrors {
+    fn new(inner: TcpStream) -> Self {
+        Self {
+            inner,
+            pending: Vec::new(),
+            written: 0,
+        }
+    }
+
+    fn poll_pending(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        while self.written < self.pending.len() {
+            let n =
+                ready!(Pin::new(&mut self.inner).poll_write(cx, &self.pending[self.written..]))?;
+            if n == 0 {
+                return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
+            }
+            self.written += n;
+        }
+        self.pending.clear();
+        self.written = 0;
+        Poll::Ready(Ok(()))
+    }
+}
+
+/// The enveloped version of hyper's own bodiless error response, if `buf`
+/// holds one: `HTTP/1.1 4xx …` with `content-length: 0`. Our handlers never
+/// answer an error without a body.
+fn envelope_bare_error(buf: &[u8]) -> Option<Vec<u8>> {
+    let head_end = buf.windows(4).position(|w| w == b"\r\n\r\n")? + 2;
+    let head = std::str::from_utf8(&buf[..head_end]).ok()?;
+    let status_line = head.lines().next()?;
+    let status: u16 = status_line
+        .strip_prefix("HTTP/1.1 ")?
+        .get(..3)?
+        .parse()
+        .ok()?;
+    if !(400..500).contains(&status) {
+        return None;
+    }
+    let mut lines = head.split("\r\n").filter(|l| !l.is_empty());
+    lines.next();
+    let headers: Vec<&str> = lines.collect();
+    let bare = headers
+        .iter()
+        .any(|h| h.eq_ignore_ascii_case("content-length: 0"));
+    if !bare {
+        return None;
+    }
+    let status = axum::http::StatusCode::from_u16(status).ok()?;
+    let message = match status.as_u16() {
+        431 => "the request headers are too large",
+        414 => "the request path is too long",
+        _ => "malformed HTTP request (request line, path or headers)",
+    };
+    let body = serde_json::to_vec(&drover_wire::ErrorBody {
+        error: drover_wire::ErrorDetail {
+            code: crate::http::error::code_of(status),
+            message: message.into(),
+        },
+    })
+    .ok()?;
+    let mut out = Vec::with_capacity(head_end + body.len() + 128);
+    out.extend_from_slice(status_line.as_bytes());
+    out.extend_from_slice(b"\r\ncontent-type: application/json\r\n");
+    out.extend_from_slice(format!("content-length: {}\r\n", body.len()).as_bytes());
+    for h in headers
+        .iter()
+        .filter(|h| !h.to_ascii_lowercase().starts_with("content-length:"))
+    {
+        out.extend_from_slice(h.as_bytes());
+        out.extend_from_slice(b"\r\n");
+    }
+    out.extend_from_slice(b"\r\n");
+    out.extend_from_slice(&body);
+    out.extend_from_slice(&buf[head_end + 2..]);
+    Some(out)
+}
+
+impl AsyncRead for EnvelopedErrors {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for EnvelopedErrors {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let this = &mut *self;
+        ready!(this.poll_pending(cx))?;
+        if buf.starts_with(b"HTTP/1.1 4")
+            && let Some(enveloped) = envelope_bare_error(buf)
+        {
+            this.pending = enveloped;
+            // Taken whole; what is not written yet is written on flush.
+            if let Poll::Ready(Err(e)) = this.poll_pending(cx) {
+                return Poll::Ready(Err(e));
+            }
+            return Poll::Ready(Ok(buf.len()));
+        }
+        Pin::new(&mut this.inner).poll_write(cx, buf)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        ready!(self.poll_pending(cx))?;
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        ready!(self.poll_pending(cx))?;
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bare_errors_get_the_envelope_and_others_pass() {
+        let bare = b"HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\ndate: Mon, 30 Nov 2026 00:00:00 GMT\r\n\r\n";
+        let out = String::from_utf8(envelope_bare_error(bare).expect("rewritten")).unwrap();
+        let (head, body) = out.split_once("\r\n\r\n").unwrap();
+        assert!(head.starts_with("HTTP/1.1 400 Bad Request\r\n"), "{head}");
+        assert!(head.contains("content-type: application/json"), "{head}");
+        assert!(
+            head.contains(&format!("content-length: {}", body.len())),
+            "{head}"
+        );
+        assert!(head.contains("date: Mon"), "{head}");
+        let v: serde_json::Value = serde_json::from_str(body).unwrap();
+        assert_eq!(v["error"]["code"], "BAD_REQUEST");
+
+        let too_large =
+            b"HTTP/1.1 431 Request Header Fields Too Large\r\ncontent-length: 0\r\n\r\n";
+        let out = String::from_utf8(envelope_bare_error(too_large).unwrap()).unwrap();
+        assert!(out.contains("PAYLOAD_TOO_LARGE"), "{out}");
+
+        let with_body = b"HTTP/1.1 404 Not Found\r\ncontent-type: application/json\r\ncontent-length: 2\r\n\r\n{}";
+        assert!(envelope_bare_error(with_body).is_none());
+        assert!(
+            envelope_bare_error(b"HTTP/1.1 204 No Content\r\ncontent-length: 0\r\n\r\n").is_none()
+        );
+    }
+
+    #[test]
+    fn the_connection_cap_fits_under_the_open_files_limit() {
+        assert_eq!(connection_cap(10_000, 1_048_576), 10_000);
+        assert_eq!(connection_cap(10_000, 1024), 1024 - 128);
+        assert_eq!(connection_cap(10_000, 100), 50);
+    }
+}
