@@ -6,6 +6,7 @@
 #  2. drover-bench BENCH_SECTION=fleet: drains by 1/8/64 protocol-level
 #     runners, open-loop arrivals at 200 and 1,000 jobs/s, idle fleets of
 #     1,000 and 10,000 runners (SQLite NORMAL and FULL, PostgreSQL);
+#     then bench/burst.py: memory during and after stalled uploads;
 #  3. the peers on the same workloads (bench/peers/run.sh: Celery + Redis,
 #     graphile-worker, Temporal; installed from the registries), and the
 #     ratios Drover ÷ peer (bench/compare.py).
@@ -36,6 +37,10 @@ out="bench/results/$stamp.md"
   echo "## Fleet: protocol-level drains, open loop, idle fleets"
   echo
   BENCH_SECTION=fleet target/release/drover-bench
+  echo
+  echo "## Memory under a burst of stalled uploads (bench/burst.py)"
+  echo
+  python3 bench/burst.py
 } | tee "$out"
 if [ "${BENCH_PEERS:-1}" != 0 ]; then
   step "peers"
