@@ -17,6 +17,7 @@ pub fn status_of(code: ErrorCode) -> StatusCode {
         ErrorCode::NotFound | ErrorCode::NoRunners => StatusCode::NOT_FOUND,
         ErrorCode::Conflict | ErrorCode::LeaseLost => StatusCode::CONFLICT,
         ErrorCode::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+        ErrorCode::LeaseLimit => StatusCode::TOO_MANY_REQUESTS,
         ErrorCode::CapabilityMismatch => StatusCode::UNPROCESSABLE_ENTITY,
         ErrorCode::Internal | ErrorCode::Unknown => StatusCode::INTERNAL_SERVER_ERROR,
     }

@@ -62,6 +62,8 @@ pub struct RunnerAuth {
     pub runtime_id: RuntimeId,
     /// Labels and detected capabilities, as of authentication.
     pub capabilities: Vec<String>,
+    /// Leases (and lease long-polls) it may have at once, as of its last hello.
+    pub slots: u32,
 }
 
 #[derive(Debug, Clone)]
@@ -189,7 +191,7 @@ impl Store {
             })
             .transpose()?,
             TokenKind::Runner => sqlx::query(
-                "SELECT r.id, r.runtime_id, r.labels, r.detected FROM tokens t JOIN runners r ON r.id = t.subject_id
+                "SELECT r.id, r.runtime_id, r.labels, r.detected, r.slots FROM tokens t JOIN runners r ON r.id = t.subject_id
                  WHERE t.hash = $1 AND t.kind = 'runner' AND r.revoked_at IS NULL",
             )
             .bind(&hash)
@@ -202,6 +204,7 @@ impl Store {
                     runner_id: RunnerId::from_db(row.try_get("id")?),
                     runtime_id: RuntimeId::from_db(row.try_get("runtime_id")?),
                     capabilities: super::pools::capabilities(&labels, &detected)?,
+                    slots: u32::try_from(row.try_get::<i64, _>("slots")?).unwrap_or(1),
                 }))
             })
             .transpose()?,

@@ -23,6 +23,7 @@ mod tests;
 
 use std::str::FromStr;
 use std::sync::Arc;
+use std::sync::atomic::AtomicI64;
 use std::time::Duration;
 
 use sqlx::any::AnyPoolOptions;
@@ -66,6 +67,23 @@ pub struct Dialect {
     /// Keep the rows read from changing until commit (a lease's runners:
     /// a revoke waits for the lease, then releases what it leased).
     lock_share: &'static str,
+    /// The database's clock in Unix milliseconds, where lease times are
+    /// computed (see [`Dialect::now`]); `None`: the coordinator's.
+    db_clock: Option<&'static str>,
+}
+
+impl Dialect {
+    /// "Now" for lease times, in SQL, given the placeholder bound to the
+    /// coordinator's clock. SQLite has one coordinator, so its clock is the
+    /// clock. Replicas on PostgreSQL use the database's, so a replica whose
+    /// clock is off can neither expire a live lease early nor keep a dead
+    /// one. (The placeholder stays bound either way, for its numbering.)
+    fn now(&self, param: &str) -> String {
+        match self.db_clock {
+            Some(clock) => format!("COALESCE({clock}, {param})"),
+            None => param.to_owned(),
+        }
+    }
 }
 
 const SQLITE: Dialect = Dialect {
@@ -76,6 +94,7 @@ const SQLITE: Dialect = Dialect {
     lock_job_row: "",
     lock_for_update: "",
     lock_share: "",
+    db_clock: None,
 };
 const POSTGRES: Dialect = Dialect {
     backend: Backend::Postgres,
@@ -85,6 +104,7 @@ const POSTGRES: Dialect = Dialect {
     lock_job_row: "FOR UPDATE OF j",
     lock_for_update: "FOR UPDATE",
     lock_share: "FOR SHARE",
+    db_clock: Some("CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT)"),
 };
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -117,6 +137,9 @@ pub struct Store {
     batches: Option<Arc<Batches>>,
     /// Background tasks end once every clone of the store is gone.
     alive: Arc<()>,
+    /// This coordinator's clock minus the database's (PostgreSQL), as last
+    /// measured by `expire_leases`.
+    clock_offset: Arc<AtomicI64>,
 }
 
 struct Batches {
@@ -223,6 +246,7 @@ impl Store {
                 url: url.to_owned(),
                 batches: None,
                 alive: Arc::default(),
+                clock_offset: Arc::default(),
             };
             checkpoint_in_background(
                 with_param(url, "mode=rw"),
@@ -244,6 +268,7 @@ impl Store {
                 url: url.to_owned(),
                 batches: None,
                 alive: Arc::default(),
+                clock_offset: Arc::default(),
             }
             .with_batches(4))
         } else {
