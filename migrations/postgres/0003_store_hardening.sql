@@ -25,6 +25,6 @@ CREATE TABLE idempotency_keys (
     request_hash  TEXT NOT NULL,
     job_id        TEXT NOT NULL,
     created_at    BIGINT NOT NULL,
-    PRIMARY KEY (member_id, key_hash)
+    PRIMARY KEY (key_hash, member_id)
 );
 CREATE INDEX idempotency_keys_by_age ON idempotency_keys (created_at);

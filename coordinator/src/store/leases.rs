@@ -17,6 +17,7 @@ use super::pools::capabilities;
 use super::{
     Backend, Dialect, Store, Writer, bind_all, bind_all_query, json_list, one, placeholders,
 };
+use crate::batch::BatchError;
 use crate::caps;
 use crate::error::{Error, Result};
 use crate::ids::{JobId, LeaseId, RunnerId, RuntimeId};
@@ -316,7 +317,7 @@ impl Store {
     pub(super) async fn lease_batch(
         &self,
         reqs: &[LeaseRequest],
-    ) -> Result<Vec<Result<LeaseAttempt>>> {
+    ) -> Result<Vec<Result<LeaseAttempt>>, BatchError> {
         let d: &Dialect = self.dialect;
         let now = reqs.iter().map(|r| r.now).max().unwrap_or_default();
         let ttl_ms = reqs.iter().map(|r| r.ttl_ms).max().unwrap_or_default();
@@ -577,8 +578,10 @@ impl Store {
                     .bind(lease.as_str())
                     .bind(reqs[*i].runner.as_str());
             }
-            for row in q.fetch_all(&mut *tx).await? {
-                taken.insert(row.try_get(0)?, row);
+            let rows = q.fetch_all(&mut *tx).await.map_err(|e| tx.write_error(e))?;
+            for row in rows {
+                let lease: String = row.try_get(0).map_err(|e| BatchError::Ambiguous(e.into()))?;
+                taken.insert(lease, row);
             }
         }
         tx.commit().await?;
@@ -737,7 +740,7 @@ impl Store {
     pub(super) async fn complete_batch(
         &self,
         reqs: &[CompleteRequest],
-    ) -> Result<Vec<Result<Completion>>> {
+    ) -> Result<Vec<Result<Completion>>, BatchError> {
         #[derive(FromRow)]
         struct Row {
             id: String,
@@ -872,7 +875,7 @@ impl Store {
                         if sqlx::query("ROLLBACK").execute(&mut **conn).await.is_err() {
                             conn.close_on_drop();
                         }
-                        return Err(e.into());
+                        return Err(BatchError::from_write(e));
                     }
                 }
                 Writer::Tx(t) => {

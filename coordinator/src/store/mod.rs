@@ -14,6 +14,7 @@
 //!   and replicas wake each other through `LISTEN`/`NOTIFY` (see `signals`).
 
 mod identity;
+mod idempotency;
 mod jobs;
 mod leases;
 mod pools;
@@ -29,13 +30,14 @@ use std::time::Duration;
 use sqlx::any::AnyPoolOptions;
 use sqlx::{AnyPool, Executor as _};
 
-use crate::batch::{BatchFn, Batcher};
+use crate::batch::{BatchError, BatchFn, Batcher};
 use crate::error::{Error, Result};
 use jobs::SubmitRequest;
 use leases::{CompleteRequest, LeaseRequest};
 
 pub use identity::{Member, Principal, Role, RunnerAuth};
-pub use jobs::{CancelOutcome, JobSpec, NewJob};
+pub use idempotency::IdempotencyKey;
+pub use jobs::{CancelOutcome, JobSpec, NewJob, Submitted};
 pub use leases::{Completion, LeaseAttempt, Wake};
 pub use pools::{Owner, Placement, RunnerScope};
 pub use signals::Envelope;
@@ -143,7 +145,7 @@ pub struct Store {
 }
 
 struct Batches {
-    submit: Batcher<SubmitRequest, drover_wire::Job>,
+    submit: Batcher<SubmitRequest, Submitted>,
     lease: Batcher<LeaseRequest, LeaseAttempt>,
     complete: Batcher<CompleteRequest, Completion>,
     /// Replica signals (PostgreSQL only; `origin` is always this replica).
@@ -181,11 +183,23 @@ impl std::ops::DerefMut for Writer {
 }
 
 impl Writer {
-    pub(super) async fn commit(self) -> Result<()> {
+    /// Commits (on SQLite each write committed as it ran). A failed COMMIT
+    /// may have committed (see [`BatchError::from_write`]).
+    pub(super) async fn commit(self) -> Result<(), BatchError> {
         if let Self::Tx(tx) = self {
-            tx.commit().await?;
+            tx.commit().await.map_err(BatchError::from_write)?;
         }
         Ok(())
+    }
+
+    /// How a batch failed when its write statement did: inside a
+    /// transaction nothing is written before COMMIT; a SQLite statement
+    /// commits as it runs (or is one `BEGIN … COMMIT` command).
+    pub(super) fn write_error(&self, e: sqlx::Error) -> BatchError {
+        match self {
+            Self::Tx(_) => BatchError::BeforeWrite(e.into()),
+            Self::Held(_) => BatchError::from_write(e),
+        }
     }
 }
 
@@ -282,7 +296,7 @@ impl Store {
     /// Starts the batch writers, `concurrency` batches of each kind at a time.
     fn with_batches(mut self, concurrency: usize) -> Self {
         let inner = self.clone();
-        let submit: BatchFn<SubmitRequest, drover_wire::Job> = Arc::new(move |reqs| {
+        let submit: BatchFn<SubmitRequest, Submitted> = Arc::new(move |reqs| {
             let store = inner.clone();
             Box::pin(async move { store.submit_batch(&reqs).await })
         });
@@ -299,7 +313,13 @@ impl Store {
         let inner = self.clone();
         let publish: BatchFn<(String, Vec<crate::dispatch::Signal>), ()> = Arc::new(move |reqs| {
             let store = inner.clone();
-            Box::pin(async move { store.publish_batch(&reqs).await })
+            // Signals are wakes: one sent twice does no harm.
+            Box::pin(async move {
+                store
+                    .publish_batch(&reqs)
+                    .await
+                    .map_err(BatchError::BeforeWrite)
+            })
         });
         self.batches = Some(Arc::new(Batches {
             submit: Batcher::spawn(MAX_BATCH, concurrency, submit),

@@ -552,7 +552,8 @@ impl Store {
             }
             RuntimeRef::Workspace { workspace, target } => {
                 if workspace.as_ref().is_some_and(|w| {
-                    *w != member.workspace_name && *w != member.workspace_id.as_str()
+                    !w.eq_ignore_ascii_case(&member.workspace_name)
+                        && *w != member.workspace_id.as_str()
                 }) {
                     // Tenant comes from the job, never from the ref.
                     return Err(Error::not_found("no such workspace runtime or runner"));

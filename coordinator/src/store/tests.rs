@@ -57,6 +57,8 @@ impl Fixture {
             .await
             .unwrap();
         let id = RunnerId::parse(&paired.runner.id).unwrap();
+        // Room to ask several times in one batch (one request per slot).
+        self.store.runner_hello(&id, &[], 8, 1).await.unwrap();
         let pool = RuntimeId::parse(&paired.runner.runtime_id).unwrap();
         self.pools.lock().unwrap().insert(id.clone(), pool);
         id
@@ -74,6 +76,7 @@ impl Fixture {
             job,
             placement,
             now: 2,
+            key: None,
         }
     }
 
@@ -94,6 +97,7 @@ impl Fixture {
             .pop()
             .unwrap()
             .unwrap()
+            .job
             .id
     }
 
@@ -277,11 +281,11 @@ async fn one_bad_submit_does_not_fail_its_batch_and_order_is_kept() {
         .unwrap();
     let out = f.store.submit_batch(&[first, pinned, last]).await.unwrap();
     let (j1, j3) = (
-        out[0].as_ref().unwrap().id.clone(),
-        out[2].as_ref().unwrap().id.clone(),
+        out[0].as_ref().unwrap().job.id.clone(),
+        out[2].as_ref().unwrap().job.id.clone(),
     );
     assert_eq!(out[1].as_ref().unwrap_err().code(), ErrorCode::NotFound);
-    assert_eq!(out[0].as_ref().unwrap().state, JobState::Queued);
+    assert_eq!(out[0].as_ref().unwrap().job.state, JobState::Queued);
     let leases = f.lease(&[&a]).await;
     assert_eq!(leased(&leases[0]).0, j1, "FIFO across the batch");
     assert_eq!(leased(&f.lease(&[&a]).await[0]).0, j3);
