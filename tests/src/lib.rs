@@ -128,6 +128,8 @@ pub struct CoordinatorOptions {
     pub backend: Backend,
     /// `full` or `normal` (SQLite only).
     pub sqlite_sync: &'static str,
+    /// Extra environment for the process (e.g. `DROVER_CLOCK_SKEW_MS`).
+    pub env: Vec<(&'static str, String)>,
 }
 
 impl Default for CoordinatorOptions {
@@ -136,6 +138,7 @@ impl Default for CoordinatorOptions {
             lease_ttl_ms: 3000,
             backend: Backend::from_env(),
             sqlite_sync: "full",
+            env: Vec::new(),
         }
     }
 }
@@ -241,6 +244,11 @@ impl Coordinator {
 
     /// Another coordinator process on the same (PostgreSQL) database.
     pub async fn replica(&self) -> Self {
+        self.replica_with(self.options.clone()).await
+    }
+
+    /// A replica with its own options (its TTL, its environment).
+    pub async fn replica_with(&self, options: CoordinatorOptions) -> Self {
         assert_eq!(
             self.options.backend,
             Backend::Postgres,
@@ -254,7 +262,7 @@ impl Coordinator {
             addr: "127.0.0.1:0".into(),
             database: self.database.clone(),
             owned_database: None,
-            options: self.options.clone(),
+            options,
             log,
             dir,
         };
@@ -339,6 +347,7 @@ impl Coordinator {
             .args(["--lease-ttl-ms", &self.options.lease_ttl_ms.to_string()])
             .args(["--sqlite-sync", self.options.sqlite_sync])
             .env("DROVER_LOG", "drover_coordinator=debug,warn")
+            .envs(self.options.env.iter().map(|(k, v)| (*k, v)))
             .stdout(Stdio::piped())
             .stderr(log)
             .spawn()

@@ -71,6 +71,7 @@ async fn coordinator(backend: Backend, sqlite_sync: &'static str) -> Coordinator
         lease_ttl_ms: 20_000,
         backend,
         sqlite_sync,
+        ..Default::default()
     })
     .await
 }
