@@ -161,7 +161,7 @@ async fn slots_in_hello_are_bounded() {
 /// one transaction, it waited for seconds).
 #[tokio::test]
 async fn thousands_of_expiring_leases_do_not_stall_a_submit() {
-    const JOBS: usize = 3000;
+    const JOBS: usize = 6144;
     let mut c = Coordinator::start_with(CoordinatorOptions {
         lease_ttl_ms: 2000,
         ..Default::default()
@@ -170,16 +170,16 @@ async fn thousands_of_expiring_leases_do_not_stall_a_submit() {
     let admin = c.bootstrap("acme", "admin@acme.test");
     let runners: Vec<Client> = {
         let mut v = Vec::new();
-        for i in 0..12 {
+        for i in 0..24 {
             v.push(runner_with_slots(&c, &admin, &format!("r{i}"), 256).await);
         }
         v
     };
-    let submits: Vec<_> = (0..8)
+    let submits: Vec<_> = (0..16)
         .map(|_| {
             let client = admin.client.clone();
             tokio::spawn(async move {
-                for _ in 0..JOBS / 8 {
+                for _ in 0..JOBS / 16 {
                     client
                         .submit(&script_job("self:ws", "true"))
                         .await
@@ -197,7 +197,7 @@ async fn thousands_of_expiring_leases_do_not_stall_a_submit() {
             let r = r.clone();
             tokio::spawn(async move {
                 let mut n = 0;
-                for _ in 0..JOBS / 12 {
+                for _ in 0..JOBS / 24 {
                     n += usize::from(r.lease(Duration::ZERO).await.unwrap().is_some());
                 }
                 n
@@ -247,6 +247,7 @@ async fn thousands_of_expiring_leases_do_not_stall_a_submit() {
             "the leases did not all expire in time"
         );
     }
+    eprintln!("slowest submit while expiring: {slowest:?}, all expired after {:?}", start.elapsed());
     assert!(
         slowest < Duration::from_millis(1500),
         "a submit waited {slowest:?} while leases expired"
