@@ -298,7 +298,11 @@ mod tests {
     #[tokio::test]
     async fn a_batch_that_may_have_written_is_not_run_again() {
         let (out, sizes) = queued_behind_first(Failing::Ambiguously).await;
-        assert_eq!(sizes, vec![1, 3], "no request of the failed batch runs twice");
+        assert_eq!(
+            sizes,
+            vec![1, 3],
+            "no request of the failed batch runs twice"
+        );
         assert_eq!(out[0].as_ref().ok(), Some(&10));
         for r in &out[1..] {
             let e = r.as_ref().unwrap_err();
@@ -311,7 +315,9 @@ mod tests {
     async fn only_a_refusal_by_the_database_is_known_to_have_written_nothing() {
         use sqlx::Connection as _;
         sqlx::any::install_default_drivers();
-        let mut conn = sqlx::AnyConnection::connect("sqlite::memory:").await.unwrap();
+        let mut conn = sqlx::AnyConnection::connect("sqlite::memory:")
+            .await
+            .unwrap();
         sqlx::query("CREATE TABLE t (id INTEGER PRIMARY KEY)")
             .execute(&mut conn)
             .await

@@ -47,7 +47,13 @@ struct Serve {
     lease_ttl_ms: u64,
     /// For tests only: shift this process's clock by this many milliseconds,
     /// to play a replica whose clock is off.
-    #[arg(long, env = "DROVER_CLOCK_SKEW_MS", default_value_t = 0, hide = true, allow_hyphen_values = true)]
+    #[arg(
+        long,
+        env = "DROVER_CLOCK_SKEW_MS",
+        default_value_t = 0,
+        hide = true,
+        allow_hyphen_values = true
+    )]
     clock_skew_ms: i64,
 }
 
@@ -133,7 +139,10 @@ async fn main() -> anyhow::Result<()> {
     match cli.command {
         Command::Serve(s) => {
             if s.clock_skew_ms != 0 {
-                tracing::warn!(ms = s.clock_skew_ms, "this coordinator's clock is shifted (a test option)");
+                tracing::warn!(
+                    ms = s.clock_skew_ms,
+                    "this coordinator's clock is shifted (a test option)"
+                );
                 SystemClock::set_skew_ms(s.clock_skew_ms);
             }
             let config = Config {

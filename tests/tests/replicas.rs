@@ -435,10 +435,14 @@ async fn a_replica_whose_clock_is_ahead_neither_expires_live_leases_nor_keeps_de
         .unwrap();
     let mut ahead = ahead;
     ahead.kill9().await;
-    let requeued = eventually("the silent lease to expire", Duration::from_secs(20), || async {
-        let job = admin.client.job(&job.id).await.unwrap();
-        (job.state == JobState::Queued).then_some(job)
-    })
+    let requeued = eventually(
+        "the silent lease to expire",
+        Duration::from_secs(20),
+        || async {
+            let job = admin.client.job(&job.id).await.unwrap();
+            (job.state == JobState::Queued).then_some(job)
+        },
+    )
     .await;
     assert_eq!(requeued.attempt, 1, "it ran once, and keeps that attempt");
 }

@@ -186,10 +186,7 @@ async fn thousands_of_expiring_leases_do_not_stall_a_submit() {
             let client = admin.client.clone();
             tokio::spawn(async move {
                 for _ in 0..jobs / 16 {
-                    client
-                        .submit(&script_job("self:ws", "true"))
-                        .await
-                        .unwrap();
+                    client.submit(&script_job("self:ws", "true")).await.unwrap();
                 }
             })
         })
@@ -253,7 +250,10 @@ async fn thousands_of_expiring_leases_do_not_stall_a_submit() {
             "the leases did not all expire in time"
         );
     }
-    eprintln!("slowest submit while expiring: {slowest:?}, all expired after {:?}", start.elapsed());
+    eprintln!(
+        "slowest submit while expiring: {slowest:?}, all expired after {:?}",
+        start.elapsed()
+    );
     assert!(
         slowest < Duration::from_millis(1500),
         "a submit waited {slowest:?} while leases expired"
@@ -322,7 +322,9 @@ async fn an_idempotency_key_names_one_job() {
     assert_ne!(bobs.id, first.id);
 
     for bad in ["".to_string(), "k".repeat(256)] {
-        let resp = submit_with_key(&c, &admin.token, &bad, &body).await.unwrap();
+        let resp = submit_with_key(&c, &admin.token, &bad, &body)
+            .await
+            .unwrap();
         assert_eq!(resp.status(), 400, "key of {} characters", bad.len());
     }
     let all = admin.client.jobs(None, 100).await.unwrap().jobs;
@@ -379,7 +381,13 @@ async fn a_failed_bootstrap_leaves_no_workspace_behind() {
     let c = Coordinator::start().await;
     let bad = admin_cli(
         &c,
-        &["bootstrap", "--workspace", "acme", "--email", "not-an-email"],
+        &[
+            "bootstrap",
+            "--workspace",
+            "acme",
+            "--email",
+            "not-an-email",
+        ],
     );
     assert!(!bad.status.success());
     let stderr = String::from_utf8_lossy(&bad.stderr);
@@ -400,7 +408,13 @@ async fn workspace_names_ignore_case_and_never_look_like_ids() {
     for look_alike in ["ACME", "Acme"] {
         let out = admin_cli(
             &c,
-            &["bootstrap", "--workspace", look_alike, "--email", "x@evil.test"],
+            &[
+                "bootstrap",
+                "--workspace",
+                look_alike,
+                "--email",
+                "x@evil.test",
+            ],
         );
         assert!(!out.status.success(), "{look_alike} was created");
         let stderr = String::from_utf8_lossy(&out.stderr);
@@ -423,7 +437,13 @@ async fn workspace_names_ignore_case_and_never_look_like_ids() {
     ] {
         let out = admin_cli(
             &c,
-            &["bootstrap", "--workspace", &like_an_id, "--email", "x@evil.test"],
+            &[
+                "bootstrap",
+                "--workspace",
+                &like_an_id,
+                "--email",
+                "x@evil.test",
+            ],
         );
         assert!(!out.status.success(), "{like_an_id} was accepted");
         let stderr = String::from_utf8_lossy(&out.stderr);

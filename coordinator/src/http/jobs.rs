@@ -40,9 +40,9 @@ async fn submit(
     let key = match headers.get(IDEMPOTENCY_KEY) {
         None => None,
         Some(value) => {
-            let value = value.to_str().map_err(|_| {
-                Error::bad_request("Idempotency-Key must be printable ASCII")
-            })?;
+            let value = value
+                .to_str()
+                .map_err(|_| Error::bad_request("Idempotency-Key must be printable ASCII"))?;
             Some(IdempotencyKey::new(value, &req)?)
         }
     };

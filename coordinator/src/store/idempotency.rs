@@ -81,8 +81,7 @@ pub(super) async fn find(
          WHERE created_at >= $1 AND key_hash IN ({})",
         placeholders(2, keys.len())
     );
-    let mut q = sqlx::query_as::<_, (String, String, String, String)>(&sql)
-        .bind(now - KEY_TTL_MS);
+    let mut q = sqlx::query_as::<_, (String, String, String, String)>(&sql).bind(now - KEY_TTL_MS);
     for (key_hash, _) in keys {
         q = q.bind(*key_hash);
     }
@@ -166,6 +165,9 @@ mod tests {
         assert_eq!(a, again);
         assert_eq!(a.key_hash, other.key_hash);
         assert_ne!(a.request_hash, other.request_hash);
-        assert_ne!(a.key_hash, IdempotencyKey::new("k2", &job("true")).unwrap().key_hash);
+        assert_ne!(
+            a.key_hash,
+            IdempotencyKey::new("k2", &job("true")).unwrap().key_hash
+        );
     }
 }

@@ -103,9 +103,11 @@ fn valid_workspace_name(name: &str) -> bool {
     valid_segment(name)
         && lower != "ws"
         && lower != "self"
-        && !ids
-            .iter()
-            .any(|p| lower.strip_prefix(p).is_some_and(|rest| rest.starts_with('_')))
+        && !ids.iter().any(|p| {
+            lower
+                .strip_prefix(p)
+                .is_some_and(|rest| rest.starts_with('_'))
+        })
         && !tokens.iter().any(|p| lower.starts_with(p))
 }
 

@@ -7,9 +7,7 @@ use serde::{Deserialize, Serialize};
 use sqlx::{FromRow, Row};
 
 use super::idempotency::{self, IdempotencyKey};
-use super::{
-    Member, Placement, Store, Writer, bind_all, json_list, one, placeholders, to_json,
-};
+use super::{Member, Placement, Store, Writer, bind_all, json_list, one, placeholders, to_json};
 use crate::batch::BatchError;
 use crate::caps;
 use crate::error::{Error, Result};
@@ -462,7 +460,10 @@ impl Store {
                             idempotency::purge_sql(1)
                         )
                     };
-                    let q = idempotency::bind(bind_jobs(sqlx::query(&sql).bind(now), reqs, &queued), &keys);
+                    let q = idempotency::bind(
+                        bind_jobs(sqlx::query(&sql).bind(now), reqs, &queued),
+                        &keys,
+                    );
                     match q.fetch_all(&mut **conn).await {
                         Ok(rows) => rows,
                         Err(e) => {

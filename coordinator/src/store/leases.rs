@@ -224,8 +224,8 @@ async fn release(
          RETURNING id, runtime_id, pinned_runner_id, requires",
         placeholders(2, jobs.len())
     );
-    let mut q = sqlx::query_as::<_, (String, String, Option<String>, String)>(&requeue_sql)
-        .bind(now);
+    let mut q =
+        sqlx::query_as::<_, (String, String, Option<String>, String)>(&requeue_sql).bind(now);
     for job in jobs {
         q = q.bind(job.as_str());
     }
@@ -580,7 +580,9 @@ impl Store {
             }
             let rows = q.fetch_all(&mut *tx).await.map_err(|e| tx.write_error(e))?;
             for row in rows {
-                let lease: String = row.try_get(0).map_err(|e| BatchError::Ambiguous(e.into()))?;
+                let lease: String = row
+                    .try_get(0)
+                    .map_err(|e| BatchError::Ambiguous(e.into()))?;
                 taken.insert(lease, row);
             }
         }

@@ -13,8 +13,8 @@
 //!   replicas; a lease locks its candidate rows `FOR UPDATE SKIP LOCKED`,
 //!   and replicas wake each other through `LISTEN`/`NOTIFY` (see `signals`).
 
-mod identity;
 mod idempotency;
+mod identity;
 mod jobs;
 mod leases;
 mod pools;
@@ -35,8 +35,8 @@ use crate::error::{Error, Result};
 use jobs::SubmitRequest;
 use leases::{CompleteRequest, LeaseRequest};
 
-pub use identity::{Member, Principal, Role, RunnerAuth};
 pub use idempotency::IdempotencyKey;
+pub use identity::{Member, Principal, Role, RunnerAuth};
 pub use jobs::{CancelOutcome, JobSpec, NewJob, Submitted};
 pub use leases::{Completion, LeaseAttempt, Wake};
 pub use pools::{Owner, Placement, RunnerScope};
