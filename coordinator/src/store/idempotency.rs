@@ -60,6 +60,14 @@ impl IdempotencyKey {
     }
 }
 
+/// The message when another request with the same key was written at the
+/// same moment (replicas on PostgreSQL).
+pub(super) fn in_flight() -> String {
+    "another request with this Idempotency-Key was being submitted at the same moment; \
+     retry it to get its job"
+        .into()
+}
+
 /// A key already stored: its request's hash and its job.
 pub(super) struct Stored {
     pub request_hash: String,

@@ -7,7 +7,9 @@ use serde::{Deserialize, Serialize};
 use sqlx::{FromRow, Row};
 
 use super::idempotency::{self, IdempotencyKey};
-use super::{Member, Placement, Store, Writer, bind_all, json_list, one, placeholders, to_json};
+use super::{
+    Member, Placement, Store, Writer, bind_all, json_list, on_unique, one, placeholders, to_json,
+};
 use crate::batch::BatchError;
 use crate::caps;
 use crate::error::{Error, Result};
@@ -490,10 +492,14 @@ impl Store {
                         let rows = bind_jobs(sqlx::query(&insert_jobs).bind(now), reqs, &queued)
                             .fetch_all(&mut **t)
                             .await?;
+                        // Another replica's batch wrote the same key just
+                        // now: nothing is written here; alone, the request
+                        // hears to retry; in a batch, its retry finds the job.
                         let insert_keys = idempotency::insert_sql(1, keys.len());
                         idempotency::bind(sqlx::query(&insert_keys), &keys)
                             .execute(&mut **t)
-                            .await?;
+                            .await
+                            .map_err(|e| on_unique(e, idempotency::in_flight))?;
                         rows
                     }
                 }
