@@ -331,6 +331,51 @@ async fn an_idempotency_key_names_one_job() {
     assert_eq!(all.len(), 2, "one job per member");
 }
 
+/// Many copies of one request with one key, at once (on PostgreSQL several
+/// batches write concurrently): one job, and every answer names it, or asks
+/// to retry.
+#[tokio::test]
+async fn concurrent_submits_with_one_key_queue_one_job() {
+    let c = Coordinator::start().await;
+    let admin = c.bootstrap("acme", "admin@acme.test");
+    pair(&admin, Scope::Workspace, None, "r", &[]).await;
+    let body = serde_json::json!({"runtime": "self:ws", "script": "true"});
+    let calls: Vec<_> = (0..40)
+        .map(|_| {
+            let (url, token, body) = (c.url.clone(), admin.token.clone(), body.clone());
+            tokio::spawn(async move {
+                let resp = reqwest::Client::new()
+                    .post(format!("{url}/v1/jobs"))
+                    .bearer_auth(token)
+                    .header("Idempotency-Key", "same")
+                    .json(&body)
+                    .send()
+                    .await
+                    .unwrap();
+                let status = resp.status().as_u16();
+                (status, resp.json::<serde_json::Value>().await.unwrap())
+            })
+        })
+        .collect();
+    let mut named = std::collections::HashSet::new();
+    let mut created = 0;
+    for call in calls {
+        let (status, body) = call.await.unwrap();
+        match status {
+            201 | 200 => {
+                created += usize::from(status == 201);
+                named.insert(body["id"].as_str().unwrap().to_owned());
+            }
+            409 => assert_eq!(body["error"]["code"], "CONFLICT", "{body}"),
+            other => panic!("{other}: {body}"),
+        }
+    }
+    let all = admin.client.jobs(None, 100).await.unwrap().jobs;
+    assert_eq!(all.len(), 1, "one job");
+    assert_eq!(created, 1);
+    assert_eq!(named.into_iter().collect::<Vec<_>>(), [all[0].id.clone()]);
+}
+
 /// The coordinator dies after writing a submit and before answering it
 /// (a test hook aborts it there). The client sends the same request with
 /// the same key to the restarted coordinator: it gets the job that was

@@ -515,6 +515,7 @@ impl Store {
         }
         // The jobs keys named before, as they are now.
         let mut named: HashMap<String, Result<JobRow>> = HashMap::new();
+        replays.sort_by(|a, b| a.1.cmp(&b.1));
         if !replays.is_empty() {
             let ids: Vec<&str> = replays.iter().map(|(_, id)| id.as_str()).collect();
             let rows = bind_all(
@@ -544,14 +545,29 @@ impl Store {
                 });
             }
         }
+        // Sorted by job: several requests may name the same one.
+        let mut last: Option<(String, wire::Job)> = None;
         for (i, id) in replays {
-            out[i] = match named.remove(&id) {
-                Some(row) => row.and_then(JobRow::into_wire).map(|job| Submitted {
-                    job,
+            if last.as_ref().is_none_or(|(named_id, _)| *named_id != id) {
+                last = None;
+                match named.remove(&id).map(|row| row.and_then(JobRow::into_wire)) {
+                    Some(Ok(job)) => last = Some((id, job)),
+                    Some(Err(e)) => {
+                        out[i] = Err(e);
+                        continue;
+                    }
+                    None => {
+                        out[i] = Err(Error::Internal("the job an idempotency key named is gone"));
+                        continue;
+                    }
+                }
+            }
+            if let Some((_, job)) = &last {
+                out[i] = Ok(Submitted {
+                    job: job.clone(),
                     replayed: true,
-                }),
-                None => Err(Error::Internal("the job an idempotency key named is gone")),
-            };
+                });
+            }
         }
         for (i, j) in repeats {
             out[i] = match &out[j] {
