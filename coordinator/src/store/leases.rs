@@ -340,11 +340,18 @@ impl Store {
         }
         let (k, lock) = (ids.len(), d.lock_skip_locked);
         let who = format!(
-            "SELECT 'r', id, runtime_id, labels, detected, revoked_at, slots,
-                    (SELECT COUNT(*) FROM jobs j WHERE j.lease_runner_id = runners.id AND j.state IN ('leased', 'running'))
-             FROM runners WHERE id IN ({}) {}",
+            "SELECT 'r', id, runtime_id, labels, detected, revoked_at, slots
+             FROM runners WHERE id IN ({}) ORDER BY id {}",
             placeholders(1, k),
-            d.lock_share
+            d.lock_runners
+        );
+        // The leases they hold. A statement of its own, after the lock above:
+        // on PostgreSQL it then sees the leases of a batch that held these
+        // runners before us (a statement sees what committed before it began).
+        let held_sql = format!(
+            "SELECT 'c', lease_runner_id, CAST('' AS TEXT), CAST('' AS TEXT), CAST('' AS TEXT), CAST(COUNT(*) AS BIGINT)
+             FROM jobs WHERE lease_runner_id IN ({}) AND state IN ('leased', 'running') GROUP BY lease_runner_id",
+            placeholders(1, k)
         );
         let pinned_sql = format!(
             "SELECT 'p', id, requires, pinned_runner_id, CAST(NULL AS TEXT), CAST(NULL AS BIGINT) FROM jobs
@@ -355,7 +362,7 @@ impl Store {
         );
         let mut rows: Vec<AnyRow> = Vec::new();
         if d.backend == Backend::Sqlite {
-            let mut sql = format!("{who}; {pinned_sql}");
+            let mut sql = format!("{who}; {held_sql}; {pinned_sql}");
             for j in 0..heads.len() {
                 sql.push_str("; ");
                 sql.push_str(&queue_page(d, k + 1 + 3 * j));
@@ -366,7 +373,7 @@ impl Store {
             }
             rows = q.fetch_all(&mut *tx).await?;
         } else {
-            for sql in [&who, &pinned_sql] {
+            for sql in [&who, &held_sql, &pinned_sql] {
                 rows.extend(
                     bind_all_query(sqlx::query(sql), &ids)
                         .fetch_all(&mut *tx)
@@ -380,8 +387,9 @@ impl Store {
             }
         }
         let mut runners: HashMap<String, (String, Vec<String>)> = HashMap::new();
-        // Per runner: (slots, leases held).
-        let mut slots: HashMap<String, (i64, i64)> = HashMap::new();
+        // Per runner: slots, and leases held.
+        let mut slots: HashMap<String, i64> = HashMap::new();
+        let mut held: HashMap<String, i64> = HashMap::new();
         let mut pinned: Vec<Pinned> = Vec::new();
         let mut first_pages: HashMap<String, Vec<Candidate>> = HashMap::new();
         for row in &rows {
@@ -393,9 +401,12 @@ impl Store {
                 "r" => {
                     let detected: String = row.try_get(4)?;
                     if row.try_get::<Option<i64>, _>(5)?.is_none() {
-                        slots.insert(id.clone(), (row.try_get(6)?, row.try_get(7)?));
+                        slots.insert(id.clone(), row.try_get(6)?);
                         runners.insert(id, (a, capabilities(&b, &detected)?));
                     }
+                }
+                "c" => {
+                    held.insert(id, row.try_get(5)?);
                 }
                 "p" => pinned.push(Pinned {
                     id,
@@ -414,16 +425,18 @@ impl Store {
         // whether or not it then finds a job; a request with none left
         // leases nothing (`LEASE_LIMIT`).
         let mut limited: Vec<Option<(i64, i64)>> = vec![None; reqs.len()];
+        let held_by = |id: &str| held.get(id).copied().unwrap_or(0);
         let mut room: HashMap<&str, i64> = slots
             .iter()
-            .map(|(id, (n, held))| (id.as_str(), n - held))
+            .map(|(id, n)| (id.as_str(), n - held_by(id)))
             .collect();
         for (i, req) in reqs.iter().enumerate() {
-            if let Some(left) = room.get_mut(req.runner.as_str()) {
+            let id = req.runner.as_str();
+            if let Some(left) = room.get_mut(id) {
                 if *left > 0 {
                     *left -= 1;
                 } else {
-                    limited[i] = slots.get(req.runner.as_str()).copied();
+                    limited[i] = Some((slots[id], held_by(id)));
                 }
             }
         }

@@ -66,9 +66,11 @@ pub struct Dialect {
     lock_job_row: &'static str,
     /// Lock the rows read until commit, waiting for other holders.
     lock_for_update: &'static str,
-    /// Keep the rows read from changing until commit (a lease's runners:
-    /// a revoke waits for the lease, then releases what it leased).
-    lock_share: &'static str,
+    /// A lease batch's runners: held until commit, so a revoke waits for
+    /// the lease (then releases what it leased), and two batches serving one
+    /// runner take turns, each counting the leases the other took (slots).
+    /// Not `FOR UPDATE`: a job insert's foreign-key check must not wait.
+    lock_runners: &'static str,
     /// The database's clock in Unix milliseconds, where lease times are
     /// computed (see [`Dialect::now`]); `None`: the coordinator's.
     db_clock: Option<&'static str>,
@@ -95,7 +97,7 @@ const SQLITE: Dialect = Dialect {
     lease_page: 128,
     lock_job_row: "",
     lock_for_update: "",
-    lock_share: "",
+    lock_runners: "",
     db_clock: None,
 };
 const POSTGRES: Dialect = Dialect {
@@ -105,7 +107,7 @@ const POSTGRES: Dialect = Dialect {
     lease_page: 16,
     lock_job_row: "FOR UPDATE OF j",
     lock_for_update: "FOR UPDATE",
-    lock_share: "FOR SHARE",
+    lock_runners: "FOR NO KEY UPDATE",
     db_clock: Some("CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT)"),
 };
 
