@@ -6,21 +6,88 @@
 //! written at once and an idle coordinator adds no latency; under load the
 //! batches grow by themselves and the cost per job falls.
 //!
-//! A batch that fails as a whole (a database error) is retried one request
-//! at a time, so one bad request cannot fail its neighbours.
+//! A batch that fails as a whole before it wrote anything is retried one
+//! request at a time, so one bad request cannot fail its neighbours. One
+//! that failed when it may already have written (the connection broke
+//! during its write or its COMMIT) is not re-run: that could write twice.
+//! Each of its requests fails with a retryable error instead.
 
 use std::sync::Arc;
 
+use drover_wire::ErrorCode;
 use tokio::sync::{Semaphore, mpsc, oneshot};
 
 use crate::error::{Error, Result};
 
 type Reply<T> = oneshot::Sender<Result<T>>;
 
+/// How a whole batch failed.
+#[derive(Debug)]
+pub enum BatchError {
+    /// Nothing was written: the batch may run again.
+    BeforeWrite(Error),
+    /// The write may have happened: running again could do it twice.
+    Ambiguous(Error),
+}
+
+impl BatchError {
+    /// An error from a statement that writes on its own (autocommit), or
+    /// from COMMIT. The database refusing it (a database error) means it
+    /// was rolled back; any other failure (the connection broke, its thread
+    /// died) leaves unknown whether it committed.
+    pub fn from_write(e: sqlx::Error) -> Self {
+        match e {
+            sqlx::Error::Database(_) => Self::BeforeWrite(e.into()),
+            other => Self::Ambiguous(other.into()),
+        }
+    }
+
+    /// What one caller is told. An ambiguous failure is logged in full; the
+    /// caller hears it may retry (a submit safely, with an Idempotency-Key).
+    pub fn into_error(self) -> Error {
+        match self {
+            Self::BeforeWrite(e) => e,
+            Self::Ambiguous(e) => {
+                tracing::error!(error = %e, "a write failed and may or may not have committed");
+                ambiguous()
+            }
+        }
+    }
+}
+
+/// The error each request of an ambiguous batch gets.
+fn ambiguous() -> Error {
+    Error::api(
+        ErrorCode::Internal,
+        "the write failed and may or may not have happened; retry (a submit with the same Idempotency-Key)",
+    )
+}
+
+impl From<Error> for BatchError {
+    fn from(e: Error) -> Self {
+        Self::BeforeWrite(e)
+    }
+}
+
+impl From<sqlx::Error> for BatchError {
+    fn from(e: sqlx::Error) -> Self {
+        Self::BeforeWrite(e.into())
+    }
+}
+
+impl From<BatchError> for Error {
+    fn from(e: BatchError) -> Self {
+        e.into_error()
+    }
+}
+
 /// Runs a batch: one result per request, in order; `Err` if the whole
-/// batch failed (and nothing was committed).
+/// batch failed, saying whether anything may have been written.
 pub type BatchFn<Req, Resp> = Arc<
-    dyn Fn(Vec<Req>) -> futures_util::future::BoxFuture<'static, Result<Vec<Result<Resp>>>>
+    dyn Fn(
+            Vec<Req>,
+        )
+            -> futures_util::future::BoxFuture<'static, Result<Vec<Result<Resp>>, BatchError>>
         + Send
         + Sync,
 >;
@@ -85,17 +152,23 @@ async fn execute<Req: Clone, Resp>(run: &BatchFn<Req, Resp>, batch: Vec<(Req, Re
                 let _ = reply.send(result);
             }
         }
-        Err(e) if alone => {
+        Err(BatchError::Ambiguous(e)) => {
+            tracing::error!(error = %e, size = reqs.len(), "a batch's write failed and may or may not have committed");
+            for reply in replies {
+                let _ = reply.send(Err(ambiguous()));
+            }
+        }
+        Err(BatchError::BeforeWrite(e)) if alone => {
             let _ = replies.into_iter().next().map(|r| r.send(Err(e)));
         }
-        Err(e) => {
+        Err(BatchError::BeforeWrite(e)) => {
             tracing::debug!(error = %e, size = reqs.len(), "batch failed; retrying one by one");
             for (req, reply) in reqs.into_iter().zip(replies) {
                 let result = match run(vec![req]).await {
                     Ok(mut one) => one
                         .pop()
                         .unwrap_or_else(|| Err(Error::Internal("a batch of one gave no result"))),
-                    Err(e) => Err(e),
+                    Err(e) => Err(e.into_error()),
                 };
                 let _ = reply.send(result);
             }
@@ -111,11 +184,19 @@ mod tests {
 
     use super::*;
 
+    /// How the recording batch function fails a batch of many.
+    #[derive(Clone, Copy)]
+    enum Failing {
+        Never,
+        BeforeWrite,
+        Ambiguously,
+    }
+
     /// Echoes each request; records batch sizes; the first batch waits for `go`.
     fn recording(
         sizes: Arc<Mutex<Vec<usize>>>,
         go: Arc<Notify>,
-        fail_when_many: bool,
+        failing: Failing,
     ) -> BatchFn<u32, u32> {
         Arc::new(move |reqs: Vec<u32>| {
             let (sizes, go) = (sizes.clone(), go.clone());
@@ -125,8 +206,13 @@ mod tests {
                 if first {
                     go.notified().await;
                 }
-                if fail_when_many && reqs.len() > 1 {
-                    return Err(Error::Internal("a batch of many failed"));
+                if reqs.len() > 1 {
+                    let e = Error::Internal("a batch of many failed");
+                    match failing {
+                        Failing::Never => {}
+                        Failing::BeforeWrite => return Err(BatchError::BeforeWrite(e)),
+                        Failing::Ambiguously => return Err(BatchError::Ambiguous(e)),
+                    }
                 }
                 Ok(reqs
                     .into_iter()
@@ -142,12 +228,12 @@ mod tests {
         })
     }
 
-    async fn queued_behind_first(fail_when_many: bool) -> (Vec<Result<u32>>, Vec<usize>) {
+    async fn queued_behind_first(failing: Failing) -> (Vec<Result<u32>>, Vec<usize>) {
         let (sizes, go) = (Arc::default(), Arc::new(Notify::new()));
         let batcher = Arc::new(Batcher::spawn(
             64,
             1,
-            recording(Arc::clone(&sizes), go.clone(), fail_when_many),
+            recording(Arc::clone(&sizes), go.clone(), failing),
         ));
         let b = batcher.clone();
         let first = tokio::spawn(async move { b.call(1).await });
@@ -183,7 +269,7 @@ mod tests {
 
     #[tokio::test]
     async fn requests_arriving_during_a_batch_go_together_in_the_next() {
-        let (out, sizes) = queued_behind_first(false).await;
+        let (out, sizes) = queued_behind_first(Failing::Never).await;
         assert_eq!(
             sizes,
             vec![1, 3],
@@ -199,7 +285,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_failed_batch_is_retried_one_request_at_a_time() {
-        let (out, sizes) = queued_behind_first(true).await;
+        let (out, sizes) = queued_behind_first(Failing::BeforeWrite).await;
         assert_eq!(sizes, vec![1, 3, 1, 1, 1]);
         let values: Vec<Option<u32>> = out.iter().map(|r| r.as_ref().ok().copied()).collect();
         assert_eq!(
@@ -207,5 +293,49 @@ mod tests {
             vec![Some(10), Some(20), None, Some(40)],
             "only 13 fails"
         );
+    }
+
+    #[tokio::test]
+    async fn a_batch_that_may_have_written_is_not_run_again() {
+        let (out, sizes) = queued_behind_first(Failing::Ambiguously).await;
+        assert_eq!(
+            sizes,
+            vec![1, 3],
+            "no request of the failed batch runs twice"
+        );
+        assert_eq!(out[0].as_ref().ok(), Some(&10));
+        for r in &out[1..] {
+            let e = r.as_ref().unwrap_err();
+            assert_eq!(e.code(), drover_wire::ErrorCode::Internal);
+            assert!(e.to_string().contains("may or may not"), "{e}");
+        }
+    }
+
+    #[tokio::test]
+    async fn only_a_refusal_by_the_database_is_known_to_have_written_nothing() {
+        use sqlx::Connection as _;
+        sqlx::any::install_default_drivers();
+        let mut conn = sqlx::AnyConnection::connect("sqlite::memory:")
+            .await
+            .unwrap();
+        sqlx::query("CREATE TABLE t (id INTEGER PRIMARY KEY)")
+            .execute(&mut conn)
+            .await
+            .unwrap();
+        let twice = sqlx::query("INSERT INTO t (id) VALUES (1), (1)")
+            .execute(&mut conn)
+            .await
+            .unwrap_err();
+        assert!(matches!(
+            BatchError::from_write(twice),
+            BatchError::BeforeWrite(_)
+        ));
+
+        let closed = BatchError::from_write(sqlx::Error::PoolClosed);
+        assert!(matches!(closed, BatchError::Ambiguous(_)));
+        let io = BatchError::from_write(sqlx::Error::Io(std::io::Error::other("reset")));
+        assert!(matches!(io, BatchError::Ambiguous(_)));
+        let protocol = BatchError::from_write(sqlx::Error::Protocol("eof".into()));
+        assert!(matches!(protocol, BatchError::Ambiguous(_)));
     }
 }

@@ -83,6 +83,8 @@ struct Waiters {
     next_key: u64,
     /// Per pool, waiters in arrival order.
     by_pool: HashMap<RuntimeId, BTreeMap<u64, Arc<Waiter>>>,
+    /// Per runner, how many of its lease requests wait (bounded by its slots).
+    by_runner: HashMap<RunnerId, usize>,
 }
 
 #[derive(Default)]
@@ -172,6 +174,12 @@ impl Drop for WaiterGuard<'_> {
                     w.by_pool.remove(&self.waiter.runtime);
                 }
             }
+            if let Some(n) = w.by_runner.get_mut(&self.waiter.runner) {
+                *n -= 1;
+                if *n == 0 {
+                    w.by_runner.remove(&self.waiter.runner);
+                }
+            }
             // After removal no one can choose this waiter, so `woken` is final.
             if self.consumed || !self.waiter.woken.load(Ordering::Acquire) {
                 None
@@ -194,14 +202,24 @@ impl Hub {
     }
 
     /// Registers a waiter; register *before* looking at the queue, so a job
-    /// that arrives in between still wakes it.
+    /// that arrives in between still wakes it. `None` if `runner` already
+    /// has `limit` waiters here (one per slot).
     pub fn register(
         &self,
         runtime: &RuntimeId,
         runner: &RunnerId,
         capabilities: Vec<String>,
-    ) -> WaiterGuard<'_> {
+        limit: usize,
+    ) -> Option<WaiterGuard<'_>> {
         let mut w = self.waiters.lock().expect("hub lock");
+        let mine = w.by_runner.entry(runner.clone()).or_default();
+        if *mine >= limit {
+            if *mine == 0 {
+                w.by_runner.remove(runner);
+            }
+            return None;
+        }
+        *mine += 1;
         w.next_key += 1;
         let waiter = Arc::new(Waiter {
             key: w.next_key,
@@ -216,11 +234,11 @@ impl Hub {
             .entry(runtime.clone())
             .or_default()
             .insert(waiter.key, waiter.clone());
-        WaiterGuard {
+        Some(WaiterGuard {
             hub: self,
             waiter,
             consumed: false,
-        }
+        })
     }
 
     /// Wakes one waiter that can take a job described by `wake`: the one

@@ -102,6 +102,8 @@ id_type!(
 id_type!(RunnerId, "rn");
 id_type!(JobId, "job");
 id_type!(LeaseId, "lse");
+/// A coordinator replica's id (`co_…`).
+pub const REPLICA_PREFIX: &str = "co";
 
 /// The kinds of bearer credential, told apart by prefix.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -8,6 +8,7 @@ use anyhow::{Context as _, bail};
 use clap::{Args, Parser, Subcommand};
 use drover_coordinator::admin;
 use drover_coordinator::app::{Application, Config};
+use drover_coordinator::clock::SystemClock;
 use drover_coordinator::secrets::KeySource;
 use drover_coordinator::server::{self, ServeLimits};
 use drover_coordinator::store::{Durability, Role};
@@ -73,6 +74,16 @@ struct Serve {
     /// A lease ends this many milliseconds after its runner's last heartbeat.
     #[arg(long, env = "DROVER_LEASE_TTL_MS", default_value_t = 20_000, value_parser = clap::value_parser!(u64).range(1000..=600_000))]
     lease_ttl_ms: u64,
+    /// For tests only: shift this process's clock by this many milliseconds,
+    /// to play a replica whose clock is off.
+    #[arg(
+        long,
+        env = "DROVER_CLOCK_SKEW_MS",
+        default_value_t = 0,
+        hide = true,
+        allow_hyphen_values = true
+    )]
+    clock_skew_ms: i64,
     #[command(flatten)]
     secrets: SecretKeys,
     #[command(flatten)]
@@ -236,6 +247,13 @@ async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     match cli.command {
         Command::Serve(s) => {
+            if s.clock_skew_ms != 0 {
+                tracing::warn!(
+                    ms = s.clock_skew_ms,
+                    "this coordinator's clock is shifted (a test option)"
+                );
+                SystemClock::set_skew_ms(s.clock_skew_ms);
+            }
             let config = Config {
                 listen: s.listen,
                 database_url: database_url(&s.database)?,

@@ -371,9 +371,28 @@ impl Client {
             "/v1/runner/hello",
             &wire::Hello {
                 capabilities: capabilities.to_vec(),
+                slots: None,
             },
         )
         .await
+    }
+
+    /// Announces capabilities and how many jobs this runner runs at once
+    /// (the leases the coordinator lets it hold). A coordinator too old to
+    /// know `slots` refuses the field: then says hello without it.
+    pub async fn hello_with_slots(
+        &self,
+        capabilities: &[String],
+        slots: u32,
+    ) -> Result<wire::HelloResponse, ClientError> {
+        let hello = wire::Hello {
+            capabilities: capabilities.to_vec(),
+            slots: Some(slots),
+        };
+        match self.post("/v1/runner/hello", &hello).await {
+            Err(e) if e.code() == Some(ErrorCode::BadRequest) => self.hello(capabilities).await,
+            r => r,
+        }
     }
 
     /// Long-polls up to `wait` for a job.

@@ -261,7 +261,14 @@ impl Runner {
     async fn run_inner(self: &Arc<Self>, mut controls: Controls) -> Result<(), ClientError> {
         let mut backoff = self.backoff();
         loop {
-            let r = self.client.hello(&self.settings.capabilities).await;
+            let slots = self
+                .settings
+                .slots
+                .clamp(1, drover_wire::MAX_SLOTS as usize) as u32;
+            let r = self
+                .client
+                .hello_with_slots(&self.settings.capabilities, slots)
+                .await;
             self.link(&r);
             match r {
                 Ok(_) => break,

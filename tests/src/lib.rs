@@ -136,6 +136,8 @@ pub struct CoordinatorOptions {
     pub secret_key_file: Option<PathBuf>,
     /// More `serve` flags (limits, timeouts).
     pub serve_args: Vec<String>,
+    /// Extra environment for the process (e.g. `DROVER_CLOCK_SKEW_MS`).
+    pub env: Vec<(&'static str, String)>,
 }
 
 impl Default for CoordinatorOptions {
@@ -146,6 +148,7 @@ impl Default for CoordinatorOptions {
             sqlite_sync: "full",
             secret_key_file: None,
             serve_args: Vec::new(),
+            env: Vec::new(),
         }
     }
 }
@@ -257,6 +260,11 @@ impl Coordinator {
 
     /// Another coordinator process on the same (PostgreSQL) database.
     pub async fn replica(&self) -> Self {
+        self.replica_with(self.options.clone()).await
+    }
+
+    /// A replica with its own options (its TTL, its environment).
+    pub async fn replica_with(&self, options: CoordinatorOptions) -> Self {
         assert_eq!(
             self.options.backend,
             Backend::Postgres,
@@ -270,7 +278,7 @@ impl Coordinator {
             addr: "127.0.0.1:0".into(),
             database: self.database.clone(),
             owned_database: None,
-            options: self.options.clone(),
+            options,
             log,
             dir,
         };
@@ -415,6 +423,7 @@ impl Coordinator {
             .env_remove("DROVER_SECRET_KEY")
             .args(&self.options.serve_args)
             .env("DROVER_LOG", "drover_coordinator=debug,warn")
+            .envs(self.options.env.iter().map(|(k, v)| (*k, v)))
             .stdout(Stdio::piped())
             .stderr(log)
             .spawn()

@@ -382,3 +382,70 @@ async fn a_revoke_on_one_replica_is_honoured_at_once_on_another() {
     );
     assert_eq!(code(on_b.hello(&[]).await), ErrorCode::Unauthorized);
 }
+
+/// Lease times on PostgreSQL come from the database's clock, not each
+/// replica's. A replica whose clock runs a minute ahead neither expires a
+/// live, heartbeating lease (its reaper runs at least once a second), nor,
+/// when it is the one renewing a lease, keeps it alive a minute after its
+/// runner stopped.
+#[tokio::test]
+async fn a_replica_whose_clock_is_ahead_neither_expires_live_leases_nor_keeps_dead_ones() {
+    let a = primary(3000).await;
+    let ahead = a
+        .replica_with(CoordinatorOptions {
+            env: vec![("DROVER_CLOCK_SKEW_MS", "60000".into())],
+            ..a.options.clone()
+        })
+        .await;
+    let admin = a.bootstrap("acme", "admin@acme.test");
+    let paired = pair(&admin, Scope::Workspace, None, "steady", &[]).await;
+    let runner = a.client(&paired.token);
+    runner.hello(&[]).await.unwrap();
+    let job = admin
+        .client
+        .submit(&script_job("self:ws", "true"))
+        .await
+        .unwrap();
+    let lease = runner
+        .lease(Duration::from_secs(5))
+        .await
+        .unwrap()
+        .expect("a job");
+
+    // Four heartbeats, each held up to half the TTL (1.5 s) by A: about six
+    // seconds, twice the TTL, with the skewed replica reaping meanwhile.
+    for beat in 0..4 {
+        runner
+            .heartbeat(&lease.lease_id, Duration::from_millis(1500))
+            .await
+            .unwrap_or_else(|e| panic!("heartbeat {beat}: the lease was expired: {e}"));
+    }
+    assert!(
+        !ahead.log_text().contains("lease expired"),
+        "the skewed replica expired a live lease:\n{}",
+        ahead.log_text()
+    );
+    let live = admin.client.job(&job.id).await.unwrap();
+    assert_eq!((live.state, live.attempt), (JobState::Running, 1));
+
+    // Renewed once through the skewed replica, then the runner goes silent
+    // and that replica goes away: A expires the lease after the TTL, not a
+    // minute later.
+    let on_ahead = ahead.client(&paired.token);
+    on_ahead
+        .heartbeat(&lease.lease_id, Duration::ZERO)
+        .await
+        .unwrap();
+    let mut ahead = ahead;
+    ahead.kill9().await;
+    let requeued = eventually(
+        "the silent lease to expire",
+        Duration::from_secs(20),
+        || async {
+            let job = admin.client.job(&job.id).await.unwrap();
+            (job.state == JobState::Queued).then_some(job)
+        },
+    )
+    .await;
+    assert_eq!(requeued.attempt, 1, "it ran once, and keeps that attempt");
+}

@@ -6,7 +6,7 @@ use std::time::Duration;
 use axum::Router;
 use axum::body::{Body, Bytes};
 use axum::extract::{Path, State};
-use axum::http::{StatusCode, header};
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use drover_wire::{self as wire, JobState};
@@ -16,7 +16,7 @@ use super::AppState;
 use super::extract::{AuthMember, Json, Query};
 use crate::dispatch::Signal;
 use crate::error::{Error, Result};
-use crate::store::{CancelOutcome, NewJob, Wake};
+use crate::store::{CancelOutcome, IdempotencyKey, NewJob, Wake};
 
 pub fn router() -> Router<AppState> {
     Router::new()
@@ -26,20 +26,44 @@ pub fn router() -> Router<AppState> {
         .route("/v1/jobs/{id}/logs", get(logs))
 }
 
+/// `Idempotency-Key`: the same key from the same member within 24 hours
+/// answers the job the first request made (`200`, its state now) instead
+/// of queueing another; with a different body, `409 CONFLICT`.
+const IDEMPOTENCY_KEY: &str = "idempotency-key";
+
 async fn submit(
     State(st): State<AppState>,
     AuthMember(member): AuthMember,
+    headers: HeaderMap,
     Json(req): Json<wire::SubmitJob>,
-) -> Result<impl IntoResponse> {
+) -> Result<Response> {
+    let key = match headers.get(IDEMPOTENCY_KEY) {
+        None => None,
+        Some(value) => {
+            let value = value
+                .to_str()
+                .map_err(|_| Error::bad_request("Idempotency-Key must be printable ASCII"))?;
+            Some(IdempotencyKey::new(value, &req)?)
+        }
+    };
     let job = NewJob::validate(req)?;
     let placement = st
         .store
         .place(&member, &job.parsed_ref, &job.requires)
         .await?;
-    let created = st
+    let submitted = st
         .store
-        .submit_job(&member, &job, &placement, st.now())
+        .submit_job(&member, &job, &placement, key, st.now())
         .await?;
+    exit_after_submit_for_tests();
+    if submitted.replayed {
+        return Ok((
+            StatusCode::OK,
+            [("idempotent-replayed", "true")],
+            axum::Json(submitted.job),
+        )
+            .into_response());
+    }
     st.announce(vec![Signal::from(match placement.pinned_runner {
         Some(runner) => Wake::Runner {
             runtime: placement.runtime_id,
@@ -50,7 +74,18 @@ async fn submit(
             requires: job.requires,
         },
     })]);
-    Ok((StatusCode::CREATED, axum::Json(created)))
+    Ok((StatusCode::CREATED, axum::Json(submitted.job)).into_response())
+}
+
+/// For the tests only: with `DROVER_TEST_EXIT_AFTER_SUBMIT=1` the process
+/// dies as soon as a submit is written, before it answers (a crash between
+/// write and answer, which an Idempotency-Key makes safe to retry).
+fn exit_after_submit_for_tests() {
+    static EXIT: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    if *EXIT.get_or_init(|| std::env::var("DROVER_TEST_EXIT_AFTER_SUBMIT").as_deref() == Ok("1")) {
+        tracing::warn!("DROVER_TEST_EXIT_AFTER_SUBMIT: exiting after the write, before the answer");
+        std::process::exit(70);
+    }
 }
 
 #[derive(Deserialize)]

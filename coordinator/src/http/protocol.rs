@@ -62,7 +62,12 @@ async fn hello(
     Json(req): Json<wire::Hello>,
 ) -> Result<axum::Json<wire::HelloResponse>> {
     st.store
-        .runner_hello(&r.runner_id, &req.capabilities, st.now())
+        .runner_hello(
+            &r.runner_id,
+            &req.capabilities,
+            req.slots.unwrap_or(1),
+            st.now(),
+        )
         .await?;
     // Its capabilities changed: the next call, on any replica, reads them afresh.
     st.announce(vec![Signal::Hello {
@@ -80,6 +85,18 @@ async fn touch(st: &AppState, r: &RunnerAuth) -> Result<()> {
         st.store.touch_runner(&r.runner_id, now).await?;
     }
     Ok(())
+}
+
+/// The runner already has a lease long-poll waiting for each of its slots.
+fn too_many_waiting(r: &RunnerAuth) -> Error {
+    Error::api(
+        ErrorCode::LeaseLimit,
+        format!(
+            "this runner already has {} lease request(s) waiting, one per slot; \
+             a runner declares its slots in hello",
+            r.slots
+        ),
+    )
 }
 
 fn revoked() -> Error {
@@ -108,7 +125,13 @@ async fn next_lease(
     loop {
         let guard = st
             .hub
-            .register(&r.runtime_id, &r.runner_id, r.capabilities.clone());
+            .register(
+                &r.runtime_id,
+                &r.runner_id,
+                r.capabilities.clone(),
+                r.slots as usize,
+            )
+            .ok_or_else(|| too_many_waiting(r))?;
         match st
             .store
             .try_lease(&r.runner_id, &r.runtime_id, st.now(), st.ttl_ms())

@@ -5,7 +5,9 @@ use sqlx::Row;
 
 use super::{Store, on_unique};
 use crate::error::{Error, Result};
-use crate::ids::{MemberId, RunnerId, RuntimeId, Secret, TokenKind, WorkspaceId};
+use crate::ids::{
+    JobId, LeaseId, MemberId, REPLICA_PREFIX, RunnerId, RuntimeId, Secret, TokenKind, WorkspaceId,
+};
 use crate::refs::{DEFAULT_POOL, valid_segment};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -62,6 +64,8 @@ pub struct RunnerAuth {
     pub runtime_id: RuntimeId,
     /// Labels and detected capabilities, as of authentication.
     pub capabilities: Vec<String>,
+    /// Leases (and lease long-polls) it may have at once, as of its last hello.
+    pub slots: u32,
 }
 
 #[derive(Debug, Clone)]
@@ -81,18 +85,83 @@ fn valid_email(email: &str) -> bool {
         })
 }
 
+/// Whether `name` may name a workspace: a ref segment, not `ws` or `self`,
+/// and not like an id or a token (`ws_…`, `job_…`, `drv_…`, …), in any
+/// case, so a name can never be read as another workspace's id.
+fn valid_workspace_name(name: &str) -> bool {
+    let lower = name.to_ascii_lowercase();
+    let ids = [
+        WorkspaceId::PREFIX,
+        MemberId::PREFIX,
+        RuntimeId::PREFIX,
+        RunnerId::PREFIX,
+        JobId::PREFIX,
+        LeaseId::PREFIX,
+        REPLICA_PREFIX,
+    ];
+    let tokens = [TokenKind::User, TokenKind::Runner, TokenKind::Join].map(TokenKind::prefix);
+    valid_segment(name)
+        && lower != "ws"
+        && lower != "self"
+        && !ids.iter().any(|p| {
+            lower
+                .strip_prefix(p)
+                .is_some_and(|rest| rest.starts_with('_'))
+        })
+        && !tokens.iter().any(|p| lower.starts_with(p))
+}
+
+/// Adds a member to workspace `ws` and mints their API token, in `conn`'s transaction.
+async fn insert_member(
+    conn: &mut sqlx::AnyConnection,
+    ws: WorkspaceId,
+    workspace_name: String,
+    email: &str,
+    role: Role,
+    now: i64,
+) -> Result<(Member, Secret)> {
+    let member = Member {
+        id: MemberId::generate(),
+        email: email.to_owned(),
+        role,
+        workspace_id: ws,
+        workspace_name,
+    };
+    sqlx::query("INSERT INTO members (id, workspace_id, email, role, created_at) VALUES ($1, $2, $3, $4, $5)")
+        .bind(member.id.as_str())
+        .bind(member.workspace_id.as_str())
+        .bind(email)
+        .bind(role.as_str())
+        .bind(now)
+        .execute(&mut *conn)
+        .await
+        .map_err(|e| {
+            on_unique(e, || {
+                format!("{email} is already a member of {}", member.workspace_name)
+            })
+        })?;
+    let token = Secret::generate(TokenKind::User);
+    insert_token(conn, &token, TokenKind::User, member.id.as_str(), now, None).await?;
+    Ok((member, token))
+}
+
 impl Store {
-    /// Creates a workspace, its default pool and its first admin.
+    /// Creates a workspace, its default pool and its first admin, all or
+    /// nothing. Names are unique whatever their case.
     pub async fn bootstrap_workspace(
         &self,
         name: &str,
         email: &str,
         now: i64,
     ) -> Result<(Member, Secret)> {
-        if !valid_segment(name) || name == "ws" || name == "self" {
+        if !valid_workspace_name(name) {
             return Err(Error::bad_request(format!(
-                "invalid workspace name {name:?}: 1-64 of [A-Za-z0-9._-], starting alphanumeric"
+                "invalid workspace name {name:?}: 1-64 of [A-Za-z0-9._-], starting alphanumeric, \
+                 not \"ws\" or \"self\", and not like an id (ws_…, job_…, …)"
             )));
+        }
+        if !valid_email(email) {
+            return Err(Error::bad_request(format!("invalid email {email:?}")));
         }
         let mut tx = self.writer.begin().await?;
         let ws = WorkspaceId::generate();
@@ -102,7 +171,11 @@ impl Store {
             .bind(now)
             .execute(&mut *tx)
             .await
-            .map_err(|e| on_unique(e, || format!("workspace {name:?} already exists")))?;
+            .map_err(|e| {
+                on_unique(e, || {
+                    format!("a workspace named {name:?} already exists (names ignore case)")
+                })
+            })?;
         sqlx::query("INSERT INTO runtimes (id, workspace_id, owner_member_id, name, created_at) VALUES ($1, $2, NULL, $3, $4)")
             .bind(RuntimeId::generate().as_str())
             .bind(ws.as_str())
@@ -110,11 +183,13 @@ impl Store {
             .bind(now)
             .execute(&mut *tx)
             .await?;
+        let created = insert_member(&mut tx, ws, name.to_owned(), email, Role::Admin, now).await?;
         tx.commit().await?;
-        self.add_member(name, email, Role::Admin, now).await
+        Ok(created)
     }
 
-    /// Adds a member to a workspace and mints their API token (shown once).
+    /// Adds a member to a workspace (named in any case) and mints their API
+    /// token (shown once).
     pub async fn add_member(
         &self,
         workspace: &str,
@@ -126,39 +201,17 @@ impl Store {
             return Err(Error::bad_request(format!("invalid email {email:?}")));
         }
         let mut tx = self.writer.begin().await?;
-        let ws: Option<String> = sqlx::query_scalar("SELECT id FROM workspaces WHERE name = $1")
-            .bind(workspace)
-            .fetch_optional(&mut *tx)
-            .await?;
-        let ws = ws.ok_or_else(|| Error::not_found(format!("no workspace named {workspace:?}")))?;
-        let member = Member {
-            id: MemberId::generate(),
-            email: email.to_owned(),
-            role,
-            workspace_id: WorkspaceId::from_db(ws),
-            workspace_name: workspace.to_owned(),
-        };
-        sqlx::query("INSERT INTO members (id, workspace_id, email, role, created_at) VALUES ($1, $2, $3, $4, $5)")
-            .bind(member.id.as_str())
-            .bind(member.workspace_id.as_str())
-            .bind(email)
-            .bind(role.as_str())
-            .bind(now)
-            .execute(&mut *tx)
-            .await
-            .map_err(|e| on_unique(e, || format!("{email} is already a member of {workspace}")))?;
-        let token = Secret::generate(TokenKind::User);
-        insert_token(
-            &mut tx,
-            &token,
-            TokenKind::User,
-            member.id.as_str(),
-            now,
-            None,
-        )
-        .await?;
+        let ws: Option<(String, String)> =
+            sqlx::query_as("SELECT id, name FROM workspaces WHERE lower(name) = lower($1)")
+                .bind(workspace)
+                .fetch_optional(&mut *tx)
+                .await?;
+        let (id, name) =
+            ws.ok_or_else(|| Error::not_found(format!("no workspace named {workspace:?}")))?;
+        let created =
+            insert_member(&mut tx, WorkspaceId::from_db(id), name, email, role, now).await?;
         tx.commit().await?;
-        Ok((member, token))
+        Ok(created)
     }
 
     /// Who presents `token`, if anyone. Expired and revoked tokens are nobody.
@@ -189,7 +242,7 @@ impl Store {
             })
             .transpose()?,
             TokenKind::Runner => sqlx::query(
-                "SELECT r.id, r.runtime_id, r.labels, r.detected FROM tokens t JOIN runners r ON r.id = t.subject_id
+                "SELECT r.id, r.runtime_id, r.labels, r.detected, r.slots FROM tokens t JOIN runners r ON r.id = t.subject_id
                  WHERE t.hash = $1 AND t.kind = 'runner' AND r.revoked_at IS NULL",
             )
             .bind(&hash)
@@ -202,6 +255,7 @@ impl Store {
                     runner_id: RunnerId::from_db(row.try_get("id")?),
                     runtime_id: RuntimeId::from_db(row.try_get("runtime_id")?),
                     capabilities: super::pools::capabilities(&labels, &detected)?,
+                    slots: u32::try_from(row.try_get::<i64, _>("slots")?).unwrap_or(1),
                 }))
             })
             .transpose()?,
@@ -235,4 +289,36 @@ pub(super) async fn insert_token(
         .execute(conn)
         .await?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::valid_workspace_name;
+
+    #[test]
+    fn workspace_names_never_look_like_ids_or_tokens() {
+        for ok in ["acme", "ACME", "web-team", "wsx", "jobs", "rt-1", "co"] {
+            assert!(valid_workspace_name(ok), "{ok}");
+        }
+        for bad in [
+            "ws",
+            "WS",
+            "Self",
+            "ws_01jd0000",
+            "WS_abc",
+            "job_x",
+            "rn_1",
+            "rt_a",
+            "usr_b",
+            "lse_c",
+            "co_d",
+            "drv_e",
+            "rnr_f",
+            "djt_g",
+            "",
+            "-acme",
+        ] {
+            assert!(!valid_workspace_name(bad), "{bad}");
+        }
+    }
 }

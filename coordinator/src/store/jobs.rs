@@ -6,7 +6,11 @@ use drover_wire::{self as wire, ErrorCode, JobState};
 use serde::{Deserialize, Serialize};
 use sqlx::{FromRow, Row};
 
-use super::{Member, Placement, Store, bind_all, json_list, one, placeholders, to_json};
+use super::idempotency::{self, IdempotencyKey};
+use super::{
+    Member, Placement, Store, Writer, bind_all, json_list, on_unique, one, placeholders, to_json,
+};
+use crate::batch::BatchError;
 use crate::caps;
 use crate::error::{Error, Result};
 use crate::ids::{JobId, LeaseId};
@@ -40,6 +44,53 @@ pub struct SubmitRequest {
     pub job: NewJob,
     pub placement: Placement,
     pub now: i64,
+    /// Its `Idempotency-Key`, if it sent one.
+    pub key: Option<IdempotencyKey>,
+}
+
+/// What a submit did.
+#[derive(Debug, Clone)]
+pub struct Submitted {
+    pub job: wire::Job,
+    /// True when the `Idempotency-Key` named a job submitted before: this
+    /// is that job, as it is now; nothing was queued.
+    pub replayed: bool,
+}
+
+type AnyQuery<'q> = sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>>;
+
+/// Binds the rows of the jobs insert, eleven columns each.
+fn bind_jobs<'q>(
+    mut q: AnyQuery<'q>,
+    reqs: &'q [SubmitRequest],
+    queued: &'q [(usize, JobId)],
+    sealed: &'q [Option<String>],
+) -> AnyQuery<'q> {
+    for ((i, id), sealed) in queued.iter().zip(sealed) {
+        let r = &reqs[*i];
+        q = q
+            .bind(id.as_str())
+            .bind(r.member.workspace_id.as_str())
+            .bind(r.member.id.as_str())
+            .bind(r.job.runtime_ref.as_str())
+            .bind(r.placement.runtime_id.as_str())
+            .bind(r.placement.pinned_runner.as_ref().map(|r| r.as_str()))
+            .bind(i64::from(r.job.priority))
+            .bind(to_json(&r.job.requires))
+            .bind(to_json(&r.job.spec))
+            .bind(i64::from(r.job.max_attempts))
+            .bind(r.now)
+            .bind(sealed.as_deref());
+    }
+    q
+}
+
+/// The same `Idempotency-Key` came with a different request.
+fn key_reused() -> Error {
+    Error::conflict(
+        "this Idempotency-Key was used in the last 24 hours with a different request; \
+         use a new key for a new job",
+    )
 }
 
 /// A validated submission.
@@ -248,19 +299,22 @@ pub struct LogRow {
 }
 
 impl Store {
-    /// Queues a job. Concurrent submits are written together (see `batch`).
+    /// Queues a job, or with a `key` seen before, answers the job it named.
+    /// Concurrent submits are written together (see `batch`).
     pub async fn submit_job(
         &self,
         member: &Member,
         job: &NewJob,
         placement: &Placement,
+        key: Option<IdempotencyKey>,
         now: i64,
-    ) -> Result<wire::Job> {
+    ) -> Result<Submitted> {
         let req = SubmitRequest {
             member: member.clone(),
             job: job.clone(),
             placement: placement.clone(),
             now,
+            key,
         };
         match &self.batches {
             Some(b) => b.submit.call(req).await,
@@ -268,13 +322,20 @@ impl Store {
         }
     }
 
-    /// Queues each request's job (those within budget), in one transaction.
+    /// Queues each request's job (those within budget), in one transaction,
+    /// with the idempotency keys they came with.
     pub(super) async fn submit_batch(
         &self,
         reqs: &[SubmitRequest],
-    ) -> Result<Vec<Result<wire::Job>>> {
-        // Reads, then one INSERT: no transaction needed on SQLite.
+    ) -> Result<Vec<Result<Submitted>>, BatchError> {
+        let now = reqs.iter().map(|r| r.now).max().unwrap_or_default();
+        // Reads, then one INSERT (or with keys, one transaction).
         let mut tx = self.single_write().await?;
+        let keyed: Vec<(&str, &str)> = reqs
+            .iter()
+            .filter_map(|r| Some((r.key.as_ref()?.key_hash.as_str(), r.member.id.as_str())))
+            .collect();
+        let stored = idempotency::find(&mut tx, &keyed, now).await?;
         let mut paying: Vec<&str> = reqs
             .iter()
             .filter(|r| r.placement.workspace_owned)
@@ -298,9 +359,46 @@ impl Store {
                     .map(|(id, budget, spent)| (id, (budget, spent))),
             );
         }
-        let mut out: Vec<Result<wire::Job>> = Vec::with_capacity(reqs.len());
+        let mut out: Vec<Result<Submitted>> = Vec::with_capacity(reqs.len());
         let mut queued: Vec<(usize, JobId)> = Vec::new();
+        // Requests whose key named a job: (request, job id).
+        let mut replays: Vec<(usize, String)> = Vec::new();
+        // Keys first seen in this batch: (member, key hash) → the request.
+        let mut first_with: HashMap<(&str, &str), usize> = HashMap::new();
+        // Requests repeating an earlier one of this batch: (request, earlier).
+        let mut repeats: Vec<(usize, usize)> = Vec::new();
         for (i, r) in reqs.iter().enumerate() {
+            if let Some(key) = &r.key {
+                let id = (r.member.id.as_str(), key.key_hash.as_str());
+                let earlier = stored
+                    .get(&(id.0.to_owned(), id.1.to_owned()))
+                    .map(|s| (s.request_hash.as_str(), Err(s.job_id.clone())))
+                    .or_else(|| {
+                        first_with.get(&id).map(|&j| {
+                            let first = reqs[j].key.as_ref().expect("keyed");
+                            (first.request_hash.as_str(), Ok(j))
+                        })
+                    });
+                match earlier {
+                    Some((hash, _)) if hash != key.request_hash => {
+                        out.push(Err(key_reused()));
+                        continue;
+                    }
+                    Some((_, Err(job))) => {
+                        out.push(Err(Error::Internal("replayed below")));
+                        replays.push((i, job));
+                        continue;
+                    }
+                    Some((_, Ok(j))) => {
+                        out.push(Err(Error::Internal("repeated below")));
+                        repeats.push((i, j));
+                        continue;
+                    }
+                    None => {
+                        first_with.insert(id, i);
+                    }
+                }
+            }
             if r.placement.workspace_owned
                 && let Some(&(Some(budget), spent)) = budgets.get(r.member.workspace_id.as_str())
                 && spent >= budget
@@ -333,54 +431,162 @@ impl Store {
             out.push(Err(Error::Internal("the job was not written")));
             queued.push((i, JobId::generate()));
         }
+        let mut written: HashMap<String, Result<JobRow>> = HashMap::new();
         if !queued.is_empty() {
+            let keys: Vec<(&str, &IdempotencyKey, &str, i64)> = queued
+                .iter()
+                .filter_map(|(i, id)| {
+                    let r = &reqs[*i];
+                    Some((r.member.id.as_str(), r.key.as_ref()?, id.as_str(), r.now))
+                })
+                .collect();
+            // Sealed before anything is written.
             let sealed = queued
                 .iter()
                 .map(|(i, id)| self.seal_env(id.as_str(), &reqs[*i].job.env))
-                .collect::<Result<Vec<_>>>()?;
+                .collect::<Result<Vec<_>>>()
+                .map_err(BatchError::BeforeWrite)?;
             const COLUMNS: usize = 12;
-            let rows = (0..queued.len())
-                .map(|k| format!("({}, 'queued')", placeholders(1 + COLUMNS * k, COLUMNS)))
-                .collect::<Vec<_>>()
-                .join(", ");
-            let sql = format!(
+            // Parameters: `$1` now, then the jobs, then the keys.
+            let insert_jobs = format!(
                 "INSERT INTO jobs (id, workspace_id, submitter_id, runtime_ref, runtime_id, pinned_runner_id, priority,
                                    requires, spec, max_attempts, created_at, env_sealed, state)
-                 VALUES {rows} RETURNING {}",
+                 VALUES {} RETURNING {}",
+                (0..queued.len())
+                    .map(|k| format!("({}, 'queued')", placeholders(2 + COLUMNS * k, COLUMNS)))
+                    .collect::<Vec<_>>()
+                    .join(", "),
                 JOB_COLUMNS.replace("j.", "")
             );
-            let mut q = sqlx::query(&sql);
-            for ((i, id), sealed) in queued.iter().zip(&sealed) {
-                let r = &reqs[*i];
-                q = q
-                    .bind(id.as_str())
-                    .bind(r.member.workspace_id.as_str())
-                    .bind(r.member.id.as_str())
-                    .bind(r.job.runtime_ref.as_str())
-                    .bind(r.placement.runtime_id.as_str())
-                    .bind(r.placement.pinned_runner.as_ref().map(|r| r.as_str()))
-                    .bind(i64::from(r.job.priority))
-                    .bind(to_json(&r.job.requires))
-                    .bind(to_json(&r.job.spec))
-                    .bind(i64::from(r.job.max_attempts))
-                    .bind(r.now)
-                    .bind(sealed.as_deref());
-            }
+            let insert_keys = idempotency::insert_sql(2 + COLUMNS * queued.len(), keys.len());
+            let rows = match &mut tx {
+                // One statement, or one command holding its own transaction.
+                Writer::Held(conn) => {
+                    let sql = if keys.is_empty() {
+                        // `$1` unused: a no-op keeps the numbering.
+                        format!("{insert_jobs}; SELECT $1 WHERE 0")
+                    } else {
+                        format!(
+                            "BEGIN IMMEDIATE; {}; {insert_jobs}; {insert_keys}; COMMIT",
+                            idempotency::purge_sql(1)
+                        )
+                    };
+                    let q = idempotency::bind(
+                        bind_jobs(sqlx::query(&sql).bind(now), reqs, &queued, &sealed),
+                        &keys,
+                    );
+                    match q.fetch_all(&mut **conn).await {
+                        Ok(rows) => rows,
+                        Err(e) => {
+                            // Never hand back the writer inside an open transaction.
+                            if !keys.is_empty()
+                                && sqlx::query("ROLLBACK").execute(&mut **conn).await.is_err()
+                            {
+                                conn.close_on_drop();
+                            }
+                            return Err(BatchError::from_write(e));
+                        }
+                    }
+                }
+                Writer::Tx(t) => {
+                    if keys.is_empty() {
+                        bind_jobs(sqlx::query(&insert_jobs).bind(now), reqs, &queued, &sealed)
+                            .fetch_all(&mut **t)
+                            .await?
+                    } else {
+                        sqlx::query(&idempotency::purge_sql(1))
+                            .bind(now)
+                            .execute(&mut **t)
+                            .await?;
+                        let rows =
+                            bind_jobs(sqlx::query(&insert_jobs).bind(now), reqs, &queued, &sealed)
+                                .fetch_all(&mut **t)
+                                .await?;
+                        // Another replica's batch wrote the same key just
+                        // now: nothing is written here; alone, the request
+                        // hears to retry; in a batch, its retry finds the job.
+                        let insert_keys = idempotency::insert_sql(1, keys.len());
+                        idempotency::bind(sqlx::query(&insert_keys), &keys)
+                            .execute(&mut **t)
+                            .await
+                            .map_err(|e| on_unique(e, idempotency::in_flight))?;
+                        rows
+                    }
+                }
+            };
             // Decoded one by one after the write: an error is that job's alone
             // (failing the batch would retry it, and the job is already queued).
-            let mut written: HashMap<String, Result<JobRow>> = HashMap::new();
-            for row in q.fetch_all(&mut *tx).await? {
-                let id: String = row.try_get("id")?;
+            for row in rows {
+                let id: String = row
+                    .try_get("id")
+                    .map_err(|e| BatchError::Ambiguous(e.into()))?;
                 written.insert(id, JobRow::from_row(&row).map_err(Error::from));
             }
-            tx.commit().await?;
-            for (i, id) in queued {
-                if let Some(row) = written.remove(id.as_str()) {
-                    out[i] = row.and_then(JobRow::into_wire);
+        }
+        // The jobs keys named before, as they are now.
+        let mut named: HashMap<String, Result<JobRow>> = HashMap::new();
+        replays.sort_by(|a, b| a.1.cmp(&b.1));
+        if !replays.is_empty() {
+            let ids: Vec<&str> = replays.iter().map(|(_, id)| id.as_str()).collect();
+            let rows = bind_all(
+                sqlx::query_as::<_, JobRow>(&format!(
+                    "SELECT {JOB_COLUMNS} FROM jobs j WHERE j.id IN ({})",
+                    placeholders(1, ids.len())
+                )),
+                &ids,
+            )
+            .fetch_all(&mut *tx)
+            .await;
+            match rows {
+                Ok(rows) => named.extend(rows.into_iter().map(|r| (r.id.clone(), Ok(r)))),
+                // Past the write: this error is the replays' alone.
+                Err(e) if !queued.is_empty() => {
+                    tracing::error!(error = %e, "reading the jobs idempotency keys named");
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        tx.commit().await?;
+        for (i, id) in queued {
+            if let Some(row) = written.remove(id.as_str()) {
+                out[i] = row.and_then(JobRow::into_wire).map(|job| Submitted {
+                    job,
+                    replayed: false,
+                });
+            }
+        }
+        // Sorted by job: several requests may name the same one.
+        let mut last: Option<(String, wire::Job)> = None;
+        for (i, id) in replays {
+            if last.as_ref().is_none_or(|(named_id, _)| *named_id != id) {
+                last = None;
+                match named.remove(&id).map(|row| row.and_then(JobRow::into_wire)) {
+                    Some(Ok(job)) => last = Some((id, job)),
+                    Some(Err(e)) => {
+                        out[i] = Err(e);
+                        continue;
+                    }
+                    None => {
+                        out[i] = Err(Error::Internal("the job an idempotency key named is gone"));
+                        continue;
+                    }
                 }
             }
-        } else {
-            tx.commit().await?;
+            if let Some((_, job)) = &last {
+                out[i] = Ok(Submitted {
+                    job: job.clone(),
+                    replayed: true,
+                });
+            }
+        }
+        for (i, j) in repeats {
+            out[i] = match &out[j] {
+                Ok(first) => Ok(Submitted {
+                    job: first.job.clone(),
+                    replayed: true,
+                }),
+                Err(e) => Err(Error::api(e.code(), e.to_string())),
+            };
         }
         Ok(out)
     }

@@ -6,8 +6,9 @@
 //! two writers ever raced (it is the only way a job leaves the queue).
 
 use std::collections::HashMap;
+use std::sync::atomic::Ordering;
 
-use drover_wire::{self as wire, JobState, Outcome};
+use drover_wire::{self as wire, ErrorCode, JobState, Outcome};
 use sqlx::any::AnyRow;
 use sqlx::{AnyConnection, FromRow, Row};
 
@@ -16,6 +17,7 @@ use super::pools::capabilities;
 use super::{
     Backend, Dialect, Store, Writer, bind_all, bind_all_query, json_list, one, placeholders,
 };
+use crate::batch::BatchError;
 use crate::caps;
 use crate::error::{Error, Result};
 use crate::ids::{JobId, LeaseId, RunnerId, RuntimeId};
@@ -85,18 +87,6 @@ struct Pinned {
 struct Candidate {
     id: String,
     requires: String,
-}
-
-#[derive(FromRow)]
-struct Held {
-    id: String,
-    state: String,
-    runtime_id: String,
-    pinned_runner_id: Option<String>,
-    requires: String,
-    attempt: i64,
-    max_attempts: i64,
-    cancel_requested: i64,
 }
 
 fn wake_for(runtime_id: &str, pinned: Option<&str>, requires: &str) -> Result<Wake> {
@@ -182,69 +172,74 @@ fn value_rows(first: usize, n: usize, width: usize, tail: &str) -> String {
         .join(", ")
 }
 
+/// Leases released per transaction: between chunks the writer is free for
+/// everyone else (a submit, a heartbeat), however many leases expire at once.
+const RELEASE_CHUNK: usize = 256;
+
+const CANCELLED_GONE: &str = "cancelled; the runner stopped answering";
+const LOST: &str = "the runner stopped answering and the job is out of attempts";
+
 /// Puts jobs whose lease is gone back at the front of their queue, or ends
 /// them: `cancelled` if a cancel was asked for, `lost` when out of attempts.
 /// A lease that never reached `running` never ran (a runner heartbeats
 /// before it starts the process), so it gives its attempt back.
-/// Returns (job, who to wake) for each.
+/// Two statements, whatever the number of jobs: one for the endings, one
+/// for the re-queues. A re-queued job's `queue_pos` is minus the time of
+/// its release: before every new job (0), and before jobs re-queued
+/// earlier, as if each went to the head of the queue in turn.
+/// Returns (job, who to wake) for each job released.
 async fn release(
     conn: &mut AnyConnection,
-    held: Vec<Held>,
+    dialect: &Dialect,
+    jobs: &[String],
     now: i64,
 ) -> Result<Vec<(JobId, Option<Wake>)>> {
-    let mut out = Vec::with_capacity(held.len());
-    for job in held {
-        let started = job.state == JobState::Running.as_str();
-        let (end_state, error) = if job.cancel_requested != 0 {
-            (
-                Some(JobState::Cancelled),
-                "cancelled; the runner stopped answering",
-            )
-        } else if started && job.attempt >= job.max_attempts {
-            (
-                Some(JobState::Lost),
-                "the runner stopped answering and the job is out of attempts",
-            )
-        } else {
-            (None, "")
-        };
-        if let Some(state) = end_state {
-            sqlx::query(
-                "UPDATE jobs SET state = $1, error = $2, finished_at = $3, lease_id = NULL, lease_runner_id = NULL, lease_expires_at = NULL
-                 WHERE id = $4 AND state IN ('leased', 'running')",
-            )
-            .bind(state.as_str())
-            .bind(error)
-            .bind(now)
-            .bind(&job.id)
-            .execute(&mut *conn)
-            .await?;
-            out.push((JobId::from_db(job.id), None));
-        } else {
-            sqlx::query(
-                "UPDATE jobs SET state = 'queued', lease_id = NULL, lease_runner_id = NULL, lease_expires_at = NULL,
-                    attempt = attempt - $1,
-                    queue_pos = (SELECT COALESCE(MIN(q.queue_pos), 0) FROM jobs q WHERE q.state = 'queued' AND q.runtime_id = $2) - 1
-                 WHERE id = $3 AND state IN ('leased', 'running')",
-            )
-            .bind(if started { 0i64 } else { 1 })
-            .bind(&job.runtime_id)
-            .bind(&job.id)
-            .execute(&mut *conn)
-            .await?;
-            let wake = wake_for(
-                &job.runtime_id,
-                job.pinned_runner_id.as_deref(),
-                &job.requires,
-            )?;
-            out.push((JobId::from_db(job.id), Some(wake)));
-        }
+    if jobs.is_empty() {
+        return Ok(Vec::new());
+    }
+    let now_sql = dialect.now("$1");
+    let ended_sql = format!(
+        "UPDATE jobs SET state = CASE WHEN cancel_requested <> 0 THEN 'cancelled' ELSE 'lost' END,
+             error = CASE WHEN cancel_requested <> 0 THEN $2 ELSE $3 END,
+             finished_at = {now_sql}, lease_id = NULL, lease_runner_id = NULL, lease_expires_at = NULL
+         WHERE id IN ({}) AND state IN ('leased', 'running')
+           AND (cancel_requested <> 0 OR (state = 'running' AND attempt >= max_attempts))
+         RETURNING id",
+        placeholders(4, jobs.len())
+    );
+    let mut q = sqlx::query_scalar::<_, String>(&ended_sql)
+        .bind(now)
+        .bind(CANCELLED_GONE)
+        .bind(LOST);
+    for job in jobs {
+        q = q.bind(job.as_str());
+    }
+    let ended = q.fetch_all(&mut *conn).await?;
+
+    let requeue_sql = format!(
+        "UPDATE jobs SET state = 'queued', lease_id = NULL, lease_runner_id = NULL, lease_expires_at = NULL,
+             attempt = attempt - CASE WHEN state = 'leased' THEN 1 ELSE 0 END,
+             queue_pos = -({now_sql})
+         WHERE id IN ({}) AND state IN ('leased', 'running')
+         RETURNING id, runtime_id, pinned_runner_id, requires",
+        placeholders(2, jobs.len())
+    );
+    let mut q =
+        sqlx::query_as::<_, (String, String, Option<String>, String)>(&requeue_sql).bind(now);
+    for job in jobs {
+        q = q.bind(job.as_str());
+    }
+    let requeued = q.fetch_all(&mut *conn).await?;
+
+    let mut out = Vec::with_capacity(ended.len() + requeued.len());
+    out.extend(ended.into_iter().map(|id| (JobId::from_db(id), None)));
+    for (id, runtime_id, pinned, requires) in requeued {
+        let wake = wake_for(&runtime_id, pinned.as_deref(), &requires)?;
+        out.push((JobId::from_db(id), Some(wake)));
     }
     Ok(out)
 }
 
-const HELD_COLUMNS: &str =
-    "id, state, runtime_id, pinned_runner_id, requires, attempt, max_attempts, cancel_requested";
 /// Releases every lease `runner` holds (it was revoked), waiting for any
 /// transaction (a complete) that holds one of those rows.
 pub(super) async fn release_leases_of_runner(
@@ -253,14 +248,18 @@ pub(super) async fn release_leases_of_runner(
     runner: &RunnerId,
     now: i64,
 ) -> Result<Vec<(JobId, Option<Wake>)>> {
-    let held = sqlx::query_as::<_, Held>(&format!(
-        "SELECT {HELD_COLUMNS} FROM jobs WHERE lease_runner_id = $1 AND state IN ('leased', 'running') {}",
+    let held: Vec<String> = sqlx::query_scalar(&format!(
+        "SELECT id FROM jobs WHERE lease_runner_id = $1 AND state IN ('leased', 'running') ORDER BY id {}",
         dialect.lock_for_update
     ))
     .bind(runner.as_str())
     .fetch_all(&mut *conn)
     .await?;
-    release(conn, held, now).await
+    let mut out = Vec::with_capacity(held.len());
+    for chunk in held.chunks(RELEASE_CHUNK) {
+        out.extend(release(conn, dialect, chunk, now).await?);
+    }
+    Ok(out)
 }
 
 impl Store {
@@ -318,7 +317,7 @@ impl Store {
     pub(super) async fn lease_batch(
         &self,
         reqs: &[LeaseRequest],
-    ) -> Result<Vec<Result<LeaseAttempt>>> {
+    ) -> Result<Vec<Result<LeaseAttempt>>, BatchError> {
         let d: &Dialect = self.dialect;
         let now = reqs.iter().map(|r| r.now).max().unwrap_or_default();
         let ttl_ms = reqs.iter().map(|r| r.ttl_ms).max().unwrap_or_default();
@@ -341,9 +340,18 @@ impl Store {
         }
         let (k, lock) = (ids.len(), d.lock_skip_locked);
         let who = format!(
-            "SELECT 'r', id, runtime_id, labels, detected, revoked_at FROM runners WHERE id IN ({}) {}",
+            "SELECT 'r', id, runtime_id, labels, detected, revoked_at, slots
+             FROM runners WHERE id IN ({}) ORDER BY id {}",
             placeholders(1, k),
-            d.lock_share
+            d.lock_runners
+        );
+        // The leases they hold. A statement of its own, after the lock above:
+        // on PostgreSQL it then sees the leases of a batch that held these
+        // runners before us (a statement sees what committed before it began).
+        let held_sql = format!(
+            "SELECT 'c', lease_runner_id, CAST('' AS TEXT), CAST('' AS TEXT), CAST('' AS TEXT), CAST(COUNT(*) AS BIGINT)
+             FROM jobs WHERE lease_runner_id IN ({}) AND state IN ('leased', 'running') GROUP BY lease_runner_id",
+            placeholders(1, k)
         );
         let pinned_sql = format!(
             "SELECT 'p', id, requires, pinned_runner_id, CAST(NULL AS TEXT), CAST(NULL AS BIGINT) FROM jobs
@@ -354,7 +362,7 @@ impl Store {
         );
         let mut rows: Vec<AnyRow> = Vec::new();
         if d.backend == Backend::Sqlite {
-            let mut sql = format!("{who}; {pinned_sql}");
+            let mut sql = format!("{who}; {held_sql}; {pinned_sql}");
             for j in 0..heads.len() {
                 sql.push_str("; ");
                 sql.push_str(&queue_page(d, k + 1 + 3 * j));
@@ -365,7 +373,7 @@ impl Store {
             }
             rows = q.fetch_all(&mut *tx).await?;
         } else {
-            for sql in [&who, &pinned_sql] {
+            for sql in [&who, &held_sql, &pinned_sql] {
                 rows.extend(
                     bind_all_query(sqlx::query(sql), &ids)
                         .fetch_all(&mut *tx)
@@ -379,6 +387,9 @@ impl Store {
             }
         }
         let mut runners: HashMap<String, (String, Vec<String>)> = HashMap::new();
+        // Per runner: slots, and leases held.
+        let mut slots: HashMap<String, i64> = HashMap::new();
+        let mut held: HashMap<String, i64> = HashMap::new();
         let mut pinned: Vec<Pinned> = Vec::new();
         let mut first_pages: HashMap<String, Vec<Candidate>> = HashMap::new();
         for row in &rows {
@@ -390,8 +401,12 @@ impl Store {
                 "r" => {
                     let detected: String = row.try_get(4)?;
                     if row.try_get::<Option<i64>, _>(5)?.is_none() {
+                        slots.insert(id.clone(), row.try_get(6)?);
                         runners.insert(id, (a, capabilities(&b, &detected)?));
                     }
+                }
+                "c" => {
+                    held.insert(id, row.try_get(5)?);
                 }
                 "p" => pinned.push(Pinned {
                     id,
@@ -402,6 +417,27 @@ impl Store {
                     .entry(b)
                     .or_default()
                     .push(Candidate { id, requires: a }),
+            }
+        }
+
+        // A runner leases at most as many jobs as it has slots: counting
+        // what it holds, each request in this batch takes a slot, in order,
+        // whether or not it then finds a job; a request with none left
+        // leases nothing (`LEASE_LIMIT`).
+        let mut limited: Vec<Option<(i64, i64)>> = vec![None; reqs.len()];
+        let held_by = |id: &str| held.get(id).copied().unwrap_or(0);
+        let mut room: HashMap<&str, i64> = slots
+            .iter()
+            .map(|(id, n)| (id.as_str(), n - held_by(id)))
+            .collect();
+        for (i, req) in reqs.iter().enumerate() {
+            let id = req.runner.as_str();
+            if let Some(left) = room.get_mut(id) {
+                if *left > 0 {
+                    *left -= 1;
+                } else {
+                    limited[i] = Some((slots[id], held_by(id)));
+                }
             }
         }
 
@@ -430,6 +466,9 @@ impl Store {
             let Some((runtime_id, caps)) = runners.get(req.runner.as_str()) else {
                 continue;
             };
+            if limited[i].is_some() {
+                continue;
+            }
             for (c, job) in pinned.iter().enumerate() {
                 if taken[c] || job.pinned_runner_id != req.runner.as_str() {
                     continue;
@@ -453,7 +492,8 @@ impl Store {
         // fits), so we also see how many wait behind; page on only if not.
         let mut pools: Vec<&str> = Vec::new();
         for (i, req) in reqs.iter().enumerate() {
-            if let (None, Some((runtime_id, _))) = (&picked[i], runners.get(req.runner.as_str()))
+            if let (None, None, Some((runtime_id, _))) =
+                (&picked[i], &limited[i], runners.get(req.runner.as_str()))
                 && !pools.contains(&runtime_id.as_str())
             {
                 pools.push(runtime_id);
@@ -463,6 +503,7 @@ impl Store {
             let mut waiting: Vec<usize> = (0..reqs.len())
                 .filter(|&i| {
                     picked[i].is_none()
+                        && limited[i].is_none()
                         && runners
                             .get(reqs[i].runner.as_str())
                             .is_some_and(|(rt, _)| rt == runtime_id)
@@ -537,32 +578,42 @@ impl Store {
                 .join(", ");
             let sql = format!(
                 "UPDATE jobs SET state = 'leased', attempt = attempt + 1, lease_id = v.column2, lease_runner_id = v.column3,
-                     lease_expires_at = $1, started_at = $2
+                     lease_expires_at = {} + $2, started_at = $1
                  FROM (VALUES {rows}) AS v
                  WHERE jobs.id = v.column1 AND jobs.state = 'queued'
-                 RETURNING lease_id, attempt, spec, env_sealed"
+                 RETURNING lease_id, attempt, spec, env_sealed",
+                d.now("$1")
             );
-            let mut q = sqlx::query(&sql).bind(now + ttl_ms as i64).bind(now);
+            let mut q = sqlx::query(&sql).bind(now).bind(ttl_ms as i64);
             for (i, job, lease) in &chosen {
                 q = q
                     .bind(job.as_str())
                     .bind(lease.as_str())
                     .bind(reqs[*i].runner.as_str());
             }
-            for row in q.fetch_all(&mut *tx).await? {
-                taken.insert(row.try_get(0)?, row);
+            let rows = q.fetch_all(&mut *tx).await.map_err(|e| tx.write_error(e))?;
+            for row in rows {
+                let lease: String = row
+                    .try_get(0)
+                    .map_err(|e| BatchError::Ambiguous(e.into()))?;
+                taken.insert(lease, row);
             }
         }
         tx.commit().await?;
 
         let mut out: Vec<Result<LeaseAttempt>> = reqs
             .iter()
-            .map(|r| {
-                Ok(if runners.contains_key(r.runner.as_str()) {
-                    LeaseAttempt::Empty
-                } else {
-                    LeaseAttempt::Revoked
-                })
+            .zip(&limited)
+            .map(|(r, limited)| match limited {
+                Some((slots, held)) => Err(Error::api(
+                    ErrorCode::LeaseLimit,
+                    format!(
+                        "this runner already holds {held} lease(s) or asks for more, and has {slots} slot(s); \
+                         complete a job first (a runner declares its slots in hello)"
+                    ),
+                )),
+                None if runners.contains_key(r.runner.as_str()) => Ok(LeaseAttempt::Empty),
+                None => Ok(LeaseAttempt::Revoked),
             })
             .collect();
         // Written: from here an error is that request's alone (failing the
@@ -617,12 +668,14 @@ impl Store {
         now: i64,
         ttl_ms: u64,
     ) -> Result<bool> {
-        let cancel: Option<i64> = sqlx::query_scalar(
-            "UPDATE jobs SET lease_expires_at = $1, state = CASE WHEN state = 'leased' THEN 'running' ELSE state END
-             WHERE lease_id = $2 AND lease_runner_id = $3 AND state IN ('leased', 'running')
+        let cancel: Option<i64> = sqlx::query_scalar(&format!(
+            "UPDATE jobs SET lease_expires_at = {} + $2, state = CASE WHEN state = 'leased' THEN 'running' ELSE state END
+             WHERE lease_id = $3 AND lease_runner_id = $4 AND state IN ('leased', 'running')
              RETURNING cancel_requested",
-        )
-        .bind(now + ttl_ms as i64)
+            self.dialect.now("$1")
+        ))
+        .bind(now)
+        .bind(ttl_ms as i64)
         .bind(lease)
         .bind(runner.as_str())
         .fetch_optional(&self.writer)
@@ -705,7 +758,7 @@ impl Store {
     pub(super) async fn complete_batch(
         &self,
         reqs: &[CompleteRequest],
-    ) -> Result<Vec<Result<Completion>>> {
+    ) -> Result<Vec<Result<Completion>>, BatchError> {
         #[derive(FromRow)]
         struct Row {
             id: String,
@@ -840,7 +893,7 @@ impl Store {
                         if sqlx::query("ROLLBACK").execute(&mut **conn).await.is_err() {
                             conn.close_on_drop();
                         }
-                        return Err(e.into());
+                        return Err(BatchError::from_write(e));
                     }
                 }
                 Writer::Tx(t) => {
@@ -858,22 +911,45 @@ impl Store {
         Ok(out)
     }
 
-    /// Releases every lease whose time ran out before `now`.
+    /// Releases every lease whose time ran out before `now` (on PostgreSQL,
+    /// before the database's now; see [`Dialect::now`]), in chunks of
+    /// [`RELEASE_CHUNK`] jobs, one transaction each, the writer free between.
     pub async fn expire_leases(&self, now: i64) -> Result<Vec<(JobId, Option<Wake>)>> {
-        let mut tx = self.writer.begin().await?;
-        let held = sqlx::query_as::<_, Held>(&format!(
-            "SELECT {HELD_COLUMNS} FROM jobs WHERE state IN ('leased', 'running') AND lease_expires_at < $1 {}",
-            self.dialect.lock_skip_locked
-        ))
-        .bind(now)
-        .fetch_all(&mut *tx)
-        .await?;
-        if held.is_empty() {
-            return Ok(Vec::new());
+        let d = self.dialect;
+        let now = match d.db_clock {
+            Some(clock) => {
+                let db_now: i64 = sqlx::query_scalar(&format!("SELECT {clock}"))
+                    .fetch_one(&self.writer)
+                    .await?;
+                // For `next_expiry`, which answers in the coordinator's clock.
+                self.clock_offset.store(now - db_now, Ordering::Relaxed);
+                db_now
+            }
+            None => now,
+        };
+        let mut out = Vec::new();
+        loop {
+            let mut tx = self.writer.begin().await?;
+            let expired: Vec<String> = sqlx::query_scalar(&format!(
+                "SELECT id FROM jobs WHERE state IN ('leased', 'running') AND lease_expires_at < $1
+                 ORDER BY lease_expires_at LIMIT $2 {}",
+                d.lock_skip_locked
+            ))
+            .bind(now)
+            .bind(RELEASE_CHUNK as i64)
+            .fetch_all(&mut *tx)
+            .await?;
+            if expired.is_empty() {
+                return Ok(out);
+            }
+            out.extend(release(&mut tx, d, &expired, now).await?);
+            tx.commit().await?;
+            if expired.len() < RELEASE_CHUNK {
+                return Ok(out);
+            }
+            // Let whoever queued for the writer meanwhile go first.
+            tokio::task::yield_now().await;
         }
-        let out = release(&mut tx, held, now).await?;
-        tx.commit().await?;
-        Ok(out)
     }
 
     /// On start-up: the coordinator was away, so no runner could heartbeat.
@@ -888,12 +964,15 @@ impl Store {
         Ok(done.rows_affected())
     }
 
-    /// When the next live lease expires, if any.
+    /// When the next live lease expires, if any, by the coordinator's clock
+    /// (on PostgreSQL, shifted by how far it was from the database's at the
+    /// last `expire_leases`).
     pub async fn next_expiry(&self) -> Result<Option<i64>> {
-        Ok(sqlx::query_scalar(
+        let at: Option<i64> = sqlx::query_scalar(
             "SELECT MIN(lease_expires_at) FROM jobs WHERE state IN ('leased', 'running')",
         )
         .fetch_one(&self.reader)
-        .await?)
+        .await?;
+        Ok(at.map(|at| at + self.clock_offset.load(Ordering::Relaxed)))
     }
 }

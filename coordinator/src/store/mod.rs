@@ -14,6 +14,7 @@
 //!   and replicas wake each other through `LISTEN`/`NOTIFY` (see `signals`).
 
 mod env;
+mod idempotency;
 mod identity;
 mod jobs;
 mod leases;
@@ -24,18 +25,20 @@ mod tests;
 
 use std::str::FromStr;
 use std::sync::Arc;
+use std::sync::atomic::AtomicI64;
 use std::time::Duration;
 
 use sqlx::any::AnyPoolOptions;
 use sqlx::{AnyPool, Executor as _};
 
-use crate::batch::{BatchFn, Batcher};
+use crate::batch::{BatchError, BatchFn, Batcher};
 use crate::error::{Error, Result};
 use jobs::SubmitRequest;
 use leases::{CompleteRequest, LeaseRequest};
 
+pub use idempotency::IdempotencyKey;
 pub use identity::{Member, Principal, Role, RunnerAuth};
-pub use jobs::{CancelOutcome, JobSpec, NewJob};
+pub use jobs::{CancelOutcome, JobSpec, NewJob, Submitted};
 pub use leases::{Completion, LeaseAttempt, Wake};
 pub use pools::{Owner, Placement, RunnerScope};
 pub use signals::Envelope;
@@ -64,9 +67,28 @@ pub struct Dialect {
     lock_job_row: &'static str,
     /// Lock the rows read until commit, waiting for other holders.
     lock_for_update: &'static str,
-    /// Keep the rows read from changing until commit (a lease's runners:
-    /// a revoke waits for the lease, then releases what it leased).
-    lock_share: &'static str,
+    /// A lease batch's runners: held until commit, so a revoke waits for
+    /// the lease (then releases what it leased), and two batches serving one
+    /// runner take turns, each counting the leases the other took (slots).
+    /// Not `FOR UPDATE`: a job insert's foreign-key check must not wait.
+    lock_runners: &'static str,
+    /// The database's clock in Unix milliseconds, where lease times are
+    /// computed (see [`Dialect::now`]); `None`: the coordinator's.
+    db_clock: Option<&'static str>,
+}
+
+impl Dialect {
+    /// "Now" for lease times, in SQL, given the placeholder bound to the
+    /// coordinator's clock. SQLite has one coordinator, so its clock is the
+    /// clock. Replicas on PostgreSQL use the database's, so a replica whose
+    /// clock is off can neither expire a live lease early nor keep a dead
+    /// one. (The placeholder stays bound either way, for its numbering.)
+    fn now(&self, param: &str) -> String {
+        match self.db_clock {
+            Some(clock) => format!("COALESCE({clock}, {param})"),
+            None => param.to_owned(),
+        }
+    }
 }
 
 const SQLITE: Dialect = Dialect {
@@ -76,7 +98,8 @@ const SQLITE: Dialect = Dialect {
     lease_page: 128,
     lock_job_row: "",
     lock_for_update: "",
-    lock_share: "",
+    lock_runners: "",
+    db_clock: None,
 };
 const POSTGRES: Dialect = Dialect {
     backend: Backend::Postgres,
@@ -85,7 +108,8 @@ const POSTGRES: Dialect = Dialect {
     lease_page: 16,
     lock_job_row: "FOR UPDATE OF j",
     lock_for_update: "FOR UPDATE",
-    lock_share: "FOR SHARE",
+    lock_runners: "FOR NO KEY UPDATE",
+    db_clock: Some("CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT)"),
 };
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -120,10 +144,13 @@ pub struct Store {
     alive: Arc<()>,
     /// Seal and open job env (see `env`); set once, shared by every clone.
     secrets: Arc<std::sync::OnceLock<Arc<crate::secrets::KeyRing>>>,
+    /// This coordinator's clock minus the database's (PostgreSQL), as last
+    /// measured by `expire_leases`.
+    clock_offset: Arc<AtomicI64>,
 }
 
 struct Batches {
-    submit: Batcher<SubmitRequest, drover_wire::Job>,
+    submit: Batcher<SubmitRequest, Submitted>,
     lease: Batcher<LeaseRequest, LeaseAttempt>,
     complete: Batcher<CompleteRequest, Completion>,
     /// Replica signals (PostgreSQL only; `origin` is always this replica).
@@ -161,11 +188,23 @@ impl std::ops::DerefMut for Writer {
 }
 
 impl Writer {
-    pub(super) async fn commit(self) -> Result<()> {
+    /// Commits (on SQLite each write committed as it ran). A failed COMMIT
+    /// may have committed (see [`BatchError::from_write`]).
+    pub(super) async fn commit(self) -> Result<(), BatchError> {
         if let Self::Tx(tx) = self {
-            tx.commit().await?;
+            tx.commit().await.map_err(BatchError::from_write)?;
         }
         Ok(())
+    }
+
+    /// How a batch failed when its write statement did: inside a
+    /// transaction nothing is written before COMMIT; a SQLite statement
+    /// commits as it runs (or is one `BEGIN … COMMIT` command).
+    pub(super) fn write_error(&self, e: sqlx::Error) -> BatchError {
+        match self {
+            Self::Tx(_) => BatchError::BeforeWrite(e.into()),
+            Self::Held(_) => BatchError::from_write(e),
+        }
     }
 }
 
@@ -230,6 +269,7 @@ impl Store {
                 batches: None,
                 alive: Arc::default(),
                 secrets: Arc::default(),
+                clock_offset: Arc::default(),
             };
             checkpoint_in_background(
                 with_param(url, "mode=rw"),
@@ -252,6 +292,7 @@ impl Store {
                 batches: None,
                 alive: Arc::default(),
                 secrets: Arc::default(),
+                clock_offset: Arc::default(),
             }
             .with_batches(4))
         } else {
@@ -265,7 +306,7 @@ impl Store {
     /// Starts the batch writers, `concurrency` batches of each kind at a time.
     fn with_batches(mut self, concurrency: usize) -> Self {
         let inner = self.clone();
-        let submit: BatchFn<SubmitRequest, drover_wire::Job> = Arc::new(move |reqs| {
+        let submit: BatchFn<SubmitRequest, Submitted> = Arc::new(move |reqs| {
             let store = inner.clone();
             Box::pin(async move { store.submit_batch(&reqs).await })
         });
@@ -282,7 +323,13 @@ impl Store {
         let inner = self.clone();
         let publish: BatchFn<(String, Vec<crate::dispatch::Signal>), ()> = Arc::new(move |reqs| {
             let store = inner.clone();
-            Box::pin(async move { store.publish_batch(&reqs).await })
+            // Signals are wakes: one sent twice does no harm.
+            Box::pin(async move {
+                store
+                    .publish_batch(&reqs)
+                    .await
+                    .map_err(BatchError::BeforeWrite)
+            })
         });
         self.batches = Some(Arc::new(Batches {
             submit: Batcher::spawn(MAX_BATCH, concurrency, submit),

@@ -407,17 +407,27 @@ impl Store {
     }
 
     /// A runner announces what it detected about its host (`os=`, `arch=`, `docker`).
+    /// Records what a runner announced: its capabilities, and its slots
+    /// (how many leases it may hold at once; 1..=[`wire::MAX_SLOTS`]).
     pub async fn runner_hello(
         &self,
         runner: &RunnerId,
         detected: &[String],
+        slots: u32,
         now: i64,
     ) -> Result<()> {
         let detected = caps::normalize(detected, "capabilities")?;
+        if !(1..=wire::MAX_SLOTS).contains(&slots) {
+            return Err(Error::bad_request(format!(
+                "slots must be 1..={}",
+                wire::MAX_SLOTS
+            )));
+        }
         let done = sqlx::query(
-            "UPDATE runners SET detected = $1, last_seen_at = $2 WHERE id = $3 AND revoked_at IS NULL",
+            "UPDATE runners SET detected = $1, slots = $2, last_seen_at = $3 WHERE id = $4 AND revoked_at IS NULL",
         )
         .bind(to_json(&detected))
+        .bind(i64::from(slots))
         .bind(now)
         .bind(runner.as_str())
         .execute(&self.writer)
@@ -559,7 +569,8 @@ impl Store {
             }
             RuntimeRef::Workspace { workspace, target } => {
                 if workspace.as_ref().is_some_and(|w| {
-                    *w != member.workspace_name && *w != member.workspace_id.as_str()
+                    !w.eq_ignore_ascii_case(&member.workspace_name)
+                        && *w != member.workspace_id.as_str()
                 }) {
                     // Tenant comes from the job, never from the ref.
                     return Err(Error::not_found("no such workspace runtime or runner"));

@@ -57,6 +57,8 @@ impl Fixture {
             .await
             .unwrap();
         let id = RunnerId::parse(&paired.runner.id).unwrap();
+        // Room to ask several times in one batch (one request per slot).
+        self.store.runner_hello(&id, &[], 8, 1).await.unwrap();
         let pool = RuntimeId::parse(&paired.runner.runtime_id).unwrap();
         self.pools.lock().unwrap().insert(id.clone(), pool);
         id
@@ -74,6 +76,7 @@ impl Fixture {
             job,
             placement,
             now: 2,
+            key: None,
         }
     }
 
@@ -94,6 +97,7 @@ impl Fixture {
             .pop()
             .unwrap()
             .unwrap()
+            .job
             .id
     }
 
@@ -277,11 +281,11 @@ async fn one_bad_submit_does_not_fail_its_batch_and_order_is_kept() {
         .unwrap();
     let out = f.store.submit_batch(&[first, pinned, last]).await.unwrap();
     let (j1, j3) = (
-        out[0].as_ref().unwrap().id.clone(),
-        out[2].as_ref().unwrap().id.clone(),
+        out[0].as_ref().unwrap().job.id.clone(),
+        out[2].as_ref().unwrap().job.id.clone(),
     );
     assert_eq!(out[1].as_ref().unwrap_err().code(), ErrorCode::NotFound);
-    assert_eq!(out[0].as_ref().unwrap().state, JobState::Queued);
+    assert_eq!(out[0].as_ref().unwrap().job.state, JobState::Queued);
     let leases = f.lease(&[&a]).await;
     assert_eq!(leased(&leases[0]).0, j1, "FIFO across the batch");
     assert_eq!(leased(&f.lease(&[&a]).await[0]).0, j3);
@@ -408,4 +412,113 @@ async fn a_job_lost_or_cancelled_at_expiry_keeps_no_env() {
         assert_eq!(f.store.job_state(&job).await.unwrap(), state);
         assert_eq!(sealed(job).await, None, "{state:?}");
     }
+}
+
+#[tokio::test]
+async fn a_runner_leases_no_more_than_its_slots_within_a_batch() {
+    let f = fixture("slots").await;
+    let one = f.runner("one", &[]).await;
+    f.store.runner_hello(&one, &[], 1, 2).await.unwrap();
+    for _ in 0..3 {
+        f.submit(&[]).await;
+    }
+    let req = LeaseRequest {
+        runner: one.clone(),
+        runtime: f.pools.lock().unwrap()[&one].clone(),
+        now: 3,
+        ttl_ms: TTL,
+    };
+    let out = f
+        .store
+        .lease_batch(&[req.clone(), req.clone()])
+        .await
+        .unwrap();
+    assert!(matches!(out[0], Ok(LeaseAttempt::Leased { .. })));
+    assert_eq!(
+        out[1].as_ref().unwrap_err().code(),
+        ErrorCode::LeaseLimit,
+        "the second request of a one-slot runner"
+    );
+    // Holding its one lease, it gets no other, in a later batch either.
+    let later = f.store.lease_batch(&[req]).await.unwrap();
+    assert_eq!(later[0].as_ref().unwrap_err().code(), ErrorCode::LeaseLimit);
+}
+
+/// More expired leases than one chunk, with every ending: out of attempts
+/// (`lost`), cancelled, re-queued after running (keeps its attempt), and
+/// never started (gives it back). Re-queued jobs go before new ones.
+#[tokio::test]
+async fn expiry_releases_more_than_a_chunk_with_every_ending() {
+    let f = fixture("expiry").await;
+    let a = f.runner("a", &[]).await;
+    let b = f.runner("b", &[]).await;
+    for r in [&a, &b] {
+        f.store.runner_hello(r, &[], 256, 2).await.unwrap();
+    }
+    let mut ids = vec![
+        f.submit_to(serde_json::json!({"runtime": "self:ws", "script": "true", "maxAttempts": 1}))
+            .await,
+    ];
+    for _ in 0..299 {
+        ids.push(f.submit(&[]).await);
+    }
+    let mut asks = vec![&a; 256];
+    asks.extend(vec![&b; 44]);
+    let out = f.lease(&asks).await;
+    let lease_of: std::collections::HashMap<&str, &str> = out
+        .iter()
+        .map(|o| {
+            let (job, lease, _) = leased(o);
+            (job, lease)
+        })
+        .collect();
+    assert_eq!(lease_of.len(), 300);
+    for job in &ids[..3] {
+        f.store
+            .heartbeat(&a, lease_of[job.as_str()], 4, TTL)
+            .await
+            .unwrap();
+    }
+    f.store.cancel_job(&f.admin, &ids[3], 4).await.unwrap();
+
+    let expired = f.store.expire_leases(TTL as i64 + 100).await.unwrap();
+    assert_eq!(expired.len(), 300);
+    assert_eq!(
+        expired.iter().filter(|(_, wake)| wake.is_some()).count(),
+        298
+    );
+    let job = |id: &str| {
+        let (store, admin) = (f.store.clone(), f.admin.clone());
+        let id = id.to_owned();
+        async move { store.get_job(&admin, &id).await.unwrap() }
+    };
+    let lost = job(&ids[0]).await;
+    assert_eq!((lost.state, lost.attempt), (JobState::Lost, 1));
+    let cancelled = job(&ids[3]).await;
+    assert_eq!(cancelled.state, JobState::Cancelled);
+    for id in &ids[1..3] {
+        let ran = job(id).await;
+        assert_eq!((ran.state, ran.attempt), (JobState::Queued, 1), "ran once");
+    }
+    for id in &ids[4..] {
+        let never = job(id).await;
+        assert_eq!(
+            (never.state, never.attempt),
+            (JobState::Queued, 0),
+            "never ran"
+        );
+    }
+    assert!(
+        f.store
+            .expire_leases(TTL as i64 + 200)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+
+    // A new job queues behind the re-queued ones, which keep their order.
+    let new = f.submit(&[]).await;
+    let next = f.lease(&[&a]).await;
+    assert_eq!(leased(&next[0]).0, ids[1]);
+    assert_ne!(leased(&next[0]).0, new);
 }

@@ -120,6 +120,9 @@ pub enum ErrorCode {
     Conflict,
     /// The lease is no longer held by this runner (expired, re-queued or revoked).
     LeaseLost,
+    /// The runner already holds (or asks for) as many leases as it declared
+    /// slots; it should finish a job first.
+    LeaseLimit,
     /// The body is larger than the coordinator accepts.
     PayloadTooLarge,
     /// The workspace's budget is spent.
@@ -151,6 +154,7 @@ impl ErrorCode {
             Self::CapabilityMismatch => "CAPABILITY_MISMATCH",
             Self::Conflict => "CONFLICT",
             Self::LeaseLost => "LEASE_LOST",
+            Self::LeaseLimit => "LEASE_LIMIT",
             Self::PayloadTooLarge => "PAYLOAD_TOO_LARGE",
             Self::BudgetExceeded => "BUDGET_EXCEEDED",
             Self::UnsupportedProtocol => "UNSUPPORTED_PROTOCOL",
@@ -439,6 +443,8 @@ pub struct JoinTokenInfo {
     #[serde(rename = "ref")]
     pub reference: String,
 }
+/// Most slots a runner may declare in [`Hello`].
+pub const MAX_SLOTS: u32 = 256;
 
 /// `POST /v1/runner/hello`: a runner announces the capabilities it detected.
 #[derive(Serialize, Deserialize, Debug, Clone)]
@@ -446,6 +452,11 @@ pub struct JoinTokenInfo {
 pub struct Hello {
     #[serde(default)]
     pub capabilities: Vec<String>,
+    /// Jobs the runner runs at once (`--max-concurrent`), 1..=256: the
+    /// coordinator lets it hold that many leases and lease long-polls.
+    /// Runners that do not say have one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slots: Option<u32>,
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone)]
