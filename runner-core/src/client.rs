@@ -118,7 +118,9 @@ impl Client {
         let http = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(5))
             .tcp_nodelay(true)
-            .pool_idle_timeout(Duration::from_secs(50))
+            // Below the coordinator's idle timeout (its header timeout, 10 s
+            // by default): a connection it may be closing is never reused.
+            .pool_idle_timeout(Duration::from_secs(5))
             .build()
             .map_err(transport)?;
         Ok(Self { http, base, token })

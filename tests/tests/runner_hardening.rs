@@ -486,6 +486,14 @@ async fn drover_submit_retries_a_lost_answer_with_the_same_idempotency_key() {
     assert!(keys.iter().all(|k| *k == keys[0]), "one key: {keys:?}");
     let id = String::from_utf8_lossy(&out.stdout).trim().to_owned();
     assert!(id.starts_with("job_"), "{id}");
+    // Every try reached the coordinator, and one job was made.
+    let jobs = admin.client.jobs(None, 10).await.unwrap().jobs;
+    assert_eq!(
+        jobs.iter().map(|j| j.id.as_str()).collect::<Vec<_>>(),
+        [id.as_str()],
+        "{} tries made one job",
+        keys.len()
+    );
 
     // Another submit is another job, with another key.
     let again = drover(
