@@ -582,6 +582,8 @@ pub struct RunnerProcess {
     /// Each line with when the harness read it (unix ns), which is after
     /// the runner wrote it.
     lines: Arc<Mutex<Vec<(u128, String)>>>,
+    /// Set when the current process's stderr has been read to its end.
+    read_all: Arc<std::sync::atomic::AtomicBool>,
     args: Vec<String>,
 }
 
@@ -601,6 +603,7 @@ impl RunnerProcess {
         let mut p = Self {
             child: None,
             lines: Arc::default(),
+            read_all: Arc::default(),
             args: full,
         };
         p.start();
@@ -616,10 +619,13 @@ impl RunnerProcess {
             .expect("spawn drover runner");
         let stderr = child.stderr.take().expect("stderr");
         let lines = self.lines.clone();
+        let read_all = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        self.read_all = read_all.clone();
         std::thread::spawn(move || {
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
                 lines.lock().expect("lines").push((unix_ns(), line));
             }
+            read_all.store(true, std::sync::atomic::Ordering::SeqCst);
         });
         self.child = Some(child);
     }
@@ -703,9 +709,17 @@ impl RunnerProcess {
         signal(self.child.as_ref().expect("running"), libc::SIGTERM);
     }
 
+    /// Waits for the process to exit and for every line it wrote.
     pub async fn wait_exit(&mut self) -> ExitStatus {
         let mut child = self.child.take().expect("running");
-        wait_exit(&mut child, DEADLINE).await
+        let status = wait_exit(&mut child, DEADLINE).await;
+        let read_all = self.read_all.clone();
+        eventually("the runner's last lines", DEADLINE, || {
+            let done = read_all.load(std::sync::atomic::Ordering::SeqCst);
+            async move { done.then_some(()) }
+        })
+        .await;
+        status
     }
 
     /// Starts the same command again (same state dir, so the same runners).
