@@ -6,7 +6,8 @@
 #  2. drover-bench BENCH_SECTION=fleet: drains by 1/8/64 protocol-level
 #     runners, open-loop arrivals at 200 and 1,000 jobs/s, idle fleets of
 #     1,000 and 10,000 runners (SQLite NORMAL and FULL, PostgreSQL);
-#     then bench/burst.py: memory during and after stalled uploads;
+#     then bench/burst.py: memory during and after stalled uploads, and
+#     bench/storm.py: runner latency under a storm of member reads;
 #  3. the peers on the same workloads (bench/peers/run.sh: Celery + Redis,
 #     graphile-worker, Temporal; installed from the registries), and the
 #     ratios Drover ÷ peer (bench/compare.py).
@@ -41,6 +42,15 @@ out="bench/results/$stamp.md"
   echo "## Memory under a burst of stalled uploads (bench/burst.py)"
   echo
   python3 bench/burst.py
+  echo
+  echo "## A storm of member reads while a runner leases (bench/storm.py)"
+  echo
+  python3 bench/storm.py
+  echo
+  storm_db="drover_storm_$(date +%s)"
+  psql "$DROVER_TEST_PG_URL" -qc "CREATE DATABASE $storm_db" >&2
+  DROVER_BENCH_PG="${DROVER_TEST_PG_URL%/*}/$storm_db" python3 bench/storm.py
+  psql "$DROVER_TEST_PG_URL" -qc "DROP DATABASE $storm_db WITH (FORCE)" >&2
 } | tee "$out"
 if [ "${BENCH_PEERS:-1}" != 0 ]; then
   step "peers"
