@@ -211,13 +211,32 @@ pub async fn execute(
             if let Some(pgid) = pgid {
                 signal_group(pgid, libc::SIGTERM);
             }
-            let grace = match ended {
-                Ended::Stopped(StopReason::LeaseLost) => kill_grace.min(lost_grace),
-                _ => kill_grace,
+            let already_lost = matches!(ended, Ended::Stopped(StopReason::LeaseLost));
+            let grace = if already_lost {
+                kill_grace.min(lost_grace)
+            } else {
+                kill_grace
             };
-            match tokio::time::timeout(grace, child.wait()).await {
-                Ok(status) => status,
-                Err(_) => {
+            // A lease lost during the grace (a partition after a timeout or
+            // a cancel) ends it: another runner may soon run the job.
+            let lost_meanwhile = async {
+                if already_lost
+                    || stop
+                        .wait_for(|s| *s == Some(StopReason::LeaseLost))
+                        .await
+                        .is_err()
+                {
+                    std::future::pending::<()>().await;
+                }
+            };
+            let exited = tokio::select! {
+                status = child.wait() => Some(status),
+                _ = tokio::time::sleep(grace) => None,
+                _ = lost_meanwhile => None,
+            };
+            match exited {
+                Some(status) => status,
+                None => {
                     if let Some(pgid) = pgid {
                         signal_group(pgid, libc::SIGKILL);
                     }
@@ -341,5 +360,37 @@ mod tests {
         let (stream, said) = logs.recv().await.expect("a log line");
         assert_eq!(stream, LogStream::Stderr);
         assert!(String::from_utf8_lossy(&said).contains("neither a command nor a script"));
+    }
+
+    /// A job that ignores SIGTERM times out; during its kill grace the
+    /// lease is lost: it is killed then, not at the end of the grace.
+    #[tokio::test]
+    async fn a_lease_lost_during_the_kill_grace_kills_the_job_at_once() {
+        let dir = std::env::temp_dir();
+        let (out, mut logs) = mpsc::channel(64);
+        let (stop, stop_rx) = watch::channel(None);
+        let script = "trap 'echo got-term' TERM; echo started; while :; do sleep 0.1; done";
+        let mut stubborn = job(&[], Some(script), None);
+        stubborn.timeout_seconds = Some(1);
+        let (grace, lost_grace) = (Duration::from_secs(60), Duration::from_secs(1));
+        let run = tokio::spawn(async move {
+            execute(&stubborn, "rn_test", &dir, out, stop_rx, grace, lost_grace).await
+        });
+        // Past the timeout: SIGTERM sent and ignored. Then the lease goes.
+        let mut said = String::new();
+        while !said.contains("got-term") {
+            let (_, bytes) = tokio::time::timeout(Duration::from_secs(20), logs.recv())
+                .await
+                .expect("the job is told to stop at its timeout")
+                .expect("output");
+            said.push_str(&String::from_utf8_lossy(&bytes));
+        }
+        assert!(!run.is_finished(), "still in its grace");
+        stop.send_replace(Some(StopReason::LeaseLost));
+        let result = tokio::time::timeout(Duration::from_secs(20), run)
+            .await
+            .expect("killed when the lease was lost, not after the 60 s grace")
+            .unwrap();
+        assert_eq!(result.outcome, Outcome::TimedOut);
     }
 }

@@ -283,7 +283,10 @@ impl Runner {
         }
         self.set_status(|s| s.online = true);
         self.emit(EventKind::Online);
-        let workers: Vec<_> = (0..self.settings.slots.max(1))
+        let workers: Vec<_> = (0..self
+            .settings
+            .slots
+            .clamp(1, drover_wire::MAX_SLOTS as usize))
             .map(|_| tokio::spawn(self.clone().work(controls.clone())))
             .collect();
         let mut first_error = None;
@@ -599,15 +602,24 @@ impl Runner {
     async fn heartbeat(
         self: Arc<Self>,
         lease: String,
-        ttl: Duration,
+        mut ttl: Duration,
         mut renewed: Instant,
         stop: Arc<watch::Sender<Option<StopReason>>>,
     ) {
-        let wait = (ttl / 3).min(Duration::from_secs(10));
-        let keep = ttl.saturating_sub(safety_margin(ttl));
+        let mut wait = (ttl / 3).min(Duration::from_secs(10));
+        let mut keep = ttl.saturating_sub(safety_margin(ttl));
         let mut backoff = self.backoff();
-        let stop_with =
-            |reason| stop.send_if_modified(|s| s.is_none() && s.replace(reason).is_none());
+        // The first reason stands, except that a lost lease overrides a
+        // cancel: a job stopping for a cancel must then stop sooner.
+        let stop_with = |reason| {
+            stop.send_if_modified(|s| {
+                let wins = s.is_none() || (reason == StopReason::LeaseLost && *s != Some(reason));
+                if wins {
+                    *s = Some(reason);
+                }
+                wins
+            })
+        };
         loop {
             let stop_at = renewed + keep;
             let sent = Instant::now();
@@ -631,6 +643,14 @@ impl Runner {
                 Ok(r) => {
                     backoff.reset();
                     renewed = sent;
+                    // The coordinator renews with its own TTL (it may have
+                    // restarted with a shorter one): keep to the shorter.
+                    let given = Duration::from_millis(r.ttl_ms);
+                    if !given.is_zero() && given < ttl {
+                        ttl = given;
+                        wait = (ttl / 3).min(Duration::from_secs(10));
+                        keep = ttl.saturating_sub(safety_margin(ttl));
+                    }
                     if r.cancel {
                         stop_with(StopReason::Cancelled);
                         // Still heartbeat through the kill grace, but without spinning.

@@ -57,7 +57,14 @@ impl<T: DeserializeOwned + Default> FromRequest<AppState> for OptionalJson<T> {
 /// chunks were cut from (one allocation, returned whole when it ends).
 async fn collect(body: Body, limit: usize, announced: bool) -> Result<Vec<u8>, Error> {
     let mut chunks = body.into_data_stream();
-    let mut buf = Vec::with_capacity(if announced { limit } else { 8 * 1024 });
+    // A large announced body holds its share of the body budget: one buffer
+    // of that size, filled as it arrives. A small one (outside the budget)
+    // grows as it arrives, so a stalled sender pins little.
+    let mut buf = Vec::with_capacity(if announced && limit > SMALL_BODY_BYTES {
+        limit
+    } else {
+        limit.min(16 * 1024)
+    });
     while let Some(chunk) = chunks.next().await {
         let chunk = chunk.map_err(|e| Error::bad_request(format!("reading the body: {e}")))?;
         if buf.len() + chunk.len() > limit {

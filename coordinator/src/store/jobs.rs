@@ -509,7 +509,14 @@ impl Store {
                         idempotency::bind(sqlx::query(&insert_keys), &keys)
                             .execute(&mut **t)
                             .await
-                            .map_err(|e| on_unique(e, idempotency::in_flight))?;
+                            .map_err(|e| match on_unique(e, idempotency::in_flight) {
+                                // Retryable (503): the retry is answered
+                                // with the job the other request wrote.
+                                Error::Api { message, .. } => {
+                                    Error::api(ErrorCode::Overloaded, message)
+                                }
+                                other => other,
+                            })?;
                         rows
                     }
                 }

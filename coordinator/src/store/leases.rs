@@ -618,6 +618,7 @@ impl Store {
             .collect();
         // Written: from here an error is that request's alone (failing the
         // batch would retry it, and the job is already leased).
+        let mut unreadable: Vec<(String, LeaseId)> = Vec::new();
         for (i, job_id, lease_id) in chosen {
             let Some(row) = taken.remove(lease_id.as_str()) else {
                 continue;
@@ -635,7 +636,11 @@ impl Store {
             let (attempt, spec, env) = match decoded {
                 Ok(d) => d,
                 Err(e) => {
-                    out[i] = Err(e);
+                    // Leased again, it would fail again, every TTL: it
+                    // fails now instead, and the runner asks again.
+                    tracing::error!(job = %job_id, error = %e, "a leased job cannot be read; failing it");
+                    unreadable.push((job_id, lease_id));
+                    out[i] = Ok(LeaseAttempt::Empty);
                     continue;
                 }
             };
@@ -656,7 +661,29 @@ impl Store {
                 next: next[i].take(),
             });
         }
+        for (job, lease) in unreadable {
+            if let Err(e) = self.fail_unreadable(&job, &lease, now).await {
+                tracing::error!(job = %job, error = %e, "could not fail an unreadable job");
+            }
+        }
         Ok(out)
+    }
+
+    /// Ends a leased job the coordinator cannot read (its env does not
+    /// open: a key is missing or wrong), so it is not leased again forever.
+    async fn fail_unreadable(&self, job: &str, lease: &LeaseId, now: i64) -> Result<()> {
+        sqlx::query(
+            "UPDATE jobs SET state = 'failed', finished_at = $1, lease_id = NULL, lease_runner_id = NULL,
+                 lease_expires_at = NULL,
+                 error = 'the coordinator cannot read this job (its env does not open with the keys it has); it was not run'
+             WHERE id = $2 AND lease_id = $3 AND state = 'leased'",
+        )
+        .bind(now)
+        .bind(job)
+        .bind(lease.as_str())
+        .execute(&self.writer)
+        .await?;
+        Ok(())
     }
 
     /// Renews the lease (and marks the job running). Returns whether a cancel

@@ -522,3 +522,27 @@ async fn expiry_releases_more_than_a_chunk_with_every_ending() {
     assert_eq!(leased(&next[0]).0, ids[1]);
     assert_ne!(leased(&next[0]).0, new);
 }
+
+/// A job whose env does not open (a wrong key under a known id) fails when
+/// leased, instead of being leased, refused and re-queued every TTL.
+#[tokio::test]
+async fn a_job_whose_env_does_not_open_fails_instead_of_cycling() {
+    let f = fixture("unreadable-env").await;
+    f.store.set_secrets(crate::secrets::KeyRing::generate().0);
+    let runner = f.runner("plain", &[]).await;
+    let body = serde_json::json!({"runtime": "self:ws", "script": "true", "env": {"K": "v"}});
+    let job = f.submit_to(body).await;
+    // Same key id, other bytes: what a wrong key would have sealed.
+    sqlx::query(
+        "UPDATE jobs SET env_sealed = substr(env_sealed, 1, length(env_sealed) - 8) || 'AAAAAAAA' WHERE id = $1",
+    )
+    .bind(&job)
+    .execute(&f.store.writer)
+    .await
+    .unwrap();
+    let out = f.lease(&[&runner]).await;
+    assert!(matches!(out[0], LeaseAttempt::Empty), "{out:?}");
+    assert_eq!(f.store.job_state(&job).await.unwrap(), JobState::Failed);
+    let out = f.lease(&[&runner]).await;
+    assert!(matches!(out[0], LeaseAttempt::Empty), "not leased again");
+}
