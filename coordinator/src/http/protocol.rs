@@ -122,6 +122,24 @@ async fn next_lease(
     let deadline =
         tokio::time::Instant::now() + Duration::from_millis(req.wait_ms.min(MAX_LEASE_WAIT_MS));
     touch(st, r).await?;
+    if req.wait_ms == 0 {
+        // One look, no wait: nothing to register (so a runner asking for
+        // its next job along with a complete never counts as waiting).
+        return match st
+            .store
+            .try_lease(&r.runner_id, &r.runtime_id, st.now(), st.ttl_ms())
+            .await?
+        {
+            LeaseAttempt::Leased { lease, next } => {
+                if let Some(next) = next {
+                    st.announce(vec![Signal::from(next)]);
+                }
+                Ok(Some(*lease))
+            }
+            LeaseAttempt::Revoked => Err(revoked()),
+            LeaseAttempt::Empty => Ok(None),
+        };
+    }
     loop {
         let guard = st
             .hub
