@@ -257,6 +257,10 @@ fn shed(tcp: TcpStream) {
         body.len(),
         crate::http::error::RETRY_AFTER_SECONDS
     );
+    // Read what the client already sent: closing a socket with unread data
+    // resets it, and a reset may discard the answer before it is read.
+    let mut sink = [0u8; 4096];
+    while matches!(tcp.try_read(&mut sink), Ok(n) if n > 0) {}
     let _ = tcp.try_write(response.as_bytes());
 }
 
