@@ -105,7 +105,9 @@ struct Limits {
     /// idle keep-alive timeout).
     #[arg(long, env = "DROVER_HEADER_TIMEOUT_MS", default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(100..=3_600_000))]
     header_timeout_ms: u64,
-    /// A request body must arrive within this many milliseconds (else 408).
+    /// A request body must arrive within this many milliseconds (else 408),
+    /// and a client must keep taking its answer (a write stalled this long
+    /// closes the connection).
     #[arg(long, env = "DROVER_BODY_TIMEOUT_MS", default_value_t = 30_000, value_parser = clap::value_parser!(u64).range(100..=3_600_000))]
     body_timeout_ms: u64,
     /// Large request bodies (over 128 KiB) held in memory at once, in MiB;

@@ -38,7 +38,8 @@ pub struct ServeLimits {
     /// connection opens or its previous response was sent: so it is also
     /// how long an idle keep-alive connection stays open.
     pub header_timeout: Duration,
-    /// A request body must arrive within this.
+    /// A request body must arrive within this; and a client must keep
+    /// taking its answer: a write that waits this long ends the connection.
     pub body_timeout: Duration,
     /// Bytes of large request bodies held in memory at once, across requests.
     pub body_memory: usize,
@@ -171,8 +172,9 @@ pub async fn serve(
         let service = TowerToHyperService::new(router.clone());
         let mut stopping = stop.subscribe();
         let closed = closed.clone();
+        let write_timeout = limits.body_timeout;
         tokio::spawn(async move {
-            let io = TokioIo::new(EnvelopedErrors::new(tcp));
+            let io = TokioIo::new(EnvelopedErrors::new(tcp, write_timeout));
             let mut conn = pin!(http.serve_connection(io, service));
             let done = tokio::select! {
                 r = conn.as_mut() => Some(r),
@@ -187,7 +189,14 @@ pub async fn serve(
                 }
             };
             if let Err(e) = result {
-                tracing::debug!(error = %e, "connection ended with an error");
+                // Hyper's own message leaves out the cause (e.g. a stall).
+                let mut error = e.to_string();
+                let mut cause = std::error::Error::source(&e);
+                while let Some(c) = cause {
+                    error = format!("{error}: {c}");
+                    cause = c.source();
+                }
+                tracing::debug!(%error, "connection ended with an error");
             }
             drop(slot);
             closed.fetch_add(1, Ordering::Relaxed);
@@ -268,20 +277,52 @@ fn shed(tcp: TcpStream) {
 /// answers a request it cannot parse (a bad `Content-Length`, a path that
 /// is not ASCII, headers too large) itself, with an empty body, and then
 /// closes the connection; this puts `{"error":{code,message}}` in that body.
+///
+/// It also ends a connection whose client stops taking its answer: a write
+/// that makes no progress for `write_timeout` fails (otherwise a client
+/// that never reads would hold its connection, and its answer, forever).
 struct EnvelopedErrors {
     inner: TcpStream,
     /// A rewritten response still to be written, and how much of it was.
     pending: Vec<u8>,
     written: usize,
+    write_timeout: Duration,
+    /// Running while a write waits for the client to read.
+    stalled: Option<Pin<Box<tokio::time::Sleep>>>,
 }
 
 impl EnvelopedErrors {
-    fn new(inner: TcpStream) -> Self {
+    fn new(inner: TcpStream, write_timeout: Duration) -> Self {
         Self {
             inner,
             pending: Vec::new(),
             written: 0,
+            write_timeout,
+            stalled: None,
         }
+    }
+
+    /// Passes `r` on, unless the write has waited longer than the timeout.
+    fn unless_stalled<T>(
+        &mut self,
+        cx: &mut Context<'_>,
+        r: Poll<io::Result<T>>,
+    ) -> Poll<io::Result<T>> {
+        if r.is_ready() {
+            self.stalled = None;
+            return r;
+        }
+        let timeout = self.write_timeout;
+        let stalled = self
+            .stalled
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep(timeout)));
+        if stalled.as_mut().poll(cx).is_ready() {
+            return Poll::Ready(Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "the client stopped taking its answer",
+            )));
+        }
+        Poll::Pending
     }
 
     fn poll_pending(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
@@ -381,7 +422,8 @@ impl AsyncWrite for EnvelopedErrors {
             }
             return Poll::Ready(Ok(buf.len()));
         }
-        Pin::new(&mut this.inner).poll_write(cx, buf)
+        let r = Pin::new(&mut this.inner).poll_write(cx, buf);
+        this.unless_stalled(cx, r)
     }
 
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {

@@ -476,3 +476,35 @@ async fn requests_are_judged_as_the_schema_says_and_errors_are_enveloped() {
     let answer = raw(&c, big_head.as_bytes()).await;
     assert_eq!(status_and_code(&answer), (431, "PAYLOAD_TOO_LARGE".into()));
 }
+
+#[tokio::test]
+async fn a_client_that_stops_reading_its_answers_is_disconnected() {
+    let c = start(&["--body-timeout-ms", "1000"]).await;
+    let admin = c.bootstrap("acme", "admin@acme.test");
+    // Many pipelined requests for a large document, and no reading: the
+    // answers fill the socket buffers and the coordinator's writes stall.
+    let mut s = TcpStream::connect(addr(&c)).await.expect("connect");
+    let one = b"GET /openapi.json HTTP/1.1\r\nHost: x\r\n\r\n";
+    s.write_all(&one.repeat(200)).await.expect("write");
+    eventually(
+        "the stalled connection to be closed",
+        Duration::from_secs(30),
+        || {
+            let log = c.log_text();
+            async move {
+                log.contains("the client stopped taking its answer")
+                    .then_some(())
+            }
+        },
+    )
+    .await;
+    // What was sent before comes out, then the end.
+    read_to_close(&mut s, Duration::from_secs(10))
+        .await
+        .expect("closed by the coordinator");
+    admin
+        .client
+        .jobs(None, 10)
+        .await
+        .expect("others are served");
+}
