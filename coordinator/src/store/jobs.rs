@@ -359,6 +359,31 @@ impl Store {
                     .map(|(id, budget, spent)| (id, (budget, spent))),
             );
         }
+        // Pinned runners still live, locked (in id order, as a lease batch
+        // locks runners) so a revoke cannot slip in before the commit.
+        let mut pinned: Vec<&str> = reqs
+            .iter()
+            .filter_map(|r| r.placement.pinned_runner.as_ref().map(|p| p.as_str()))
+            .collect();
+        pinned.sort_unstable();
+        pinned.dedup();
+        let mut live: std::collections::HashSet<String> = std::collections::HashSet::new();
+        if !pinned.is_empty() {
+            let ids: Vec<String> = bind_all(
+                sqlx::query_as::<_, (String,)>(&format!(
+                    "SELECT id FROM runners WHERE id IN ({}) AND revoked_at IS NULL ORDER BY id {}",
+                    placeholders(1, pinned.len()),
+                    self.dialect.lock_for_update
+                )),
+                &pinned,
+            )
+            .fetch_all(&mut *tx)
+            .await?
+            .into_iter()
+            .map(|(id,)| id)
+            .collect();
+            live.extend(ids);
+        }
         let mut out: Vec<Result<Submitted>> = Vec::with_capacity(reqs.len());
         let mut queued: Vec<(usize, JobId)> = Vec::new();
         // Requests whose key named a job: (request, job id).
@@ -413,19 +438,11 @@ impl Store {
                 )));
                 continue;
             }
-            if let Some(runner) = &r.placement.pinned_runner {
-                // Locked, so a revoke cannot slip between this check and the commit.
-                let live: Option<i64> = sqlx::query_scalar(&format!(
-                    "SELECT 1 FROM runners WHERE id = $1 AND revoked_at IS NULL {}",
-                    self.dialect.lock_for_update
-                ))
-                .bind(runner.as_str())
-                .fetch_optional(&mut *tx)
-                .await?;
-                if live.is_none() {
-                    out.push(Err(Error::not_found(format!("no runner {runner}"))));
-                    continue;
-                }
+            if let Some(runner) = &r.placement.pinned_runner
+                && !live.contains(runner.as_str())
+            {
+                out.push(Err(Error::not_found(format!("no runner {runner}"))));
+                continue;
             }
             // Filled in below, once the row is written.
             out.push(Err(Error::Internal("the job was not written")));
