@@ -7,8 +7,9 @@ ALTER TABLE runners ADD COLUMN slots BIGINT NOT NULL DEFAULT 1;
 
 -- Workspace names compare case-insensitively, so `ACME` cannot sit beside
 -- `acme`. Look-alikes created before this keep working under a new name:
--- every one but the oldest gets `.<its id>` appended.
-UPDATE workspaces SET name = name || '.' || id
+-- every one but the oldest gets `.<its id>` appended (its first 40
+-- characters kept, so the name stays within 64).
+UPDATE workspaces SET name = substr(name, 1, 40) || '.' || id
 WHERE EXISTS (
     SELECT 1 FROM workspaces older
     WHERE lower(older.name) = lower(workspaces.name)
