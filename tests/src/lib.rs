@@ -952,6 +952,8 @@ pub fn superseded(by_job: &std::collections::HashMap<String, Vec<Execution>>) ->
 pub struct LostLeases {
     /// Runners whose process was killed, and when (unix ns).
     killed: Vec<(std::collections::HashSet<String>, u128)>,
+    /// Runners whose process was started again, and when (unix ns).
+    restarted: Vec<(std::collections::HashSet<String>, u128)>,
     /// (runner, job) pairs a runner reported losing: it stopped the job,
     /// abandoned it, or had its result refused.
     reported: std::collections::HashSet<(String, String)>,
@@ -964,6 +966,29 @@ impl LostLeases {
     /// The runners `p` has brought online, killed now (call right after `kill9`).
     pub fn killed(&mut self, p: &RunnerProcess) {
         self.killed.push((p.runner_ids(), unix_ns()));
+    }
+
+    /// `p`'s runners, started again now (call right before `restart`).
+    pub fn restarted(&mut self, p: &RunnerProcess) {
+        self.restarted.push((p.runner_ids(), unix_ns()));
+    }
+
+    /// Whether a killed process explains `run`: its runner was killed, and
+    /// the run began before that, or just after as an orphan (a job process
+    /// is its own process group, so a SIGKILLed runner's job may get to its
+    /// first line after the kill), and before the runner came back.
+    fn killed_during(&self, run: &Execution) -> bool {
+        const ORPHAN_START_NS: u128 = 5_000_000_000;
+        self.killed.iter().any(|(runners, at)| {
+            let back = self
+                .restarted
+                .iter()
+                .filter(|(again, when)| again.contains(&run.runner) && when > at)
+                .map(|(_, when)| *when)
+                .min()
+                .unwrap_or(u128::MAX);
+            runners.contains(&run.runner) && run.start < (at + ORPHAN_START_NS).min(back)
+        })
     }
 
     /// What `p`'s runners said about leases they lost.
@@ -997,11 +1022,7 @@ impl LostLeases {
             .iter()
             .copied()
             .filter(|run| {
-                let killed = self
-                    .killed
-                    .iter()
-                    .any(|(runners, at)| runners.contains(&run.runner) && run.start < *at);
-                !killed
+                !self.killed_during(run)
                     && !self
                         .reported
                         .contains(&(run.runner.clone(), run.job.clone()))
@@ -1184,12 +1205,16 @@ mod tests {
         let runs = check_executions(&path, &ids(&["j1"]));
         let mut lost = LostLeases::default();
         lost.killed.push((["rn_a".to_owned()].into(), 50));
+        lost.restarted.push((["rn_a".to_owned()].into(), 80));
         assert_eq!(
             lost.unexplained(&superseded(&runs)).len(),
             1,
-            "killed before the execution started"
+            "killed, and back before the execution started"
         );
-        lost.killed.push((["rn_a".to_owned()].into(), 150));
-        assert!(lost.unexplained(&superseded(&runs)).is_empty());
+        lost.killed.push((["rn_a".to_owned()].into(), 90));
+        assert!(
+            lost.unexplained(&superseded(&runs)).is_empty(),
+            "killed again just before it started: an orphan of the kill"
+        );
     }
 }

@@ -216,6 +216,7 @@ async fn torture_three_replicas_thirty_runners_ten_thousand_jobs() {
     })
     .await;
     replicas[1].restart().await;
+    lost.restarted(&procs[1]);
     procs[1].restart();
     eventually("every job done", Duration::from_secs(900), || {
         progress(jobs)
