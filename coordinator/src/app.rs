@@ -10,12 +10,13 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 use crate::clock::{Clock, SystemClock};
-use crate::dispatch::{Hub, Signal};
+use crate::dispatch::Hub;
 use crate::http::{self, AppState, RequestLimits};
 use crate::ids::new_id;
 use crate::secrets::{self, KeySource};
 use crate::server::{self, ServeLimits};
 use crate::store::{self, Backend, Durability, Envelope, Store};
+use crate::wake::Signal;
 
 #[derive(Debug, Clone)]
 pub struct Config {

@@ -14,49 +14,11 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-use serde::{Deserialize, Serialize};
 use tokio::sync::Notify;
 
 use crate::caps;
 use crate::ids::{RunnerId, RuntimeId};
-use crate::store::Wake;
-
-/// Something waiters may need to hear about. Applied to the local hub and,
-/// with PostgreSQL, sent to the other replicas (`store::signals`).
-#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
-#[serde(tag = "k", rename_all = "camelCase")]
-pub enum Signal {
-    /// A job became leasable in a pool, for runners meeting `requires`.
-    Pool {
-        runtime: String,
-        requires: Vec<String>,
-    },
-    /// A job pinned to `runner` became leasable.
-    Runner { runtime: String, runner: String },
-    /// The runner was revoked: its waiters should find out.
-    Revoked { runner: String },
-    /// The runner said hello with new capabilities: what was cached of it is stale.
-    Hello { runner: String },
-    /// A cancel was asked for on this lease.
-    Cancel { lease: String },
-    /// A job's log or state changed.
-    Job { job: String },
-}
-
-impl From<Wake> for Signal {
-    fn from(wake: Wake) -> Self {
-        match wake {
-            Wake::Pool { runtime, requires } => Self::Pool {
-                runtime: runtime.to_string(),
-                requires,
-            },
-            Wake::Runner { runtime, runner } => Self::Runner {
-                runtime: runtime.to_string(),
-                runner: runner.to_string(),
-            },
-        }
-    }
-}
+use crate::wake::{Signal, Wake};
 
 /// One lease request waiting for a job.
 pub struct Waiter {

@@ -14,3 +14,4 @@ pub mod refs;
 pub mod secrets;
 pub mod server;
 pub mod store;
+pub mod wake;

@@ -14,9 +14,10 @@ use serde::Deserialize;
 
 use super::AppState;
 use super::extract::{AuthMember, Json, Query};
-use crate::dispatch::Signal;
 use crate::error::{Error, Result};
-use crate::store::{CancelOutcome, IdempotencyKey, NewJob, Wake};
+use crate::store::{CancelOutcome, IdempotencyKey, NewJob};
+use crate::wake::Signal;
+use crate::wake::Wake;
 
 pub fn router() -> Router<AppState> {
     Router::new()

@@ -21,8 +21,9 @@ use drover_wire::ErrorCode;
 use tokio::sync::{Semaphore, watch};
 
 use crate::clock::Clock;
-use crate::dispatch::{Hub, Signal};
+use crate::dispatch::Hub;
 use crate::store::Store;
+use crate::wake::Signal;
 pub use runner_cache::RunnerCache;
 
 /// Largest request body accepted (a log chunk, a job with a big env).
@@ -85,7 +86,7 @@ impl AppState {
         for signal in &signals {
             self.apply(signal);
         }
-        if self.store.backend() == crate::store::Backend::Postgres && !signals.is_empty() {
+        if self.store.has_replicas() && !signals.is_empty() {
             let (store, origin) = (self.store.clone(), self.replica.clone());
             tokio::spawn(async move {
                 if let Err(e) = store.publish(&origin, &signals).await {

@@ -14,9 +14,9 @@ use drover_wire::{self as wire, ErrorCode, MAX_LEASE_WAIT_MS};
 
 use super::AppState;
 use super::extract::{AuthJoin, AuthRunner, Json};
-use crate::dispatch::Signal;
 use crate::error::{Error, Result};
 use crate::store::{LeaseAttempt, RunnerAuth};
+use crate::wake::Signal;
 
 pub fn router() -> Router<AppState> {
     Router::new()

@@ -9,9 +9,9 @@ use drover_wire as wire;
 
 use super::AppState;
 use super::extract::{AuthMember, Json, OptionalJson};
-use crate::dispatch::Signal;
 use crate::error::Result;
 use crate::store::{Owner, RunnerScope};
+use crate::wake::Signal;
 
 pub fn router() -> Router<AppState> {
     Router::new()

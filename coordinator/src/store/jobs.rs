@@ -8,7 +8,8 @@ use sqlx::{FromRow, Row};
 
 use super::idempotency::{self, IdempotencyKey};
 use super::{
-    Member, Placement, Store, Writer, bind_all, json_list, on_unique, one, placeholders, to_json,
+    Member, Placement, Store, Writer, bind_all, json_list, on_unique, only_result, placeholders,
+    to_json,
 };
 use crate::batch::BatchError;
 use crate::caps;
@@ -318,7 +319,7 @@ impl Store {
         };
         match &self.batches {
             Some(b) => b.submit.call(req).await,
-            None => one(self.submit_batch(&[req]).await?),
+            None => only_result(self.submit_batch(&[req]).await?),
         }
     }
 
@@ -330,7 +331,7 @@ impl Store {
     ) -> Result<Vec<Result<Submitted>>, BatchError> {
         let now = reqs.iter().map(|r| r.now).max().unwrap_or_default();
         // Reads, then one INSERT (or with keys, one transaction).
-        let mut tx = self.single_write().await?;
+        let mut tx = self.batch_writer().await?;
         let keyed: Vec<(&str, &str)> = reqs
             .iter()
             .filter_map(|r| Some((r.key.as_ref()?.key_hash.as_str(), r.member.id.as_str())))
@@ -478,7 +479,7 @@ impl Store {
             let insert_keys = idempotency::insert_sql(2 + COLUMNS * queued.len(), keys.len());
             let rows = match &mut tx {
                 // One statement, or one command holding its own transaction.
-                Writer::Held(conn) => {
+                Writer::SoleConnection(conn) => {
                     let sql = if keys.is_empty() {
                         // `$1` unused: a no-op keeps the numbering.
                         format!("{insert_jobs}; SELECT $1 WHERE 0")
@@ -505,7 +506,7 @@ impl Store {
                         }
                     }
                 }
-                Writer::Tx(t) => {
+                Writer::Transaction(t) => {
                     if keys.is_empty() {
                         bind_jobs(sqlx::query(&insert_jobs).bind(now), reqs, &queued, &sealed)
                             .fetch_all(&mut **t)

@@ -39,7 +39,7 @@ use leases::{CompleteRequest, LeaseRequest};
 pub use idempotency::IdempotencyKey;
 pub use identity::{Member, Principal, Role, RunnerAuth};
 pub use jobs::{CancelOutcome, JobSpec, NewJob, Submitted};
-pub use leases::{Completion, LeaseAttempt, Wake};
+pub use leases::{Completion, LeaseAttempt};
 pub use pools::{Owner, Placement, RunnerScope};
 pub use signals::Envelope;
 
@@ -75,6 +75,15 @@ pub struct Dialect {
     /// The database's clock in Unix milliseconds, where lease times are
     /// computed (see [`Dialect::now`]); `None`: the coordinator's.
     db_clock: Option<&'static str>,
+    /// A batch writes on the one writer connection, held (SQLite), instead
+    /// of in a transaction (see [`Writer`]).
+    batch_holds_connection: bool,
+    /// Several `;`-separated SELECTs go in one round trip (SQLite; the
+    /// `Any` driver prepares PostgreSQL statements one at a time).
+    multi_statement_reads: bool,
+    /// Replicas share the database and hear each other's signals
+    /// (`LISTEN`/`NOTIFY`, see `signals`).
+    replica_signals: bool,
 }
 
 impl Dialect {
@@ -100,6 +109,9 @@ const SQLITE: Dialect = Dialect {
     lock_for_update: "",
     lock_runners: "",
     db_clock: None,
+    batch_holds_connection: true,
+    multi_statement_reads: true,
+    replica_signals: false,
 };
 const POSTGRES: Dialect = Dialect {
     backend: Backend::Postgres,
@@ -110,6 +122,9 @@ const POSTGRES: Dialect = Dialect {
     lock_for_update: "FOR UPDATE",
     lock_runners: "FOR NO KEY UPDATE",
     db_clock: Some("CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT)"),
+    batch_holds_connection: false,
+    multi_statement_reads: false,
+    replica_signals: true,
 };
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -154,7 +169,7 @@ struct Batches {
     lease: Batcher<LeaseRequest, LeaseAttempt>,
     complete: Batcher<CompleteRequest, Completion>,
     /// Replica signals (PostgreSQL only; `origin` is always this replica).
-    publish: Batcher<(String, Vec<crate::dispatch::Signal>), ()>,
+    publish: Batcher<(String, Vec<crate::wake::Signal>), ()>,
 }
 
 /// Where a batch writes. On SQLite it is the one writer connection, held
@@ -164,16 +179,16 @@ struct Batches {
 /// the connection's thread costs a pair of context switches. On PostgreSQL
 /// it is a transaction, so the rows it locks stay locked.
 pub(super) enum Writer {
-    Tx(sqlx::Transaction<'static, sqlx::Any>),
-    Held(sqlx::pool::PoolConnection<sqlx::Any>),
+    Transaction(sqlx::Transaction<'static, sqlx::Any>),
+    SoleConnection(sqlx::pool::PoolConnection<sqlx::Any>),
 }
 
 impl std::ops::Deref for Writer {
     type Target = sqlx::AnyConnection;
     fn deref(&self) -> &Self::Target {
         match self {
-            Self::Tx(tx) => tx,
-            Self::Held(conn) => conn,
+            Self::Transaction(tx) => tx,
+            Self::SoleConnection(conn) => conn,
         }
     }
 }
@@ -181,8 +196,8 @@ impl std::ops::Deref for Writer {
 impl std::ops::DerefMut for Writer {
     fn deref_mut(&mut self) -> &mut Self::Target {
         match self {
-            Self::Tx(tx) => &mut *tx,
-            Self::Held(conn) => &mut *conn,
+            Self::Transaction(tx) => &mut *tx,
+            Self::SoleConnection(conn) => &mut *conn,
         }
     }
 }
@@ -191,7 +206,7 @@ impl Writer {
     /// Commits (on SQLite each write committed as it ran). A failed COMMIT
     /// may have committed (see [`BatchError::from_write`]).
     pub(super) async fn commit(self) -> Result<(), BatchError> {
-        if let Self::Tx(tx) = self {
+        if let Self::Transaction(tx) = self {
             tx.commit().await.map_err(BatchError::from_write)?;
         }
         Ok(())
@@ -202,8 +217,8 @@ impl Writer {
     /// commits as it runs (or is one `BEGIN … COMMIT` command).
     pub(super) fn write_error(&self, e: sqlx::Error) -> BatchError {
         match self {
-            Self::Tx(_) => BatchError::BeforeWrite(e.into()),
-            Self::Held(_) => BatchError::from_write(e),
+            Self::Transaction(_) => BatchError::BeforeWrite(e.into()),
+            Self::SoleConnection(_) => BatchError::from_write(e),
         }
     }
 }
@@ -321,7 +336,7 @@ impl Store {
             Box::pin(async move { store.complete_batch(&reqs).await })
         });
         let inner = self.clone();
-        let publish: BatchFn<(String, Vec<crate::dispatch::Signal>), ()> = Arc::new(move |reqs| {
+        let publish: BatchFn<(String, Vec<crate::wake::Signal>), ()> = Arc::new(move |reqs| {
             let store = inner.clone();
             // Signals are wakes: one sent twice does no harm.
             Box::pin(async move {
@@ -341,15 +356,20 @@ impl Store {
     }
 
     /// See [`Writer`].
-    pub(super) async fn single_write(&self) -> Result<Writer> {
-        Ok(match self.dialect.backend {
-            Backend::Sqlite => Writer::Held(self.writer.acquire().await?),
-            Backend::Postgres => Writer::Tx(self.writer.begin().await?),
+    pub(super) async fn batch_writer(&self) -> Result<Writer> {
+        Ok(match self.dialect.batch_holds_connection {
+            true => Writer::SoleConnection(self.writer.acquire().await?),
+            false => Writer::Transaction(self.writer.begin().await?),
         })
     }
 
     pub fn backend(&self) -> Backend {
         self.dialect.backend
+    }
+
+    /// Do replicas share this database, and hear each other's signals?
+    pub fn has_replicas(&self) -> bool {
+        self.dialect.replica_signals
     }
 
     pub async fn close(&self) {
@@ -438,7 +458,7 @@ pub(super) fn bind_all_query<'q>(
 }
 
 /// The single result of a batch of one.
-pub(super) fn one<T>(mut results: Vec<Result<T>>) -> Result<T> {
+pub(super) fn only_result<T>(mut results: Vec<Result<T>>) -> Result<T> {
     results
         .pop()
         .unwrap_or(Err(Error::Internal("a batch of one gave no result")))

@@ -7,12 +7,13 @@ use drover_wire::{self as wire, ErrorCode};
 use sqlx::{AnyConnection, FromRow};
 
 use super::identity::insert_token;
-use super::leases::{Wake, release_leases_of_runner};
+use super::leases::release_leases_of_runner;
 use super::{Member, Store, json_list, on_unique, to_json};
 use crate::caps;
 use crate::error::{Error, Result};
 use crate::ids::{JobId, MemberId, RunnerId, RuntimeId, Secret, TokenKind};
 use crate::refs::{DEFAULT_POOL, RuntimeRef, valid_segment};
+use crate::wake::Wake;
 
 /// A runner is online if it has talked to the coordinator this recently.
 pub const ONLINE_WINDOW_MS: i64 = 40_000;

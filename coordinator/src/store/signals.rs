@@ -4,9 +4,9 @@
 use serde::{Deserialize, Serialize};
 use sqlx::postgres::PgListener;
 
-use super::{Backend, Store};
-use crate::dispatch::Signal;
+use super::Store;
 use crate::error::Result;
+use crate::wake::Signal;
 
 /// The notification channel every replica listens on.
 pub const CHANNEL: &str = "drover_signals";
@@ -27,7 +27,7 @@ impl Store {
     /// Tells the other replicas (sent after the change committed).
     /// Concurrent calls go out together, in as few notifications as fit.
     pub async fn publish(&self, origin: &str, signals: &[Signal]) -> Result<()> {
-        if self.dialect.backend != Backend::Postgres || signals.is_empty() {
+        if !self.dialect.replica_signals || signals.is_empty() {
             return Ok(());
         }
         match &self.batches {
@@ -81,7 +81,7 @@ impl Store {
 
     /// A listener for other replicas' signals, on PostgreSQL.
     pub async fn listener(&self) -> Result<Option<PgListener>> {
-        if self.dialect.backend != Backend::Postgres {
+        if !self.dialect.replica_signals {
             return Ok(None);
         }
         let mut listener = PgListener::connect(&self.url).await?;

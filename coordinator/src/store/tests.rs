@@ -6,9 +6,10 @@ use drover_wire::{self as wire, ErrorCode, JobState, Outcome};
 
 use super::{
     CompleteRequest, Durability, LeaseAttempt, LeaseRequest, Member, NewJob, Owner, Store,
-    SubmitRequest, Wake,
+    SubmitRequest,
 };
 use crate::ids::{RunnerId, RuntimeId};
+use crate::wake::Wake;
 
 const TTL: u64 = 20_000;
 

@@ -1,0 +1,255 @@
+//! The runner side of a job: lease, heartbeat, logs, complete, expiry.
+//!
+//! A lease batch goes in three stages: `read` (queries to typed rows), then
+//! `plan` (which job each request gets: a pure function of what was read,
+//! where the lease rules live), then one write here.
+//!
+//! Every function here runs in one write transaction, and SQLite has one
+//! writer, so a queued job moves to `leased` for exactly one runner.
+//! The `WHERE state = 'queued'` guard on the update keeps that true even if
+//! two writers ever raced (it is the only way a job leaves the queue).
+
+mod complete;
+mod expiry;
+mod plan;
+#[cfg(test)]
+mod plan_tests;
+mod read;
+mod running;
+
+use std::collections::HashMap;
+
+use drover_wire::{self as wire, ErrorCode, JobState};
+use sqlx::Row;
+use sqlx::any::AnyRow;
+
+use super::jobs::JobSpec;
+use super::{Store, only_result};
+use crate::batch::BatchError;
+use crate::error::{Error, Result};
+use crate::ids::{JobId, LeaseId, RunnerId, RuntimeId};
+use crate::wake::Wake;
+pub(crate) use expiry::release_leases_of_runner;
+use plan::{Pick, Planner};
+
+#[derive(Debug)]
+pub enum LeaseAttempt {
+    Leased {
+        lease: Box<wire::Lease>,
+        /// Another job is queued behind this one: wake someone for it too.
+        next: Option<Wake>,
+    },
+    Empty,
+    /// The runner was revoked.
+    Revoked,
+}
+
+/// What a complete did.
+#[derive(Debug)]
+pub struct Completion {
+    pub job_id: JobId,
+    pub state: JobState,
+    /// True when this lease had already completed the job; nothing changed.
+    pub repeated: bool,
+}
+
+/// One runner's lease call, for a batch.
+#[derive(Debug, Clone)]
+pub struct LeaseRequest {
+    pub runner: RunnerId,
+    /// The runner's pool, as its credential says (a runner never moves).
+    pub runtime: RuntimeId,
+    pub now: i64,
+    pub ttl_ms: u64,
+}
+
+/// One complete call, for a batch.
+#[derive(Debug, Clone)]
+pub struct CompleteRequest {
+    pub runner: RunnerId,
+    pub lease: String,
+    pub done: wire::Complete,
+    pub now: i64,
+}
+
+fn lease_limit(slots: i64, held: i64) -> Error {
+    Error::api(
+        ErrorCode::LeaseLimit,
+        format!(
+            "this runner already holds {held} lease(s) or asks for more, and has {slots} slot(s); \
+             complete a job first (a runner declares its slots in hello)"
+        ),
+    )
+}
+
+impl Store {
+    /// Leases the next job for `runner`: jobs pinned to it first, then its
+    /// pool's queue, each by priority then FIFO (re-queued jobs first),
+    /// skipping jobs whose requirements the runner does not meet.
+    /// Concurrent calls are written together (see `batch`).
+    pub async fn try_lease(
+        &self,
+        runner: &RunnerId,
+        runtime: &RuntimeId,
+        now: i64,
+        ttl_ms: u64,
+    ) -> Result<LeaseAttempt> {
+        let req = LeaseRequest {
+            runner: runner.clone(),
+            runtime: runtime.clone(),
+            now,
+            ttl_ms,
+        };
+        match &self.batches {
+            Some(b) => b.lease.call(req).await,
+            None => only_result(self.lease_batch(&[req]).await?),
+        }
+    }
+
+    /// Leases a job for each request, in one transaction. Requests are
+    /// served in order, so within a pool the earliest request gets the head
+    /// of the queue it can run. The same runner may ask more than once (one
+    /// request per slot).
+    pub(crate) async fn lease_batch(
+        &self,
+        reqs: &[LeaseRequest],
+    ) -> Result<Vec<Result<LeaseAttempt>>, BatchError> {
+        let d = self.dialect;
+        let now = reqs.iter().map(|r| r.now).max().unwrap_or_default();
+        let ttl_ms = reqs.iter().map(|r| r.ttl_ms).max().unwrap_or_default();
+        // Reads, then one UPDATE: no transaction needed on SQLite.
+        let mut tx = self.batch_writer().await?;
+
+        // Read.
+        let reads = read::lease_reads(&mut tx, d, reqs).await?;
+        // Plan, reading further pages of a queue only while its head does
+        // not serve every request (its jobs need what the runners lack).
+        let mut planner = Planner::new(reqs, &reads.runners, &reads.pinned);
+        let mut heads = reads.heads;
+        for (runtime, waiting) in planner.pools() {
+            let (mut limit, mut page) = match heads.iter().position(|(rt, ..)| rt == runtime) {
+                Some(k) => {
+                    let (_, limit, page) = heads.swap_remove(k);
+                    (limit, page)
+                }
+                None => {
+                    let limit = (2 * waiting).max(2) as i64;
+                    (
+                        limit,
+                        read::queue_page(&mut tx, d, runtime, limit, 0).await?,
+                    )
+                }
+            };
+            let mut offset = 0;
+            while planner.offer(runtime, &page, page.len() as i64 >= limit) {
+                offset += limit;
+                limit = d.lease_page;
+                page = read::queue_page(&mut tx, d, runtime, limit, offset).await?;
+            }
+        }
+        let plan = planner.finish();
+
+        // Write: take every picked job in one statement; `WHERE state =
+        // 'queued'` is the only way out of the queue (with the rows locked,
+        // or the one writer, it always matches).
+        let mut chosen: Vec<(usize, String, LeaseId)> = Vec::new();
+        for (i, pick) in plan.picks.iter().enumerate() {
+            if let Pick::Job(job) = pick {
+                chosen.push((i, job.clone(), LeaseId::generate()));
+            }
+        }
+        // By lease id: the one the database holds for each job it moved.
+        let mut taken: HashMap<String, AnyRow> = HashMap::with_capacity(chosen.len());
+        if !chosen.is_empty() {
+            let rows = (0..chosen.len())
+                .map(|k| format!("(${}, ${}, ${})", 3 + 3 * k, 4 + 3 * k, 5 + 3 * k))
+                .collect::<Vec<_>>()
+                .join(", ");
+            let sql = format!(
+                "UPDATE jobs SET state = 'leased', attempt = attempt + 1, lease_id = v.column2, lease_runner_id = v.column3,
+                     lease_expires_at = {} + $2, started_at = $1
+                 FROM (VALUES {rows}) AS v
+                 WHERE jobs.id = v.column1 AND jobs.state = 'queued'
+                 RETURNING lease_id, attempt, spec, env_sealed",
+                d.now("$1")
+            );
+            let mut q = sqlx::query(&sql).bind(now).bind(ttl_ms as i64);
+            for (i, job, lease) in &chosen {
+                q = q
+                    .bind(job.as_str())
+                    .bind(lease.as_str())
+                    .bind(reqs[*i].runner.as_str());
+            }
+            let rows = q.fetch_all(&mut *tx).await.map_err(|e| tx.write_error(e))?;
+            for row in rows {
+                let lease: String = row
+                    .try_get(0)
+                    .map_err(|e| BatchError::Ambiguous(e.into()))?;
+                taken.insert(lease, row);
+            }
+        }
+        tx.commit().await?;
+
+        let mut wakes = plan.wakes;
+        let mut out: Vec<Result<LeaseAttempt>> = plan
+            .picks
+            .iter()
+            .map(|pick| match pick {
+                Pick::Limited { slots, held } => Err(lease_limit(*slots, *held)),
+                Pick::Revoked => Ok(LeaseAttempt::Revoked),
+                Pick::Job(_) | Pick::Nothing => Ok(LeaseAttempt::Empty),
+            })
+            .collect();
+        // Written: from here an error is that request's alone (failing the
+        // batch would retry it, and the job is already leased).
+        let mut unreadable: Vec<(String, LeaseId)> = Vec::new();
+        for (i, job_id, lease_id) in chosen {
+            let Some(row) = taken.remove(lease_id.as_str()) else {
+                continue;
+            };
+            let decoded = row
+                .try_get::<i64, _>(1)
+                .map_err(Error::from)
+                .and_then(|attempt| {
+                    let spec: String = row.try_get(2)?;
+                    let sealed: Option<String> = row.try_get(3)?;
+                    // The one place env is opened: into this lease.
+                    let env = self.open_env(job_id.as_str(), &spec, sealed.as_deref())?;
+                    Ok((attempt, serde_json::from_str::<JobSpec>(&spec)?, env))
+                });
+            let (attempt, spec, env) = match decoded {
+                Ok(d) => d,
+                Err(e) => {
+                    // Leased again, it would fail again, every TTL: it
+                    // fails now instead, and the runner asks again.
+                    tracing::error!(job = %job_id, error = %e, "a leased job cannot be read; failing it");
+                    unreadable.push((job_id, lease_id));
+                    out[i] = Ok(LeaseAttempt::Empty);
+                    continue;
+                }
+            };
+            out[i] = Ok(LeaseAttempt::Leased {
+                lease: Box::new(wire::Lease {
+                    lease_id: lease_id.to_string(),
+                    ttl_ms,
+                    job: wire::LeasedJob {
+                        id: job_id,
+                        attempt: attempt as u32,
+                        command: spec.command,
+                        script: spec.script,
+                        env,
+                        timeout_seconds: spec.timeout_seconds,
+                        image: spec.image,
+                    },
+                }),
+                next: wakes[i].take(),
+            });
+        }
+        for (job, lease) in unreadable {
+            if let Err(e) = self.fail_unreadable(&job, &lease, now).await {
+                tracing::error!(job = %job, error = %e, "could not fail an unreadable job");
+            }
+        }
+        Ok(out)
+    }
+}
