@@ -32,5 +32,6 @@ step "build the binaries the end-to-end tests run"
 cargo build --workspace --bins
 step "tests on SQLite"
 DROVER_TEST_DATABASE=sqlite cargo nextest run --workspace --no-fail-fast -E 'not binary(replicas)'
-step "tests on PostgreSQL, and several replicas sharing it"
-DROVER_TEST_DATABASE=postgres cargo nextest run --workspace --no-fail-fast -E 'package(drover-tests)'
+step "tests on PostgreSQL (the store's own tests too, and the schema check), and several replicas sharing it"
+DROVER_TEST_DATABASE=postgres cargo nextest run --workspace --no-fail-fast \
+  -E 'package(drover-tests) | (package(drover-coordinator) & test(/^store::/))'

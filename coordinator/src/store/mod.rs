@@ -19,6 +19,8 @@ mod identity;
 mod jobs;
 mod leases;
 mod pools;
+#[cfg(test)]
+mod schema_tests;
 pub mod signals;
 #[cfg(test)]
 mod tests;
