@@ -13,6 +13,7 @@ use drover_wire::{self as wire, JobState};
 use serde::Deserialize;
 
 use super::AppState;
+use super::dto;
 use super::extract::{AuthMember, Json, Query};
 use crate::error::{Error, Result};
 use crate::store::{CancelOutcome, IdempotencyKey, NewJob};
@@ -61,7 +62,7 @@ async fn submit(
         return Ok((
             StatusCode::OK,
             [("idempotent-replayed", "true")],
-            axum::Json(submitted.job),
+            axum::Json(wire::Job::from(submitted.job)),
         )
             .into_response());
     }
@@ -75,7 +76,11 @@ async fn submit(
             requires: job.requires,
         },
     })]);
-    Ok((StatusCode::CREATED, axum::Json(submitted.job)).into_response())
+    Ok((
+        StatusCode::CREATED,
+        axum::Json(wire::Job::from(submitted.job)),
+    )
+        .into_response())
 }
 
 /// For the tests only: with `DROVER_TEST_EXIT_AFTER_SUBMIT=1` the process
@@ -112,7 +117,7 @@ async fn list(
         return Err(Error::bad_request("limit must be 1..=1000"));
     }
     Ok(axum::Json(wire::JobList {
-        jobs: st.store.list_jobs(&member, state, limit).await?,
+        jobs: dto::all(st.store.list_jobs(&member, state, limit).await?),
     }))
 }
 
@@ -121,7 +126,7 @@ async fn show(
     AuthMember(member): AuthMember,
     Path(id): Path<String>,
 ) -> Result<axum::Json<wire::Job>> {
-    Ok(axum::Json(st.store.get_job(&member, &id).await?))
+    Ok(axum::Json(st.store.get_job(&member, &id).await?.into()))
 }
 
 async fn cancel(
@@ -137,7 +142,7 @@ async fn cancel(
         CancelOutcome::Dequeued | CancelOutcome::AlreadyCancelled => {}
     }
     st.announce(signals);
-    Ok(axum::Json(st.store.get_job(&member, &id).await?))
+    Ok(axum::Json(st.store.get_job(&member, &id).await?.into()))
 }
 
 #[derive(Deserialize)]
@@ -193,7 +198,7 @@ async fn logs(
     let job = st.store.get_job(&member, &id).await?;
     let follow = Follow {
         st,
-        job: job.id,
+        job: job.id.to_string(),
         cursor: None,
         follow: q.follow,
     };

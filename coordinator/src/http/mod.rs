@@ -1,6 +1,7 @@
 //! The REST surface. One module per resource, each exposing `router()`.
 
 mod docs;
+mod dto;
 pub mod error;
 mod extract;
 mod jobs;

@@ -134,7 +134,7 @@ async fn next_lease(
                 if let Some(next) = next {
                     st.announce(vec![Signal::from(next)]);
                 }
-                Ok(Some(*lease))
+                Ok(Some(wire::Lease::from(*lease)))
             }
             LeaseAttempt::Revoked => Err(revoked()),
             LeaseAttempt::Empty => Ok(None),
@@ -164,7 +164,7 @@ async fn next_lease(
                 if let Some(next) = next {
                     st.announce(vec![Signal::from(next)]);
                 }
-                return Ok(Some(*lease));
+                return Ok(Some(wire::Lease::from(*lease)));
             }
             LeaseAttempt::Revoked => {
                 // Dropped, not consumed: a wake that chose us passes on.

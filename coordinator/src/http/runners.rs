@@ -8,6 +8,7 @@ use axum::routing::{delete, get, post, put};
 use drover_wire as wire;
 
 use super::AppState;
+use super::dto;
 use super::extract::{AuthMember, Json, OptionalJson};
 use crate::error::Result;
 use crate::store::{Owner, RunnerScope};
@@ -33,7 +34,10 @@ async fn pair_mine(
         .store
         .pair_runner(&m, &Owner::Member(m.id.clone()), &req, st.now())
         .await?;
-    Ok((StatusCode::CREATED, axum::Json(paired)))
+    Ok((
+        StatusCode::CREATED,
+        axum::Json(wire::PairedRunner::from(paired)),
+    ))
 }
 
 async fn list_mine(
@@ -44,7 +48,9 @@ async fn list_mine(
         .store
         .list_runners(&m, RunnerScope::Mine, st.now())
         .await?;
-    Ok(axum::Json(wire::RunnerList { runners }))
+    Ok(axum::Json(wire::RunnerList {
+        runners: dto::all(runners),
+    }))
 }
 
 async fn revoke(
@@ -87,7 +93,10 @@ async fn pair_ws(
         .store
         .pair_runner(&m, &Owner::Workspace, &req, st.now())
         .await?;
-    Ok((StatusCode::CREATED, axum::Json(paired)))
+    Ok((
+        StatusCode::CREATED,
+        axum::Json(wire::PairedRunner::from(paired)),
+    ))
 }
 
 async fn roster(
@@ -98,7 +107,9 @@ async fn roster(
         .store
         .list_runners(&m, RunnerScope::Roster, st.now())
         .await?;
-    Ok(axum::Json(wire::RunnerList { runners }))
+    Ok(axum::Json(wire::RunnerList {
+        runners: dto::all(runners),
+    }))
 }
 
 async fn list_owned(
@@ -109,7 +120,9 @@ async fn list_owned(
         .store
         .list_runners(&m, RunnerScope::WorkspaceOwned, st.now())
         .await?;
-    Ok(axum::Json(wire::RunnerList { runners }))
+    Ok(axum::Json(wire::RunnerList {
+        runners: dto::all(runners),
+    }))
 }
 
 async fn revoke_ws(
@@ -128,12 +141,12 @@ async fn set_budget(
 ) -> Result<axum::Json<wire::Usage>> {
     m.require_admin()?;
     st.store.set_budget(&m, req.limit_seconds).await?;
-    Ok(axum::Json(st.store.usage(&m).await?))
+    Ok(axum::Json(st.store.usage(&m).await?.into()))
 }
 
 async fn usage(
     State(st): State<AppState>,
     AuthMember(m): AuthMember,
 ) -> Result<axum::Json<wire::Usage>> {
-    Ok(axum::Json(st.store.usage(&m).await?))
+    Ok(axum::Json(st.store.usage(&m).await?.into()))
 }

@@ -9,6 +9,7 @@ use axum::routing::post;
 use drover_wire as wire;
 
 use super::AppState;
+use super::dto;
 use super::extract::{AuthMember, Json, OptionalJson};
 use crate::error::Result;
 use crate::store::Owner;
@@ -33,7 +34,7 @@ async fn create_mine(
         .store
         .create_runtime(&m, &Owner::Member(m.id.clone()), &req.name, st.now())
         .await?;
-    Ok((StatusCode::CREATED, axum::Json(rt)))
+    Ok((StatusCode::CREATED, axum::Json(wire::Runtime::from(rt))))
 }
 
 async fn list_mine(
@@ -44,7 +45,9 @@ async fn list_mine(
         .store
         .list_runtimes(&m, &Owner::Member(m.id.clone()))
         .await?;
-    Ok(axum::Json(wire::RuntimeList { runtimes }))
+    Ok(axum::Json(wire::RuntimeList {
+        runtimes: dto::all(runtimes),
+    }))
 }
 
 async fn join_token_mine(
@@ -63,7 +66,10 @@ async fn join_token_mine(
             st.now(),
         )
         .await?;
-    Ok((StatusCode::CREATED, axum::Json(token)))
+    Ok((
+        StatusCode::CREATED,
+        axum::Json(wire::JoinToken::from(token)),
+    ))
 }
 
 async fn create_ws(
@@ -76,7 +82,7 @@ async fn create_ws(
         .store
         .create_runtime(&m, &Owner::Workspace, &req.name, st.now())
         .await?;
-    Ok((StatusCode::CREATED, axum::Json(rt)))
+    Ok((StatusCode::CREATED, axum::Json(wire::Runtime::from(rt))))
 }
 
 async fn list_ws(
@@ -84,7 +90,9 @@ async fn list_ws(
     AuthMember(m): AuthMember,
 ) -> Result<axum::Json<wire::RuntimeList>> {
     let runtimes = st.store.list_runtimes(&m, &Owner::Workspace).await?;
-    Ok(axum::Json(wire::RuntimeList { runtimes }))
+    Ok(axum::Json(wire::RuntimeList {
+        runtimes: dto::all(runtimes),
+    }))
 }
 
 async fn join_token_ws(
@@ -98,5 +106,8 @@ async fn join_token_ws(
         .store
         .create_join_token(&m, &Owner::Workspace, &id, req.ttl_seconds, st.now())
         .await?;
-    Ok((StatusCode::CREATED, axum::Json(token)))
+    Ok((
+        StatusCode::CREATED,
+        axum::Json(wire::JoinToken::from(token)),
+    ))
 }

@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 use sqlx::{FromRow, Row};
 
 use super::idempotency::{self, IdempotencyKey};
+use super::model::{Job, Provenance, Usage};
 use super::{
     Member, Placement, Store, Writer, bind_all, json_list, on_unique, only_result, placeholders,
     to_json,
@@ -14,7 +15,7 @@ use super::{
 use crate::batch::BatchError;
 use crate::caps;
 use crate::error::{Error, Result};
-use crate::ids::{JobId, LeaseId};
+use crate::ids::{JobId, LeaseId, RunnerId, RuntimeId};
 use crate::refs::RuntimeRef;
 
 pub const DEFAULT_MAX_ATTEMPTS: u32 = 3;
@@ -52,7 +53,7 @@ pub struct SubmitRequest {
 /// What a submit did.
 #[derive(Debug, Clone)]
 pub struct Submitted {
-    pub job: wire::Job,
+    pub job: Job,
     /// True when the `Idempotency-Key` named a job submitted before: this
     /// is that job, as it is now; nothing was queued.
     pub replayed: bool,
@@ -244,28 +245,26 @@ fn visible(first: usize) -> String {
 }
 
 impl JobRow {
-    pub fn into_wire(self) -> Result<wire::Job> {
+    pub fn into_job(self) -> Result<Job> {
         let state = JobState::parse(&self.state)
             .ok_or_else(|| Error::Corrupt(format!("job state {}", self.state)))?;
         let spec: JobSpec = serde_json::from_str(&self.spec)?;
         let provenance = match (self.ran_by, self.ran_by_owner) {
-            (Some(ran_by), Some(by)) => Some(wire::Provenance {
+            (Some(ran_by), Some(by)) => Some(Provenance {
                 ran_by,
                 by,
-                ran_on: "self-hosted".into(),
                 attempt: self.attempt as u32,
             }),
             _ => None,
         };
-        Ok(wire::Job {
-            id: self.id,
+        Ok(Job {
+            id: JobId::from_db(self.id),
             state,
-            runtime: self.runtime_ref,
-            runtime_id: self.runtime_id,
-            pinned_runner: self.pinned_runner_id,
-            submitted_by: format!("user:{}", self.submitter_id),
-            command: spec.command,
-            script: spec.script,
+            runtime_ref: self.runtime_ref,
+            runtime_id: RuntimeId::from_db(self.runtime_id),
+            pinned_runner: self.pinned_runner_id.map(RunnerId::from_db),
+            submitter_id: self.submitter_id,
+            spec,
             requires: json_list(&self.requires)?,
             priority: self.priority as i32,
             attempt: self.attempt as u32,
@@ -574,18 +573,18 @@ impl Store {
         tx.commit().await?;
         for (i, id) in queued {
             if let Some(row) = written.remove(id.as_str()) {
-                out[i] = row.and_then(JobRow::into_wire).map(|job| Submitted {
+                out[i] = row.and_then(JobRow::into_job).map(|job| Submitted {
                     job,
                     replayed: false,
                 });
             }
         }
         // Sorted by job: several requests may name the same one.
-        let mut last: Option<(String, wire::Job)> = None;
+        let mut last: Option<(String, Job)> = None;
         for (i, id) in replays {
             if last.as_ref().is_none_or(|(named_id, _)| *named_id != id) {
                 last = None;
-                match named.remove(&id).map(|row| row.and_then(JobRow::into_wire)) {
+                match named.remove(&id).map(|row| row.and_then(JobRow::into_job)) {
                     Some(Ok(job)) => last = Some((id, job)),
                     Some(Err(e)) => {
                         out[i] = Err(e);
@@ -616,7 +615,7 @@ impl Store {
         Ok(out)
     }
 
-    pub async fn get_job(&self, member: &Member, id: &str) -> Result<wire::Job> {
+    pub async fn get_job(&self, member: &Member, id: &str) -> Result<Job> {
         let not_found = || Error::not_found(format!("no job {id:?}"));
         let id = JobId::parse(id).ok_or_else(not_found)?;
         sqlx::query_as::<_, JobRow>(&format!(
@@ -629,7 +628,7 @@ impl Store {
         .fetch_optional(&self.reader)
         .await?
         .ok_or_else(not_found)?
-        .into_wire()
+        .into_job()
     }
 
     /// Newest first.
@@ -638,7 +637,7 @@ impl Store {
         member: &Member,
         state: Option<JobState>,
         limit: u32,
-    ) -> Result<Vec<wire::Job>> {
+    ) -> Result<Vec<Job>> {
         let (filter, limit_param) = if state.is_some() {
             ("AND j.state = $3", "$4")
         } else {
@@ -655,7 +654,7 @@ impl Store {
             q = q.bind(state.as_str());
         }
         let rows = q.bind(i64::from(limit)).fetch_all(&self.reader).await?;
-        rows.into_iter().map(JobRow::into_wire).collect()
+        rows.into_iter().map(JobRow::into_job).collect()
     }
 
     pub async fn cancel_job(&self, member: &Member, id: &str, now: i64) -> Result<CancelOutcome> {
@@ -663,7 +662,7 @@ impl Store {
         let mut tx = self.writer.begin().await?;
         let dequeued = sqlx::query("UPDATE jobs SET state = 'cancelled', finished_at = $1, cancel_requested = 1 WHERE id = $2 AND state = 'queued'")
             .bind(now)
-            .bind(&job.id)
+            .bind(job.id.as_str())
             .execute(&mut *tx)
             .await?;
         if dequeued.rows_affected() == 1 {
@@ -673,7 +672,7 @@ impl Store {
         let lease: Option<String> = sqlx::query_scalar(
             "UPDATE jobs SET cancel_requested = 1 WHERE id = $1 AND state IN ('leased', 'running') RETURNING lease_id",
         )
-        .bind(&job.id)
+        .bind(job.id.as_str())
         .fetch_optional(&mut *tx)
         .await?;
         if let Some(lease) = lease {
@@ -681,7 +680,7 @@ impl Store {
             return Ok(CancelOutcome::Signalled(LeaseId::from_db(lease)));
         }
         let state: String = sqlx::query_scalar("SELECT state FROM jobs WHERE id = $1")
-            .bind(&job.id)
+            .bind(job.id.as_str())
             .fetch_one(&mut *tx)
             .await?;
         if state == JobState::Cancelled.as_str() {
@@ -739,7 +738,7 @@ impl Store {
         Ok(())
     }
 
-    pub async fn usage(&self, member: &Member) -> Result<wire::Usage> {
+    pub async fn usage(&self, member: &Member) -> Result<Usage> {
         let (budget, charged_ms, own_ms, charged_n, own_n): (Option<i64>, i64, i64, i64, i64) =
             sqlx::query_as(
                 "SELECT w.budget_ms,
@@ -753,9 +752,9 @@ impl Store {
             .bind(member.workspace_id.as_str())
             .fetch_one(&self.reader)
             .await?;
-        Ok(wire::Usage {
+        Ok(Usage {
             workspace: member.workspace_name.clone(),
-            limit_seconds: budget.map(|b| (b / 1000) as u64),
+            budget_ms: budget,
             charged_ms: charged_ms as u64,
             own_pays_ms: own_ms as u64,
             jobs_charged: charged_n as u64,

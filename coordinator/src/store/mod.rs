@@ -18,6 +18,7 @@ mod idempotency;
 mod identity;
 mod jobs;
 mod leases;
+pub mod model;
 mod pools;
 #[cfg(test)]
 mod schema_tests;

@@ -8,6 +8,7 @@ use sqlx::{AnyConnection, FromRow};
 
 use super::identity::insert_token;
 use super::leases::release_leases_of_runner;
+use super::model::{JoinToken, PairedRunner, Runner, Runtime};
 use super::{Member, Store, json_list, on_unique, to_json};
 use crate::caps;
 use crate::error::{Error, Result};
@@ -81,14 +82,14 @@ pub(super) fn owner_label(member: &Member, owner_member_id: Option<&str>) -> Str
     }
 }
 
-fn runtime_wire(member: &Member, row: RuntimeRow) -> wire::Runtime {
+fn runtime_of(member: &Member, row: RuntimeRow) -> Runtime {
     let reference = match &row.owner_member_id {
         Some(subject) => format!("self:{subject}:{}", row.name),
         None => format!("ws:{}:{}", member.workspace_name, row.name),
     };
-    wire::Runtime {
+    Runtime {
         owner: owner_label(member, row.owner_member_id.as_deref()),
-        id: row.id,
+        id: RuntimeId::from_db(row.id),
         name: row.name,
         reference,
         runners: row.runners as u32,
@@ -105,21 +106,21 @@ pub(super) fn capabilities(labels: &str, detected: &str) -> Result<Vec<String>> 
     Ok(all)
 }
 
-fn runner_wire(
+fn runner_of(
     member: &Member,
     row: RunnerRow,
     now: i64,
     current: &HashMap<String, Vec<String>>,
-) -> Result<wire::Runner> {
-    Ok(wire::Runner {
+) -> Result<Runner> {
+    Ok(Runner {
         owner: owner_label(member, row.owner_member_id.as_deref()),
         capabilities: capabilities(&row.labels, &row.detected)?,
         online: row.last_seen_at.is_some_and(|t| now - t < ONLINE_WINDOW_MS),
         last_seen_at: row.last_seen_at,
         current_jobs: current.get(&row.id).cloned().unwrap_or_default(),
-        id: row.id,
+        id: RunnerId::from_db(row.id),
         name: row.name,
-        runtime_id: row.runtime_id,
+        runtime_id: RuntimeId::from_db(row.runtime_id),
         runtime_name: row.runtime_name,
         created_at: row.created_at,
     })
@@ -208,7 +209,7 @@ impl Store {
         owner: &Owner,
         name: &str,
         now: i64,
-    ) -> Result<wire::Runtime> {
+    ) -> Result<Runtime> {
         if !valid_segment(name)
             || RuntimeId::parse(name).is_some()
             || RunnerId::parse(name).is_some()
@@ -224,14 +225,10 @@ impl Store {
         let row = self.runtime_by(&mut tx, member, owner, name).await?;
         tx.commit().await?;
         let row = row.ok_or_else(|| Error::Corrupt("runtime vanished after insert".into()))?;
-        Ok(runtime_wire(member, row))
+        Ok(runtime_of(member, row))
     }
 
-    pub async fn list_runtimes(
-        &self,
-        member: &Member,
-        owner: &Owner,
-    ) -> Result<Vec<wire::Runtime>> {
+    pub async fn list_runtimes(&self, member: &Member, owner: &Owner) -> Result<Vec<Runtime>> {
         let sql = format!(
             "SELECT {RUNTIME_COLUMNS} FROM runtimes rt WHERE rt.workspace_id = $1 AND rt.owner_member_id {is} $2 ORDER BY rt.name",
             is = self.dialect.is
@@ -241,7 +238,7 @@ impl Store {
             .bind(owner.member_id())
             .fetch_all(&self.reader)
             .await?;
-        Ok(rows.into_iter().map(|r| runtime_wire(member, r)).collect())
+        Ok(rows.into_iter().map(|r| runtime_of(member, r)).collect())
     }
 
     pub async fn create_join_token(
@@ -251,7 +248,7 @@ impl Store {
         runtime: &str,
         ttl_seconds: Option<u64>,
         now: i64,
-    ) -> Result<wire::JoinToken> {
+    ) -> Result<JoinToken> {
         let ttl = ttl_seconds.unwrap_or(DEFAULT_JOIN_TTL_S);
         if ttl == 0 || ttl > MAX_JOIN_TTL_S {
             return Err(Error::bad_request(format!(
@@ -274,9 +271,9 @@ impl Store {
         )
         .await?;
         tx.commit().await?;
-        Ok(wire::JoinToken {
-            token: token.expose().to_owned(),
-            runtime: runtime_wire(member, row),
+        Ok(JoinToken {
+            token,
+            runtime: runtime_of(member, row),
             expires_at,
         })
     }
@@ -309,7 +306,7 @@ impl Store {
         owner: &Owner,
         req: &wire::PairRunner,
         now: i64,
-    ) -> Result<wire::PairedRunner> {
+    ) -> Result<PairedRunner> {
         let labels = caps::normalize(&req.labels, "labels")?;
         let name = req.name.as_deref().unwrap_or("runner");
         if !valid_segment(name) {
@@ -328,10 +325,7 @@ impl Store {
         let (id, token) = Self::insert_runner(&mut tx, &pool.id, name, &labels, now).await?;
         tx.commit().await?;
         let runner = self.runner_view(member, &id, now).await?;
-        Ok(wire::PairedRunner {
-            runner,
-            token: token.expose().to_owned(),
-        })
+        Ok(PairedRunner { runner, token })
     }
 
     /// Exchanges a join token for a runner credential in the token's pool.
@@ -465,7 +459,7 @@ impl Store {
         Ok(map)
     }
 
-    async fn runner_view(&self, member: &Member, id: &RunnerId, now: i64) -> Result<wire::Runner> {
+    async fn runner_view(&self, member: &Member, id: &RunnerId, now: i64) -> Result<Runner> {
         let sql = format!(
             "SELECT {RUNNER_COLUMNS} FROM runners r JOIN runtimes rt ON rt.id = r.runtime_id WHERE r.id = $1"
         );
@@ -473,7 +467,7 @@ impl Store {
             .bind(id.as_str())
             .fetch_one(&self.writer)
             .await?;
-        runner_wire(member, row, now, &HashMap::new())
+        runner_of(member, row, now, &HashMap::new())
     }
 
     pub async fn list_runners(
@@ -481,7 +475,7 @@ impl Store {
         member: &Member,
         scope: RunnerScope,
         now: i64,
-    ) -> Result<Vec<wire::Runner>> {
+    ) -> Result<Vec<Runner>> {
         let filter = match scope {
             RunnerScope::Mine => "rt.owner_member_id = $2",
             RunnerScope::WorkspaceOwned => "rt.owner_member_id IS NULL",
@@ -499,7 +493,7 @@ impl Store {
         let rows = query.fetch_all(&self.reader).await?;
         let current = self.current_jobs(member).await?;
         rows.into_iter()
-            .map(|r| runner_wire(member, r, now, &current))
+            .map(|r| runner_of(member, r, now, &current))
             .collect()
     }
 

@@ -156,10 +156,10 @@ impl Fixture {
             .pair_runner(&self.admin, &Owner::Workspace, &req, 1)
             .await
             .unwrap();
-        let id = RunnerId::parse(&paired.runner.id).unwrap();
+        let id = paired.runner.id.clone();
         // Room to ask several times in one batch (one request per slot).
         self.store.runner_hello(&id, &[], 8, 1).await.unwrap();
-        let pool = RuntimeId::parse(&paired.runner.runtime_id).unwrap();
+        let pool = paired.runner.runtime_id.clone();
         self.pools.lock().unwrap().insert(id.clone(), pool);
         id
     }
@@ -199,6 +199,7 @@ impl Fixture {
             .unwrap()
             .job
             .id
+            .to_string()
     }
 
     async fn lease(&self, runners: &[&RunnerId]) -> Vec<LeaseAttempt> {
@@ -218,11 +219,9 @@ impl Fixture {
 
 fn leased(a: &LeaseAttempt) -> (&str, &str, bool) {
     match a {
-        LeaseAttempt::Leased { lease, next } => (
-            lease.job.id.as_str(),
-            lease.lease_id.as_str(),
-            next.is_some(),
-        ),
+        LeaseAttempt::Leased { lease, next } => {
+            (lease.job.id.as_str(), lease.id.as_str(), next.is_some())
+        }
         other => panic!("expected a lease, got {other:?}"),
     }
 }
@@ -381,8 +380,8 @@ async fn one_bad_submit_does_not_fail_its_batch_and_order_is_kept() {
         .unwrap();
     let out = f.store.submit_batch(&[first, pinned, last]).await.unwrap();
     let (j1, j3) = (
-        out[0].as_ref().unwrap().job.id.clone(),
-        out[2].as_ref().unwrap().job.id.clone(),
+        out[0].as_ref().unwrap().job.id.to_string(),
+        out[2].as_ref().unwrap().job.id.to_string(),
     );
     assert_eq!(out[1].as_ref().unwrap_err().code(), ErrorCode::NotFound);
     assert_eq!(out[0].as_ref().unwrap().job.state, JobState::Queued);
@@ -478,7 +477,7 @@ async fn env_left_in_plain_text_by_an_earlier_version_is_sealed_and_still_leased
         let LeaseAttempt::Leased { lease, .. } = &out[0] else {
             panic!("{out:?}")
         };
-        assert_eq!(lease.job.id, job);
+        assert_eq!(lease.job.id.as_str(), job);
         assert_eq!(lease.job.env.get("K").map(String::as_str), Some("v-plain"));
     }
 }

@@ -24,6 +24,7 @@ use sqlx::Row;
 use sqlx::any::AnyRow;
 
 use super::jobs::JobSpec;
+use super::model::{Lease, LeasedJob};
 use super::{Store, only_result};
 use crate::batch::BatchError;
 use crate::error::{Error, Result};
@@ -35,7 +36,7 @@ use plan::{Pick, Planner};
 #[derive(Debug)]
 pub enum LeaseAttempt {
     Leased {
-        lease: Box<wire::Lease>,
+        lease: Box<Lease>,
         /// Another job is queued behind this one: wake someone for it too.
         next: Option<Wake>,
     },
@@ -229,17 +230,14 @@ impl Store {
                 }
             };
             out[i] = Ok(LeaseAttempt::Leased {
-                lease: Box::new(wire::Lease {
-                    lease_id: lease_id.to_string(),
+                lease: Box::new(Lease {
+                    id: lease_id,
                     ttl_ms,
-                    job: wire::LeasedJob {
-                        id: job_id,
+                    job: LeasedJob {
+                        id: JobId::from_db(job_id),
                         attempt: attempt as u32,
-                        command: spec.command,
-                        script: spec.script,
+                        spec,
                         env,
-                        timeout_seconds: spec.timeout_seconds,
-                        image: spec.image,
                     },
                 }),
                 next: wakes[i].take(),

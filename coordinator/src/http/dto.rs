@@ -1,0 +1,121 @@
+//! The wire shapes (`drover_wire`) of what the store returns: built here, at
+//! the HTTP boundary, and nowhere else.
+
+use drover_wire as wire;
+
+use crate::store::model;
+
+impl From<model::Job> for wire::Job {
+    fn from(job: model::Job) -> Self {
+        Self {
+            id: job.id.to_string(),
+            state: job.state,
+            runtime: job.runtime_ref,
+            runtime_id: job.runtime_id.to_string(),
+            pinned_runner: job.pinned_runner.map(|r| r.to_string()),
+            submitted_by: format!("user:{}", job.submitter_id),
+            command: job.spec.command,
+            script: job.spec.script,
+            requires: job.requires,
+            priority: job.priority,
+            attempt: job.attempt,
+            max_attempts: job.max_attempts,
+            exit_code: job.exit_code,
+            error: job.error,
+            cancel_requested: job.cancel_requested,
+            provenance: job.provenance.map(|p| wire::Provenance {
+                ran_by: p.ran_by,
+                by: p.by,
+                ran_on: "self-hosted".into(),
+                attempt: p.attempt,
+            }),
+            created_at: job.created_at,
+            finished_at: job.finished_at,
+        }
+    }
+}
+
+impl From<model::Usage> for wire::Usage {
+    fn from(u: model::Usage) -> Self {
+        Self {
+            workspace: u.workspace,
+            limit_seconds: u.budget_ms.map(|b| (b / 1000) as u64),
+            charged_ms: u.charged_ms,
+            own_pays_ms: u.own_pays_ms,
+            jobs_charged: u.jobs_charged,
+            jobs_own_pays: u.jobs_own_pays,
+        }
+    }
+}
+
+impl From<model::Runtime> for wire::Runtime {
+    fn from(r: model::Runtime) -> Self {
+        Self {
+            id: r.id.to_string(),
+            name: r.name,
+            owner: r.owner,
+            reference: r.reference,
+            runners: r.runners,
+            created_at: r.created_at,
+        }
+    }
+}
+
+impl From<model::Runner> for wire::Runner {
+    fn from(r: model::Runner) -> Self {
+        Self {
+            id: r.id.to_string(),
+            name: r.name,
+            owner: r.owner,
+            runtime_id: r.runtime_id.to_string(),
+            runtime_name: r.runtime_name,
+            capabilities: r.capabilities,
+            online: r.online,
+            last_seen_at: r.last_seen_at,
+            current_jobs: r.current_jobs,
+            created_at: r.created_at,
+        }
+    }
+}
+
+impl From<model::JoinToken> for wire::JoinToken {
+    fn from(t: model::JoinToken) -> Self {
+        Self {
+            token: t.token.expose().to_owned(),
+            runtime: t.runtime.into(),
+            expires_at: t.expires_at,
+        }
+    }
+}
+
+impl From<model::PairedRunner> for wire::PairedRunner {
+    fn from(p: model::PairedRunner) -> Self {
+        Self {
+            runner: p.runner.into(),
+            token: p.token.expose().to_owned(),
+        }
+    }
+}
+
+impl From<model::Lease> for wire::Lease {
+    fn from(l: model::Lease) -> Self {
+        Self {
+            lease_id: l.id.to_string(),
+            ttl_ms: l.ttl_ms,
+            job: wire::LeasedJob {
+                id: l.job.id.to_string(),
+                attempt: l.job.attempt,
+                command: l.job.spec.command,
+                script: l.job.spec.script,
+                env: l.job.env,
+                timeout_seconds: l.job.spec.timeout_seconds,
+                image: l.job.spec.image,
+            },
+        }
+    }
+}
+
+/// Converts each item of a list.
+pub fn all<T, W: From<T>>(items: Vec<T>) -> Vec<W> {
+    items.into_iter().map(W::from).collect()
+}

@@ -1,0 +1,119 @@
+//! What the store returns: coordinator-side types. The wire shapes
+//! (`drover_wire`) are built from these at the HTTP boundary (`http::dto`).
+//! Value enums shared with the wire (`JobState`) are used as they are.
+
+use drover_wire::{Env, JobState};
+
+use super::jobs::JobSpec;
+use crate::ids::{JobId, LeaseId, RunnerId, RuntimeId, Secret};
+
+/// A job as a member sees it.
+#[derive(Debug, Clone)]
+pub struct Job {
+    pub id: JobId,
+    pub state: JobState,
+    /// The ref it was submitted with.
+    pub runtime_ref: String,
+    pub runtime_id: RuntimeId,
+    pub pinned_runner: Option<RunnerId>,
+    /// The member who submitted it.
+    pub submitter_id: String,
+    /// What it runs (never its env).
+    pub spec: JobSpec,
+    pub requires: Vec<String>,
+    pub priority: i32,
+    pub attempt: u32,
+    pub max_attempts: u32,
+    pub exit_code: Option<i32>,
+    pub error: Option<String>,
+    pub cancel_requested: bool,
+    /// Who ran it, once it finished on a runner.
+    pub provenance: Option<Provenance>,
+    pub created_at: i64,
+    pub finished_at: Option<i64>,
+}
+
+/// Who ran a finished job (SPEC §2.7).
+#[derive(Debug, Clone)]
+pub struct Provenance {
+    /// The runner that ran it.
+    pub ran_by: String,
+    /// That runner's owner, `user:<subject>` or `ws:<workspace>`.
+    pub by: String,
+    pub attempt: u32,
+}
+
+/// A workspace's budget and what its jobs used.
+#[derive(Debug, Clone)]
+pub struct Usage {
+    pub workspace: String,
+    pub budget_ms: Option<i64>,
+    pub charged_ms: u64,
+    pub own_pays_ms: u64,
+    pub jobs_charged: u64,
+    pub jobs_own_pays: u64,
+}
+
+/// A pool.
+#[derive(Debug, Clone)]
+pub struct Runtime {
+    pub id: RuntimeId,
+    pub name: String,
+    /// `user:<subject>` or `ws:<workspace>`.
+    pub owner: String,
+    /// Its canonical ref (`self:<subject>:<name>` or `ws:<workspace>:<name>`).
+    pub reference: String,
+    /// Runners not revoked.
+    pub runners: u32,
+    pub created_at: i64,
+}
+
+/// A runner as its members see it.
+#[derive(Debug, Clone)]
+pub struct Runner {
+    pub id: RunnerId,
+    pub name: String,
+    /// `user:<subject>` or `ws:<workspace>`.
+    pub owner: String,
+    pub runtime_id: RuntimeId,
+    pub runtime_name: String,
+    pub capabilities: Vec<String>,
+    pub online: bool,
+    pub last_seen_at: Option<i64>,
+    /// Jobs it holds a lease on.
+    pub current_jobs: Vec<String>,
+    pub created_at: i64,
+}
+
+/// A join token, shown once.
+#[derive(Debug, Clone)]
+pub struct JoinToken {
+    pub token: Secret,
+    pub runtime: Runtime,
+    pub expires_at: i64,
+}
+
+/// A runner just paired, with its token (shown once).
+#[derive(Debug, Clone)]
+pub struct PairedRunner {
+    pub runner: Runner,
+    pub token: Secret,
+}
+
+/// A lease handed to a runner.
+#[derive(Debug)]
+pub struct Lease {
+    pub id: LeaseId,
+    pub ttl_ms: u64,
+    pub job: LeasedJob,
+}
+
+/// The leased job: what the runner needs to run it.
+#[derive(Debug)]
+pub struct LeasedJob {
+    pub id: JobId,
+    pub attempt: u32,
+    pub spec: JobSpec,
+    /// Opened for this lease only.
+    pub env: Env,
+}
