@@ -254,7 +254,7 @@ impl Store {
                 Ok(Principal::Runner(RunnerAuth {
                     runner_id: RunnerId::from_db(row.try_get("id")?),
                     runtime_id: RuntimeId::from_db(row.try_get("runtime_id")?),
-                    capabilities: super::pools::capabilities(&labels, &detected)?,
+                    capabilities: super::runners::capabilities(&labels, &detected)?,
                     slots: u32::try_from(row.try_get::<i64, _>("slots")?).unwrap_or(1),
                 }))
             })

@@ -20,9 +20,11 @@ mod jobs;
 mod leases;
 pub mod model;
 mod pools;
+mod runners;
 #[cfg(test)]
 mod schema_tests;
 pub mod signals;
+mod submit;
 #[cfg(test)]
 mod tests;
 
@@ -36,15 +38,17 @@ use sqlx::{AnyPool, Executor as _};
 
 use crate::batch::{BatchError, BatchFn, Batcher};
 use crate::error::{Error, Result};
-use jobs::SubmitRequest;
 use leases::{CompleteRequest, LeaseRequest};
+use submit::SubmitRequest;
 
 pub use idempotency::IdempotencyKey;
 pub use identity::{Member, Principal, Role, RunnerAuth};
-pub use jobs::{CancelOutcome, JobSpec, NewJob, Submitted};
+pub use jobs::{CancelOutcome, JobSpec, NewJob};
 pub use leases::{Completion, LeaseAttempt};
-pub use pools::{Owner, Placement, RunnerScope};
+pub use pools::{Owner, Placement};
+pub use runners::RunnerScope;
 pub use signals::Envelope;
+pub use submit::Submitted;
 
 static SQLITE_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("../migrations/sqlite");
 static POSTGRES_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("../migrations/postgres");

@@ -1,3 +1,5 @@
+//! (Over 500 lines: one fixture shared by cases that each need a real database and several requests in one batch.)
+//!
 //! The store against a real database, below the HTTP layer: batches of
 //! several requests (the HTTP path only forms them under load, so their
 //! rules are pinned here) and the background WAL checkpoint.

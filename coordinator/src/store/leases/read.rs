@@ -9,7 +9,7 @@ use sqlx::{AnyConnection, FromRow, Row};
 use super::LeaseRequest;
 use super::plan::{LiveRunner, QueuedJob};
 use crate::error::{Error, Result};
-use crate::store::pools::capabilities;
+use crate::store::runners::capabilities;
 use crate::store::{Dialect, bind_all_query, json_list, placeholders};
 
 /// What a lease batch reads before it plans.
