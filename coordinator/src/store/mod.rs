@@ -6,6 +6,9 @@
 //! are 0/1 integers on both sides. Where the dialects truly differ, the
 //! difference is a named field of [`Dialect`].
 //!
+//! Each backend's own code (its [`Dialect`], opening it) is a module of
+//! its own: `sqlite`, `postgres` (and `signals`, PostgreSQL's LISTEN/NOTIFY).
+//!
 //! - **SQLite** (the embedded default): one writer connection, so every
 //!   write transaction is serialized (that alone makes a lease atomic), and
 //!   a few read-only connections (WAL lets them read while the writer writes).
@@ -20,10 +23,12 @@ mod jobs;
 mod leases;
 pub mod model;
 mod pools;
+mod postgres;
 mod runners;
 #[cfg(test)]
 mod schema_tests;
 pub mod signals;
+mod sqlite;
 mod submit;
 #[cfg(test)]
 mod tests;
@@ -31,10 +36,8 @@ mod tests;
 use std::str::FromStr;
 use std::sync::Arc;
 use std::sync::atomic::AtomicI64;
-use std::time::Duration;
 
-use sqlx::any::AnyPoolOptions;
-use sqlx::{AnyPool, Executor as _};
+use sqlx::AnyPool;
 
 use crate::batch::{BatchError, BatchFn, Batcher};
 use crate::error::{Error, Result};
@@ -49,9 +52,6 @@ pub use pools::{Owner, Placement};
 pub use runners::RunnerScope;
 pub use signals::Envelope;
 pub use submit::Submitted;
-
-static SQLITE_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("../migrations/sqlite");
-static POSTGRES_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("../migrations/postgres");
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Backend {
@@ -106,33 +106,6 @@ impl Dialect {
         }
     }
 }
-
-const SQLITE: Dialect = Dialect {
-    backend: Backend::Sqlite,
-    is: "IS",
-    lock_skip_locked: "",
-    lease_page: 128,
-    lock_job_row: "",
-    lock_for_update: "",
-    lock_runners: "",
-    db_clock: None,
-    batch_holds_connection: true,
-    multi_statement_reads: true,
-    replica_signals: false,
-};
-const POSTGRES: Dialect = Dialect {
-    backend: Backend::Postgres,
-    is: "IS NOT DISTINCT FROM",
-    lock_skip_locked: "FOR UPDATE SKIP LOCKED",
-    lease_page: 16,
-    lock_job_row: "FOR UPDATE OF j",
-    lock_for_update: "FOR UPDATE",
-    lock_runners: "FOR NO KEY UPDATE",
-    db_clock: Some("CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT)"),
-    batch_holds_connection: false,
-    multi_statement_reads: false,
-    replica_signals: true,
-};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Durability {
@@ -233,90 +206,15 @@ impl Writer {
 /// Most requests written in one batch.
 const MAX_BATCH: usize = 64;
 
-fn with_param(url: &str, param: &str) -> String {
-    format!("{url}{}{param}", if url.contains('?') { '&' } else { '?' })
-}
-
 impl Store {
     /// Opens (creating if needed) the database at `url` (`sqlite://PATH` or
     /// `postgres://…`) and applies migrations.
     pub async fn open(url: &str, durability: Durability) -> Result<Self> {
         sqlx::any::install_default_drivers();
         if url.starts_with("sqlite:") {
-            let sync = match durability {
-                Durability::Full => "FULL",
-                Durability::Normal => "NORMAL",
-            };
-            let pragmas = format!(
-                "PRAGMA busy_timeout = 10000; PRAGMA foreign_keys = ON; PRAGMA synchronous = {sync};"
-            );
-            // Checkpoints (copying the WAL into the database, with an fsync)
-            // run on their own connection, never inside a commit (see
-            // `checkpoint_in_background`).
-            // No `secure_delete`: what a finished job leaves in free space is
-            // ciphertext, and zeroing it took the open-loop p99
-            // enqueue→lease from 4.7 to 22 ms (bench, SQLite NORMAL).
-            let writer_pragmas =
-                format!("PRAGMA journal_mode = WAL; PRAGMA wal_autocheckpoint = 0; {pragmas}");
-            // A connection to a local file does not go stale: no ping (a
-            // round trip to the connection's thread) before each use.
-            let writer = AnyPoolOptions::new()
-                .max_connections(1)
-                .min_connections(1)
-                .test_before_acquire(false)
-                .acquire_timeout(Duration::from_secs(30))
-                .after_connect(move |conn, _| {
-                    let sql = writer_pragmas.clone();
-                    Box::pin(async move { conn.execute(sql.as_str()).await.map(drop) })
-                })
-                .connect(&with_param(url, "mode=rwc"))
-                .await?;
-            SQLITE_MIGRATIONS.run(&writer).await?;
-            let reader = AnyPoolOptions::new()
-                .max_connections(4)
-                .test_before_acquire(false)
-                .acquire_timeout(Duration::from_secs(30))
-                .after_connect(move |conn, _| {
-                    let sql = pragmas.clone();
-                    Box::pin(async move { conn.execute(sql.as_str()).await.map(drop) })
-                })
-                .connect(&with_param(url, "mode=ro"))
-                .await?;
-            // One writer: one batch at a time; the next gathers meanwhile.
-            let store = Self {
-                writer,
-                reader,
-                dialect: &SQLITE,
-                url: url.to_owned(),
-                batches: None,
-                alive: Arc::default(),
-                secrets: Arc::default(),
-                clock_offset: Arc::default(),
-            };
-            checkpoint_in_background(
-                with_param(url, "mode=rw"),
-                pragmas_for_checkpoints(durability),
-                Arc::downgrade(&store.alive),
-            );
-            Ok(store.with_batches(1))
+            sqlite::open(url, durability).await
         } else if url.starts_with("postgres:") || url.starts_with("postgresql:") {
-            let pool = AnyPoolOptions::new()
-                .max_connections(24)
-                .acquire_timeout(Duration::from_secs(30))
-                .connect(url)
-                .await?;
-            POSTGRES_MIGRATIONS.run(&pool).await?;
-            Ok(Self {
-                writer: pool.clone(),
-                reader: pool,
-                dialect: &POSTGRES,
-                url: url.to_owned(),
-                batches: None,
-                alive: Arc::default(),
-                secrets: Arc::default(),
-                clock_offset: Arc::default(),
-            }
-            .with_batches(4))
+            postgres::open(url).await
         } else {
             Err(Error::bad_request(format!(
                 "unsupported database URL: use sqlite://PATH or postgres://… (got {:?})",
@@ -383,52 +281,6 @@ impl Store {
         self.reader.close().await;
         self.writer.close().await;
     }
-}
-
-fn pragmas_for_checkpoints(durability: Durability) -> String {
-    let sync = match durability {
-        Durability::Full => "FULL",
-        Durability::Normal => "NORMAL",
-    };
-    format!("PRAGMA busy_timeout = 10000; PRAGMA synchronous = {sync};")
-}
-
-/// SQLite's automatic checkpoint runs inside whichever commit crosses the
-/// threshold, stalling that commit (and every write queued behind it) for an
-/// fsync. Instead a task checkpoints every 200 ms on its own connection and
-/// thread, without blocking the writer (`PASSIVE`), reconnecting after a
-/// failure. It ends with the store.
-fn checkpoint_in_background(url: String, pragmas: String, alive: std::sync::Weak<()>) {
-    use sqlx::Connection as _;
-    tokio::spawn(async move {
-        let mut tick = tokio::time::interval(Duration::from_millis(200));
-        let mut conn: Option<sqlx::AnyConnection> = None;
-        loop {
-            tick.tick().await;
-            if alive.strong_count() == 0 {
-                if let Some(conn) = conn {
-                    let _ = conn.close().await;
-                }
-                return;
-            }
-            // (Re)connect as needed: the WAL must not grow for good.
-            if conn.is_none() {
-                match sqlx::AnyConnection::connect(&url).await {
-                    Ok(mut c) => match c.execute(pragmas.as_str()).await {
-                        Ok(_) => conn = Some(c),
-                        Err(e) => tracing::warn!(error = %e, "checkpoint connection setup failed"),
-                    },
-                    Err(e) => tracing::warn!(error = %e, "no checkpoint connection yet"),
-                }
-            }
-            if let Some(c) = conn.as_mut()
-                && let Err(e) = c.execute("PRAGMA wal_checkpoint(PASSIVE)").await
-            {
-                tracing::warn!(error = %e, "checkpoint failed; reconnecting");
-                conn = None;
-            }
-        }
-    });
 }
 
 /// The part of a database URL before `://`, for messages (never credentials).

@@ -1,0 +1,46 @@
+//! The PostgreSQL backend: its dialect, and opening it (one pool shared by
+//! reads and writes; replicas share the database, see `signals`).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use sqlx::any::AnyPoolOptions;
+
+use super::{Backend, Dialect, Store};
+use crate::error::Result;
+
+static MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("../migrations/postgres");
+
+pub(super) const DIALECT: Dialect = Dialect {
+    backend: Backend::Postgres,
+    is: "IS NOT DISTINCT FROM",
+    lock_skip_locked: "FOR UPDATE SKIP LOCKED",
+    lease_page: 16,
+    lock_job_row: "FOR UPDATE OF j",
+    lock_for_update: "FOR UPDATE",
+    lock_runners: "FOR NO KEY UPDATE",
+    db_clock: Some("CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT)"),
+    batch_holds_connection: false,
+    multi_statement_reads: false,
+    replica_signals: true,
+};
+
+pub(super) async fn open(url: &str) -> Result<Store> {
+    let pool = AnyPoolOptions::new()
+        .max_connections(24)
+        .acquire_timeout(Duration::from_secs(30))
+        .connect(url)
+        .await?;
+    MIGRATIONS.run(&pool).await?;
+    Ok(Store {
+        writer: pool.clone(),
+        reader: pool,
+        dialect: &DIALECT,
+        url: url.to_owned(),
+        batches: None,
+        alive: Arc::default(),
+        secrets: Arc::default(),
+        clock_offset: Arc::default(),
+    }
+    .with_batches(4))
+}

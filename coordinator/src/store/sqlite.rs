@@ -1,0 +1,135 @@
+//! The SQLite backend: its dialect, and opening it (one writer connection,
+//! a few readers, WAL checkpoints in the background).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use sqlx::Executor as _;
+use sqlx::any::AnyPoolOptions;
+
+use super::{Backend, Dialect, Durability, Store};
+use crate::error::Result;
+
+static MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("../migrations/sqlite");
+
+pub(super) const DIALECT: Dialect = Dialect {
+    backend: Backend::Sqlite,
+    is: "IS",
+    lock_skip_locked: "",
+    lease_page: 128,
+    lock_job_row: "",
+    lock_for_update: "",
+    lock_runners: "",
+    db_clock: None,
+    batch_holds_connection: true,
+    multi_statement_reads: true,
+    replica_signals: false,
+};
+fn with_param(url: &str, param: &str) -> String {
+    format!("{url}{}{param}", if url.contains('?') { '&' } else { '?' })
+}
+
+pub(super) async fn open(url: &str, durability: Durability) -> Result<Store> {
+    let sync = match durability {
+        Durability::Full => "FULL",
+        Durability::Normal => "NORMAL",
+    };
+    let pragmas = format!(
+        "PRAGMA busy_timeout = 10000; PRAGMA foreign_keys = ON; PRAGMA synchronous = {sync};"
+    );
+    // Checkpoints (copying the WAL into the database, with an fsync)
+    // run on their own connection, never inside a commit (see
+    // `checkpoint_in_background`).
+    // No `secure_delete`: what a finished job leaves in free space is
+    // ciphertext, and zeroing it took the open-loop p99
+    // enqueue→lease from 4.7 to 22 ms (bench, SQLite NORMAL).
+    let writer_pragmas =
+        format!("PRAGMA journal_mode = WAL; PRAGMA wal_autocheckpoint = 0; {pragmas}");
+    // A connection to a local file does not go stale: no ping (a
+    // round trip to the connection's thread) before each use.
+    let writer = AnyPoolOptions::new()
+        .max_connections(1)
+        .min_connections(1)
+        .test_before_acquire(false)
+        .acquire_timeout(Duration::from_secs(30))
+        .after_connect(move |conn, _| {
+            let sql = writer_pragmas.clone();
+            Box::pin(async move { conn.execute(sql.as_str()).await.map(drop) })
+        })
+        .connect(&with_param(url, "mode=rwc"))
+        .await?;
+    MIGRATIONS.run(&writer).await?;
+    let reader = AnyPoolOptions::new()
+        .max_connections(4)
+        .test_before_acquire(false)
+        .acquire_timeout(Duration::from_secs(30))
+        .after_connect(move |conn, _| {
+            let sql = pragmas.clone();
+            Box::pin(async move { conn.execute(sql.as_str()).await.map(drop) })
+        })
+        .connect(&with_param(url, "mode=ro"))
+        .await?;
+    // One writer: one batch at a time; the next gathers meanwhile.
+    let store = Store {
+        writer,
+        reader,
+        dialect: &DIALECT,
+        url: url.to_owned(),
+        batches: None,
+        alive: Arc::default(),
+        secrets: Arc::default(),
+        clock_offset: Arc::default(),
+    };
+    checkpoint_in_background(
+        with_param(url, "mode=rw"),
+        pragmas_for_checkpoints(durability),
+        Arc::downgrade(&store.alive),
+    );
+    Ok(store.with_batches(1))
+}
+
+fn pragmas_for_checkpoints(durability: Durability) -> String {
+    let sync = match durability {
+        Durability::Full => "FULL",
+        Durability::Normal => "NORMAL",
+    };
+    format!("PRAGMA busy_timeout = 10000; PRAGMA synchronous = {sync};")
+}
+
+/// SQLite's automatic checkpoint runs inside whichever commit crosses the
+/// threshold, stalling that commit (and every write queued behind it) for an
+/// fsync. Instead a task checkpoints every 200 ms on its own connection and
+/// thread, without blocking the writer (`PASSIVE`), reconnecting after a
+/// failure. It ends with the store.
+fn checkpoint_in_background(url: String, pragmas: String, alive: std::sync::Weak<()>) {
+    use sqlx::Connection as _;
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(Duration::from_millis(200));
+        let mut conn: Option<sqlx::AnyConnection> = None;
+        loop {
+            tick.tick().await;
+            if alive.strong_count() == 0 {
+                if let Some(conn) = conn {
+                    let _ = conn.close().await;
+                }
+                return;
+            }
+            // (Re)connect as needed: the WAL must not grow for good.
+            if conn.is_none() {
+                match sqlx::AnyConnection::connect(&url).await {
+                    Ok(mut c) => match c.execute(pragmas.as_str()).await {
+                        Ok(_) => conn = Some(c),
+                        Err(e) => tracing::warn!(error = %e, "checkpoint connection setup failed"),
+                    },
+                    Err(e) => tracing::warn!(error = %e, "no checkpoint connection yet"),
+                }
+            }
+            if let Some(c) = conn.as_mut()
+                && let Err(e) = c.execute("PRAGMA wal_checkpoint(PASSIVE)").await
+            {
+                tracing::warn!(error = %e, "checkpoint failed; reconnecting");
+                conn = None;
+            }
+        }
+    });
+}
