@@ -1,0 +1,104 @@
+//! The coordinator's source keeps the shape ARCHITECTURE.md describes: these
+//! read the source files, so a change that breaks a boundary fails here.
+
+use std::path::{Path, PathBuf};
+
+fn src() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
+}
+
+/// Every `.rs` file under `dir`, with its text.
+fn sources(dir: &Path) -> Vec<(PathBuf, String)> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            out.extend(sources(&path));
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            let text = std::fs::read_to_string(&path).unwrap();
+            out.push((path, text));
+        }
+    }
+    out
+}
+
+fn is_test_file(path: &Path) -> bool {
+    path.file_stem()
+        .is_some_and(|s| s.to_string_lossy().ends_with("tests"))
+}
+
+#[test]
+fn store_and_dispatch_do_not_import_each_other() {
+    let mut bad = Vec::new();
+    for (path, text) in sources(&src().join("store")) {
+        if text.contains("crate::dispatch") {
+            bad.push(format!("{} imports dispatch", path.display()));
+        }
+    }
+    let dispatch = std::fs::read_to_string(src().join("dispatch.rs")).unwrap();
+    if dispatch.contains("crate::store") {
+        bad.push("dispatch.rs imports store".into());
+    }
+    // The leaf both use imports neither.
+    let wake = std::fs::read_to_string(src().join("wake.rs")).unwrap();
+    if wake.contains("crate::store") || wake.contains("crate::dispatch") {
+        bad.push("wake.rs imports store or dispatch".into());
+    }
+    assert!(bad.is_empty(), "{bad:#?}");
+}
+
+#[test]
+fn the_store_returns_no_wire_types() {
+    let mut bad = Vec::new();
+    for (path, text) in sources(&src().join("store")) {
+        if is_test_file(&path) {
+            continue;
+        }
+        // Inline test modules may build wire requests.
+        let code = text.split("#[cfg(test)]\nmod tests {").next().unwrap_or("");
+        for (n, line) in code.lines().enumerate() {
+            let returns = line.split_once("->").map_or("", |(_, r)| r);
+            if returns.contains("wire::") {
+                bad.push(format!("{}:{}: {}", path.display(), n + 1, line.trim()));
+            }
+        }
+    }
+    assert!(bad.is_empty(), "build wire shapes in http::dto: {bad:#?}");
+}
+
+#[test]
+fn only_the_backend_modules_name_a_backend() {
+    let store = src().join("store");
+    let allowed = ["mod.rs", "sqlite.rs", "postgres.rs"];
+    let mut bad = Vec::new();
+    for (path, text) in sources(&store) {
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        let top = path.parent() == Some(store.as_path());
+        if is_test_file(&path) || (top && allowed.contains(&name.as_str())) {
+            continue;
+        }
+        if text.contains("Backend::") || text.contains(".backend ==") {
+            bad.push(path.display().to_string());
+        }
+    }
+    assert!(
+        bad.is_empty(),
+        "put backend differences in Dialect: {bad:#?}"
+    );
+}
+
+#[test]
+fn long_files_say_why() {
+    let mut bad = Vec::new();
+    for (path, text) in sources(&src()) {
+        let long = text.lines().count() > 500;
+        let head: String = text.lines().take(3).collect();
+        if long && !head.contains("Over 500 lines") {
+            bad.push(path.display().to_string());
+        }
+    }
+    assert!(
+        bad.is_empty(),
+        "split these, or say why at the top (\"Over 500 lines: …\"): {bad:#?}"
+    );
+}
