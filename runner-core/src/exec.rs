@@ -146,14 +146,17 @@ fn signal_group(pgid: i32, signal: i32) {
 /// Signals every process of group `pgid` but its leader. A sandboxed job's
 /// leader is bwrap, which would die of a SIGTERM and take the sandbox with
 /// it, cutting the job's grace short; the job itself is in the group too.
+/// The group is stopped meanwhile, so no process it starts escapes the
+/// signal while `/proc` is read.
 fn signal_group_but_leader(pgid: i32, signal: i32) {
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return;
-    };
-    for pid in entries.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok()) {
-        if pid == pgid {
-            continue;
-        }
+    signal_group(pgid, libc::SIGSTOP);
+    let pids: Vec<i32> = std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+        .filter(|pid| *pid != pgid)
+        .collect();
+    for pid in pids {
         let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
             continue;
         };
@@ -168,6 +171,7 @@ fn signal_group_but_leader(pgid: i32, signal: i32) {
             }
         }
     }
+    signal_group(pgid, libc::SIGCONT);
 }
 
 async fn pump(mut from: impl AsyncRead + Unpin, stream: LogStream, to: Output) {
