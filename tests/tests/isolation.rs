@@ -247,11 +247,6 @@ async fn a_sandboxed_job_sees_no_other_job() {
 async fn a_detached_process_does_not_outlive_its_job(extra: &[&str], how: &str) {
     let s = setup().await;
     let r = s.runner(extra).await;
-    assert!(
-        r.lines().iter().any(|l| l.contains(how)),
-        "{:?}",
-        r.lines()
-    );
     let m = marker();
     let _cleanup = KillOnDrop(format!(".{m}"));
     let script = format!(
@@ -272,6 +267,12 @@ async fn a_detached_process_does_not_outlive_its_job(extra: &[&str], how: &str) 
         },
     )
     .await;
+    // And the runner said how.
+    assert!(
+        r.lines().iter().any(|l| l.contains(how)),
+        "{:?}",
+        r.lines()
+    );
 }
 
 #[tokio::test]
