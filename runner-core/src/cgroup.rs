@@ -6,12 +6,18 @@
 use std::ffi::CString;
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-/// The runner's own cgroup, under which each job gets one.
+/// The runner's own cgroup, under which each running job gets one. They
+/// are reused, one job at a time (making and removing a cgroup per job
+/// costs more than the job's start), and removed when this is dropped.
 #[derive(Debug)]
 pub(crate) struct JobCgroups {
     parent: PathBuf,
+    free: Mutex<Vec<JobCgroup>>,
+    made: AtomicUsize,
 }
 
 impl JobCgroups {
@@ -38,27 +44,58 @@ impl JobCgroups {
             .lines()
             .find_map(|l| l.strip_prefix("0::"))
             .ok_or("this process is in no cgroup v2")?;
-        let parent = mount.join(own.trim_start_matches('/'));
-        let probe = parent.join(format!("drover-{}-probe", std::process::id()));
-        std::fs::create_dir(&probe)
-            .map_err(|e| format!("cannot make a cgroup in {}: {e}", parent.display()))?;
-        let killable = probe.join("cgroup.kill").exists();
-        let _ = std::fs::remove_dir(&probe);
+        let cgroups = Self {
+            parent: mount.join(own.trim_start_matches('/')),
+            free: Mutex::new(Vec::new()),
+            made: AtomicUsize::new(0),
+        };
+        cgroups.remove_stale();
+        let probe = cgroups
+            .take()
+            .map_err(|e| format!("cannot make a cgroup in {}: {e}", cgroups.parent.display()))?;
+        let killable = probe.dir.join("cgroup.kill").exists();
+        cgroups.give_back(probe);
         if !killable {
             return Err("the kernel has no cgroup.kill (Linux 5.14 or later)".into());
         }
-        Ok(Self { parent })
+        Ok(cgroups)
     }
 
-    /// A new, empty cgroup for one job.
-    pub fn create(&self, job: &str) -> io::Result<JobCgroup> {
-        let name: String = job
-            .chars()
-            .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
-            .collect();
+    /// Removes the empty cgroups of runners that died without removing
+    /// theirs (killed with SIGKILL). One still holding processes stays.
+    fn remove_stale(&self) {
+        let Ok(entries) = std::fs::read_dir(&self.parent) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            let owner = name
+                .to_str()
+                .and_then(|n| n.strip_prefix("drover-"))
+                .and_then(|n| n.split_once('-'))
+                .and_then(|(pid, _)| pid.parse::<u32>().ok());
+            if let Some(pid) = owner
+                && !Path::new(&format!("/proc/{pid}")).exists()
+            {
+                let _ = std::fs::remove_dir(entry.path());
+            }
+        }
+    }
+
+    /// An empty cgroup for one job.
+    pub fn take(&self) -> io::Result<JobCgroup> {
+        let reused = self.free.lock().expect("cgroups lock").pop();
+        if let Some(free) = reused {
+            // (Another runner in another PID namespace may have taken it for stale.)
+            if !free.dir.exists() {
+                std::fs::create_dir(&free.dir)?;
+            }
+            return Ok(free);
+        }
+        let n = self.made.fetch_add(1, Ordering::Relaxed);
         let dir = self
             .parent
-            .join(format!("drover-{}-{name}", std::process::id()));
+            .join(format!("drover-{}-{n}", std::process::id()));
         match std::fs::create_dir(&dir) {
             Err(e) if e.kind() != io::ErrorKind::AlreadyExists => return Err(e),
             _ => {}
@@ -67,9 +104,43 @@ impl JobCgroups {
             .map_err(io::Error::other)?;
         Ok(JobCgroup { dir, procs })
     }
+
+    /// Kills every process still in `cgroup` and keeps it for another job,
+    /// once empty.
+    pub async fn end(&self, cgroup: JobCgroup) -> io::Result<()> {
+        if populated(&cgroup.dir) {
+            std::fs::write(cgroup.dir.join("cgroup.kill"), "1")?;
+            let mut waited = 0;
+            while populated(&cgroup.dir) {
+                if waited == 200 {
+                    // Not gone in 2 s (a process stuck in the kernel): leave it.
+                    return Err(io::Error::other(format!(
+                        "{} still holds processes after cgroup.kill",
+                        cgroup.dir.display()
+                    )));
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+                waited += 1;
+            }
+        }
+        self.give_back(cgroup);
+        Ok(())
+    }
+
+    fn give_back(&self, cgroup: JobCgroup) {
+        self.free.lock().expect("cgroups lock").push(cgroup);
+    }
 }
 
-/// One job's cgroup; [`JobCgroup::kill_and_remove`] ends it.
+impl Drop for JobCgroups {
+    fn drop(&mut self) {
+        for cgroup in self.free.get_mut().expect("cgroups lock").drain(..) {
+            let _ = std::fs::remove_dir(&cgroup.dir);
+        }
+    }
+}
+
+/// One job's cgroup, while it runs.
 #[derive(Debug)]
 pub(crate) struct JobCgroup {
     dir: PathBuf,
@@ -95,19 +166,6 @@ impl JobCgroup {
             }
         }
         Ok(())
-    }
-
-    /// Kills every process still in the cgroup, waits (a little) for them
-    /// to go, and removes it.
-    pub async fn kill_and_remove(self) -> io::Result<()> {
-        std::fs::write(self.dir.join("cgroup.kill"), "1")?;
-        for _ in 0..200 {
-            if !populated(&self.dir) {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-        std::fs::remove_dir(&self.dir)
     }
 }
 

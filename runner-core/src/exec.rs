@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use drover_wire::{LeasedJob, LogStream, Outcome};
 
+use crate::cgroup::{JobCgroup, JobCgroups};
 use crate::isolation::{self, Prepared};
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::process::Command;
@@ -30,6 +31,8 @@ pub struct ExecResult {
     pub error: Option<String>,
     /// Set when the job was stopped from outside.
     pub stopped: Option<StopReason>,
+    /// What the job left behind could not all be killed.
+    pub leftover: Option<String>,
 }
 
 pub type Output = mpsc::Sender<(LogStream, Vec<u8>)>;
@@ -200,14 +203,14 @@ async fn failed_to_start(message: String, output: &Output) -> ExecResult {
         exit_code: None,
         error: Some(message),
         stopped: None,
+        leftover: None,
     }
 }
 
-async fn end_cgroup(cgroup: std::sync::Arc<crate::cgroup::JobCgroup>) {
+async fn end_cgroup(cgroups: &JobCgroups, cgroup: std::sync::Arc<JobCgroup>) -> Option<String> {
     // The spawned command held the other reference; it is gone by now.
-    if let Ok(cgroup) = std::sync::Arc::try_unwrap(cgroup) {
-        let _ = cgroup.kill_and_remove().await;
-    }
+    let cgroup = std::sync::Arc::try_unwrap(cgroup).ok()?;
+    cgroups.end(cgroup).await.err().map(|e| e.to_string())
 }
 
 fn exit_code(status: std::process::ExitStatus) -> i32 {
@@ -234,9 +237,14 @@ pub async fn execute(
     kill_grace: Duration,
     lost_grace: Duration,
 ) -> ExecResult {
-    let cgroup = match &place.isolation.cgroups {
-        Some(cgroups) if place.isolation.bwrap.is_none() => {
-            match cgroups.create(&container_name(job)) {
+    let cgroups = place
+        .isolation
+        .cgroups
+        .as_ref()
+        .filter(|_| place.isolation.bwrap.is_none());
+    let cgroup = match cgroups {
+        Some(cgroups) => {
+            match cgroups.take() {
                 Ok(c) => Some(std::sync::Arc::new(c)),
                 Err(e) => {
                     let message = format!("cannot make the job's cgroup: {e}");
@@ -244,7 +252,7 @@ pub async fn execute(
                 }
             }
         }
-        _ => None,
+        None => None,
     };
     let spawned = build_command(job, runner, place).and_then(|mut c| {
         if let Some(cgroup) = cgroup.clone() {
@@ -264,8 +272,8 @@ pub async fn execute(
     let mut child = match spawned {
         Ok(child) => child,
         Err(message) => {
-            if let Some(cgroup) = cgroup {
-                end_cgroup(cgroup).await;
+            if let (Some(cgroups), Some(cgroup)) = (cgroups, cgroup) {
+                let _ = end_cgroup(cgroups, cgroup).await;
             }
             return failed_to_start(message, &output).await;
         }
@@ -355,9 +363,10 @@ pub async fn execute(
     }
     // And what left the group, in the job's cgroup. (In a sandbox, the
     // kernel has killed its PID namespace when bwrap's init ended.)
-    if let Some(cgroup) = cgroup {
-        end_cgroup(cgroup).await;
-    }
+    let leftover = match (cgroups, cgroup) {
+        (Some(cgroups), Some(cgroup)) => end_cgroup(cgroups, cgroup).await,
+        _ => None,
+    };
     // A container is not in our process group: killing the docker client
     // does not stop it, so remove it by name (a no-op if it already exited).
     if job.image.is_some() && !matches!(ended, Ended::Exited) {
@@ -392,6 +401,7 @@ pub async fn execute(
             exit_code: code,
             error: wait_error,
             stopped: None,
+            leftover,
         },
         Ended::TimedOut => ExecResult {
             outcome: Outcome::TimedOut,
@@ -401,6 +411,7 @@ pub async fn execute(
                 timeout.map_or(0, |t| t.as_secs())
             )),
             stopped: None,
+            leftover,
         },
         Ended::Stopped(reason) => ExecResult {
             outcome: Outcome::Cancelled,
@@ -411,6 +422,7 @@ pub async fn execute(
                 StopReason::Shutdown => "stopped: the runner shut down".into(),
             }),
             stopped: Some(reason),
+            leftover,
         },
     }
 }
@@ -482,6 +494,7 @@ mod tests {
         let (stream, said) = logs.recv().await.expect("a log line");
         assert_eq!(stream, LogStream::Stderr);
         assert!(String::from_utf8_lossy(&said).contains("neither a command nor a script"));
+        let _ = std::fs::remove_dir_all(&root);
     }
 
     /// A job that ignores SIGTERM times out; during its kill grace the
@@ -501,7 +514,10 @@ mod tests {
                 work_root: &root,
                 isolation: &prepared,
             };
-            execute(&stubborn, "rn_test", &place, out, stop_rx, grace, lost_grace).await
+            let result =
+                execute(&stubborn, "rn_test", &place, out, stop_rx, grace, lost_grace).await;
+            let _ = std::fs::remove_dir_all(&root);
+            result
         });
         // Past the timeout: SIGTERM sent and ignored. Then the lease goes.
         let mut said = String::new();

@@ -99,8 +99,9 @@ pub enum EventKind {
         job: String,
         error: String,
     },
-    /// A finished job's directory could not be removed.
-    WorkdirLeft {
+    /// What a finished job left (its directory, a process that would not
+    /// die) could not be removed.
+    CleanupFailed {
         job: String,
         error: String,
     },
@@ -144,8 +145,8 @@ impl fmt::Display for Event {
             }
             EventKind::Abandoned { job } => write!(f, "abandoned {job} (forced stop)"),
             EventKind::LeaseLost { job, error } => write!(f, "lost the lease on {job}: {error}"),
-            EventKind::WorkdirLeft { job, error } => {
-                write!(f, "could not remove the directory of {job}: {error}")
+            EventKind::CleanupFailed { job, error } => {
+                write!(f, "could not clean up after {job}: {error}")
             }
             EventKind::Disconnected { error } => write!(f, "disconnected: {error}; retrying"),
             EventKind::Reconnected => write!(f, "reconnected"),
@@ -513,6 +514,7 @@ impl Runner {
                     exit_code: None,
                     error: Some(format!("cannot create the work directory: {e}")),
                     stopped: None,
+                    leftover: None,
                 }
             }
         };
@@ -521,9 +523,15 @@ impl Runner {
         if let Ok(dir) = made
             && let Err(e) = isolation::remove_job_dir(&dir)
         {
-            self.emit(EventKind::WorkdirLeft {
+            self.emit(EventKind::CleanupFailed {
                 job: job.id.clone(),
-                error: format!("{}: {e}", dir.display()),
+                error: format!("removing {}: {e}", dir.display()),
+            });
+        }
+        if let Some(error) = &result.leftover {
+            self.emit(EventKind::CleanupFailed {
+                job: job.id.clone(),
+                error: error.clone(),
             });
         }
         self.set_status(|s| s.current_jobs.retain(|j| *j != job.id));
