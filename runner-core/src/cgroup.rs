@@ -100,8 +100,12 @@ impl JobCgroups {
             Err(e) if e.kind() != io::ErrorKind::AlreadyExists => return Err(e),
             _ => {}
         }
-        let procs = CString::new(dir.join("cgroup.procs").into_os_string().into_encoded_bytes())
-            .map_err(io::Error::other)?;
+        let procs = CString::new(
+            dir.join("cgroup.procs")
+                .into_os_string()
+                .into_encoded_bytes(),
+        )
+        .map_err(io::Error::other)?;
         Ok(JobCgroup { dir, procs })
     }
 

@@ -243,15 +243,13 @@ pub async fn execute(
         .as_ref()
         .filter(|_| place.isolation.bwrap.is_none());
     let cgroup = match cgroups {
-        Some(cgroups) => {
-            match cgroups.take() {
-                Ok(c) => Some(std::sync::Arc::new(c)),
-                Err(e) => {
-                    let message = format!("cannot make the job's cgroup: {e}");
-                    return failed_to_start(message, &output).await;
-                }
+        Some(cgroups) => match cgroups.take() {
+            Ok(c) => Some(std::sync::Arc::new(c)),
+            Err(e) => {
+                let message = format!("cannot make the job's cgroup: {e}");
+                return failed_to_start(message, &output).await;
             }
-        }
+        },
         None => None,
     };
     let spawned = build_command(job, runner, place).and_then(|mut c| {
@@ -514,8 +512,10 @@ mod tests {
                 work_root: &root,
                 isolation: &prepared,
             };
-            let result =
-                execute(&stubborn, "rn_test", &place, out, stop_rx, grace, lost_grace).await;
+            let result = execute(
+                &stubborn, "rn_test", &place, out, stop_rx, grace, lost_grace,
+            )
+            .await;
             let _ = std::fs::remove_dir_all(&root);
             result
         });

@@ -238,12 +238,11 @@ pub fn bwrap_args(dir: &Path, work_root: &Path, hidden: &[PathBuf], cwd: &Path) 
     push(&["--proc".as_ref(), "/proc".as_ref()]);
     push(&["--tmpfs".as_ref(), "/tmp".as_ref()]);
     push(&["--tmpfs".as_ref(), work_root.as_os_str()]);
-    for path in hidden.iter().map(PathBuf::as_path).chain(
-        HOST_SOCKETS
-            .iter()
-            .map(Path::new)
-            .filter(|p| p.exists()),
-    ) {
+    for path in hidden
+        .iter()
+        .map(PathBuf::as_path)
+        .chain(HOST_SOCKETS.iter().map(Path::new).filter(|p| p.exists()))
+    {
         if path.is_dir() {
             push(&["--tmpfs".as_ref(), path.as_os_str()]);
         } else if path.exists() {
@@ -304,7 +303,10 @@ mod tests {
     fn the_runner_environment_does_not_reach_the_job() {
         let env = base_env(Path::new("/h"), Path::new("/t"));
         let names: Vec<_> = env.iter().map(|(k, _)| k.to_string_lossy()).collect();
-        assert!(names.iter().all(|n| ["PATH", "HOME", "TMPDIR", "LANG", "LC_ALL", "TZ"]
-            .contains(&n.as_ref())));
+        assert!(
+            names
+                .iter()
+                .all(|n| ["PATH", "HOME", "TMPDIR", "LANG", "LC_ALL", "TZ"].contains(&n.as_ref()))
+        );
     }
 }

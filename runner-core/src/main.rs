@@ -602,13 +602,24 @@ mod tests {
         let (kept, token) =
             token_flag_removed(os(&["drover", "runner", "--token", "rnr_x", "--join", "r"]))
                 .unwrap();
-        assert_eq!((kept, token), (os(&["drover", "runner", "--join", "r"]), "rnr_x".into()));
-        let (kept, token) =
-            token_flag_removed(os(&["drover", "--token=djt_y", "runner", "--token-file", "f"]))
-                .unwrap();
         assert_eq!(
             (kept, token),
-            (os(&["drover", "runner", "--token-file", "f"]), "djt_y".into())
+            (os(&["drover", "runner", "--join", "r"]), "rnr_x".into())
+        );
+        let (kept, token) = token_flag_removed(os(&[
+            "drover",
+            "--token=djt_y",
+            "runner",
+            "--token-file",
+            "f",
+        ]))
+        .unwrap();
+        assert_eq!(
+            (kept, token),
+            (
+                os(&["drover", "runner", "--token-file", "f"]),
+                "djt_y".into()
+            )
         );
         assert!(token_flag_removed(os(&["drover", "runner", "--token-file", "f"])).is_none());
     }

@@ -159,7 +159,10 @@ async fn a_job_gets_only_its_own_environment_and_a_documented_minimum() {
     let pwd = log.lines().find_map(|l| l.strip_prefix("pwd=")).unwrap();
     assert_eq!(var("HOME"), Some(pwd), "HOME is the job's directory");
     let job_dir = Path::new(pwd).parent().unwrap();
-    assert_eq!(var("TMPDIR").map(Path::new), Some(job_dir.join("tmp").as_path()));
+    assert_eq!(
+        var("TMPDIR").map(Path::new),
+        Some(job_dir.join("tmp").as_path())
+    );
 }
 
 #[tokio::test]
@@ -201,8 +204,14 @@ echo tried"#,
     let (_, log) = s.run(&script).await;
     assert!(log.contains("tried"), "{log}");
     let token = s.runner_token();
-    assert!(!log.contains(&token), "the job read the runner token:\n{log}");
-    assert!(!log.contains(&s.join_token), "the job read the join token:\n{log}");
+    assert!(
+        !log.contains(&token),
+        "the job read the runner token:\n{log}"
+    );
+    assert!(
+        !log.contains(&s.join_token),
+        "the job read the join token:\n{log}"
+    );
     assert!(!log.contains("rnr_"), "{log}");
     // The runner's own files are where they were.
     assert!(s.state.path().join("runners").is_dir());
@@ -211,7 +220,9 @@ echo tried"#,
 #[tokio::test]
 async fn a_sandboxed_job_sees_no_other_job() {
     let s = setup().await;
-    let _r = s.runner(&["--sandbox", "bwrap", "--max-concurrent", "2"]).await;
+    let _r = s
+        .runner(&["--sandbox", "bwrap", "--max-concurrent", "2"])
+        .await;
     let m = marker();
     let _cleanup = KillOnDrop(format!("300.{m}"));
     let first = s
@@ -237,7 +248,10 @@ async fn a_sandboxed_job_sees_no_other_job() {
     assert_eq!(state, JobState::Succeeded, "{log}");
     assert!(log.contains("looked"), "{log}");
     assert!(!log.contains(&m), "the second job saw the first:\n{log}");
-    assert!(!log.contains(&first.id), "the second job saw the first's directory:\n{log}");
+    assert!(
+        !log.contains(&first.id),
+        "the second job saw the first's directory:\n{log}"
+    );
     s.admin.client.cancel(&first.id).await.unwrap();
     wait_done(&s.admin.client, &first.id).await;
 }
@@ -268,11 +282,7 @@ async fn a_detached_process_does_not_outlive_its_job(extra: &[&str], how: &str) 
     )
     .await;
     // And the runner said how.
-    assert!(
-        r.lines().iter().any(|l| l.contains(how)),
-        "{:?}",
-        r.lines()
-    );
+    assert!(r.lines().iter().any(|l| l.contains(how)), "{:?}", r.lines());
 }
 
 #[tokio::test]
@@ -367,7 +377,10 @@ async fn a_sandboxed_job_is_told_to_stop_and_gets_its_grace() {
     let log = s.admin.client.logs(&job.id).await.unwrap();
     assert_eq!(done.state, JobState::TimedOut, "{log}");
     // (sh may say "Terminated" of the sleep it was waiting for, on stderr.)
-    assert!(log.contains("got-term") && log.contains("still-here"), "{log}");
+    assert!(
+        log.contains("got-term") && log.contains("still-here"),
+        "{log}"
+    );
     assert_eq!(done.exit_code, Some(3), "its trap ran to the end: {log}");
 }
 
@@ -375,7 +388,13 @@ async fn a_sandboxed_job_is_told_to_stop_and_gets_its_grace() {
 async fn a_runner_asked_for_a_sandbox_it_cannot_have_refuses_to_start() {
     let empty = TempDir::new("no-bwrap");
     let out = std::process::Command::new(bin("drover"))
-        .args(["runner", "--url", "http://127.0.0.1:9", "--sandbox", "bwrap"])
+        .args([
+            "runner",
+            "--url",
+            "http://127.0.0.1:9",
+            "--sandbox",
+            "bwrap",
+        ])
         .args(["--token", "djt_x", "--join", "self:ws", "--state-dir"])
         .arg(empty.path())
         .env("PATH", empty.path())
