@@ -253,10 +253,21 @@ pub async fn execute(
         None => None,
     };
     let spawned = build_command(job, runner, place).and_then(|mut c| {
-        if let Some(cgroup) = cgroup.clone() {
-            // SAFETY: join_self only makes async-signal-safe calls.
+        // A container job's docker client stays the runner's: Docker isolates the job.
+        let user = place.isolation.job_user.filter(|_| job.image.is_none());
+        if cgroup.is_some() || user.is_some() {
+            let cgroup = cgroup.clone();
+            // SAFETY: join_self and become_user only make async-signal-safe calls.
             unsafe {
-                c.pre_exec(move || cgroup.join_self());
+                c.pre_exec(move || {
+                    if let Some(cgroup) = &cgroup {
+                        cgroup.join_self()?;
+                    }
+                    if let Some(user) = user {
+                        isolation::become_user(user)?;
+                    }
+                    Ok(())
+                });
             }
         }
         c.spawn().map_err(|e| {
@@ -459,7 +470,7 @@ mod tests {
     /// A fresh job directory under a work root of its own, and how jobs run here.
     fn place(name: &str) -> (PathBuf, PathBuf, Prepared) {
         let root = std::env::temp_dir().join(format!("drover-exec-{}-{name}", std::process::id()));
-        let dir = isolation::create_job_dir(&root, name).unwrap();
+        let dir = isolation::create_job_dir(&root, name, None).unwrap();
         (root, dir, isolation::prepare(&Default::default()).unwrap())
     }
 

@@ -40,6 +40,16 @@ pub struct Isolation {
     /// runner's credentials, a token file): an empty directory, or an
     /// empty file, is mounted over each.
     pub hidden: Vec<PathBuf>,
+    /// Run jobs as this user (the runner must be root): then they cannot
+    /// read the runner's state directory or its `/proc` entries.
+    pub job_user: Option<String>,
+}
+
+/// The user jobs run as, looked up once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct JobUser {
+    pub uid: u32,
+    pub gid: u32,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -52,6 +62,12 @@ pub enum IsolationError {
     BwrapBroken(PathBuf, String),
     #[error("--sandbox bwrap is Linux only")]
     NotLinux,
+    #[error("--job-user needs the runner to run as root")]
+    JobUserNeedsRoot,
+    #[error("--job-user {0}: no such user")]
+    UnknownUser(String),
+    #[error("--job-user {0} is root: name an unprivileged user")]
+    JobUserIsRoot(String),
 }
 
 /// How what a job leaves behind is killed when it ends.
@@ -73,6 +89,7 @@ pub struct Prepared {
     pub isolation: Isolation,
     /// `bwrap`'s absolute path, when sandboxed.
     pub bwrap: Option<PathBuf>,
+    pub job_user: Option<JobUser>,
     pub containment: Containment,
     pub(crate) cgroups: Option<JobCgroups>,
 }
@@ -80,8 +97,12 @@ pub struct Prepared {
 impl fmt::Display for Prepared {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.isolation.sandbox {
-            Sandbox::None => write!(f, "jobs run unsandboxed, as this runner's user")?,
+            Sandbox::None => write!(f, "jobs run unsandboxed")?,
             Sandbox::Bwrap => write!(f, "jobs run in a bubblewrap sandbox")?,
+        }
+        match (&self.isolation.job_user, self.job_user) {
+            (Some(name), Some(u)) => write!(f, ", as {name} (uid {})", u.uid)?,
+            _ => write!(f, ", as this runner's user")?,
         }
         match &self.containment {
             Containment::PidNamespace => write!(f, "; each in its own PID namespace"),
@@ -105,9 +126,10 @@ impl Prepared {
 /// error, never a silent fallback; containment falls back to the process
 /// group, which [`Prepared`]'s `Display` says.
 pub fn prepare(isolation: &Isolation) -> Result<Prepared, IsolationError> {
+    let job_user = isolation.job_user.as_deref().map(look_up).transpose()?;
     let bwrap = match isolation.sandbox {
         Sandbox::None => None,
-        Sandbox::Bwrap => Some(find_bwrap()?),
+        Sandbox::Bwrap => Some(find_bwrap(job_user)?),
     };
     let (containment, cgroups) = if bwrap.is_some() {
         (Containment::PidNamespace, None)
@@ -120,12 +142,62 @@ pub fn prepare(isolation: &Isolation) -> Result<Prepared, IsolationError> {
     Ok(Prepared {
         isolation: isolation.clone(),
         bwrap,
+        job_user,
         containment,
         cgroups,
     })
 }
 
-fn find_bwrap() -> Result<PathBuf, IsolationError> {
+fn look_up(name: &str) -> Result<JobUser, IsolationError> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return Err(IsolationError::JobUserNeedsRoot);
+    }
+    let unknown = || IsolationError::UnknownUser(name.to_owned());
+    let c_name = std::ffi::CString::new(name).map_err(|_| unknown())?;
+    let mut buf = vec![0u8; 16 * 1024];
+    // SAFETY: a zeroed passwd is a valid out-parameter for getpwnam_r.
+    let mut pwd: libc::passwd = unsafe { std::mem::zeroed() };
+    let mut found = std::ptr::null_mut();
+    // SAFETY: every pointer is valid for the call; buf outlives its use.
+    let rc = unsafe {
+        libc::getpwnam_r(
+            c_name.as_ptr(),
+            &mut pwd,
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+            &mut found,
+        )
+    };
+    if rc != 0 || found.is_null() {
+        return Err(unknown());
+    }
+    if pwd.pw_uid == 0 {
+        return Err(IsolationError::JobUserIsRoot(name.to_owned()));
+    }
+    Ok(JobUser {
+        uid: pwd.pw_uid,
+        gid: pwd.pw_gid,
+    })
+}
+
+/// Becomes `user`, with no supplementary groups. Only async-signal-safe
+/// calls: this runs between `fork` and `exec`, after joining the cgroup
+/// (which needs root).
+pub(crate) fn become_user(user: JobUser) -> io::Result<()> {
+    // SAFETY: plain system calls on this (forked) process.
+    unsafe {
+        if libc::setgroups(0, std::ptr::null()) != 0
+            || libc::setgid(user.gid) != 0
+            || libc::setuid(user.uid) != 0
+        {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+fn find_bwrap(user: Option<JobUser>) -> Result<PathBuf, IsolationError> {
     if !cfg!(target_os = "linux") {
         return Err(IsolationError::NotLinux);
     }
@@ -136,8 +208,14 @@ fn find_bwrap() -> Result<PathBuf, IsolationError> {
         .map(|dir| dir.join("bwrap"))
         .find(|p| p.is_file())
         .ok_or(IsolationError::BwrapMissing)?;
-    // A bwrap that cannot make its namespaces here fails every job: refuse now.
-    let out = std::process::Command::new(&found)
+    // A bwrap that cannot make its namespaces here (as the jobs' user)
+    // fails every job: refuse now.
+    let mut probe = std::process::Command::new(&found);
+    if let Some(user) = user {
+        use std::os::unix::process::CommandExt as _;
+        probe.uid(user.uid).gid(user.gid);
+    }
+    let out = probe
         .args(["--ro-bind", "/", "/", "--unshare-pid", "--die-with-parent"])
         .args(["--cap-drop", "ALL", "--", "true"])
         .env_clear()
@@ -179,13 +257,17 @@ pub fn base_env(home: &Path, tmp: &Path) -> Vec<(OsString, OsString)> {
 
 /// Makes a fresh directory `name` under `work_root` for one job, with
 /// `work/` (its working directory and `HOME`) and `tmp/` (its `TMPDIR`),
-/// all 0700; a leftover of the same name (a runner killed mid-job) is
-/// removed first.
-pub fn create_job_dir(work_root: &Path, name: &str) -> io::Result<PathBuf> {
-    use std::os::unix::fs::DirBuilderExt as _;
+/// all 0700 and the job user's, if there is one (`work_root` is then 0711,
+/// so that user may pass through it, but not list it); a leftover of the
+/// same name (a runner killed mid-job) is removed first.
+pub fn create_job_dir(work_root: &Path, name: &str, user: Option<JobUser>) -> io::Result<PathBuf> {
+    use std::os::unix::fs::{DirBuilderExt as _, PermissionsExt as _};
     let mut builder = std::fs::DirBuilder::new();
     builder.recursive(true).mode(0o700);
     builder.create(work_root)?;
+    if user.is_some() {
+        std::fs::set_permissions(work_root, std::fs::Permissions::from_mode(0o711))?;
+    }
     let dir = work_root.join(name);
     if dir.exists() {
         remove_job_dir(&dir)?;
@@ -193,6 +275,11 @@ pub fn create_job_dir(work_root: &Path, name: &str) -> io::Result<PathBuf> {
     builder.recursive(false).create(&dir)?;
     builder.create(dir.join("work"))?;
     builder.create(dir.join("tmp"))?;
+    if let Some(u) = user {
+        for d in [dir.join("work"), dir.join("tmp"), dir.clone()] {
+            std::os::unix::fs::chown(&d, Some(u.uid), Some(u.gid))?;
+        }
+    }
     Ok(dir)
 }
 

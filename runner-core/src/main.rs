@@ -95,6 +95,11 @@ struct RunnerArgs {
     /// Use it for workspace runners, whose jobs come from every member.
     #[arg(long, default_value = "none", value_parser = parse_sandbox)]
     sandbox: Sandbox,
+    /// Run jobs as this user (the runner runs as root): they cannot read
+    /// the runner's state directory or its /proc entries. Jobs of one
+    /// runner still share the user; --sandbox bwrap keeps them apart.
+    #[arg(long, value_name = "USER")]
+    job_user: Option<String>,
 }
 
 fn parse_sandbox(s: &str) -> Result<Sandbox, String> {
@@ -347,6 +352,7 @@ async fn run_runners(cli: &Cli, args: &RunnerArgs) -> anyhow::Result<ExitCode> {
             sandbox: args.sandbox,
             // Where the runner's credentials are.
             hidden: state_dir.iter().chain(&cli.token_file).cloned().collect(),
+            job_user: args.job_user.clone(),
         },
         ..RunnerSettings::default()
     };

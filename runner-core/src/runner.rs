@@ -488,7 +488,11 @@ impl Runner {
         };
 
         let work_root = &self.settings.work_root;
-        let made = isolation::create_job_dir(work_root, &format!("{}-{}", job.id, job.attempt));
+        let made = isolation::create_job_dir(
+            work_root,
+            &format!("{}-{}", job.id, job.attempt),
+            self.isolation.job_user,
+        );
         let result = match &made {
             Ok(dir) => {
                 let place = exec::Place {

@@ -217,6 +217,38 @@ echo tried"#,
     assert!(s.state.path().join("runners").is_dir());
 }
 
+/// A job run as `nobody` by a root runner tries to read its credentials.
+async fn a_job_run_as_another_user_cannot_reach_the_runners_credentials(extra: &[&str]) {
+    let s = setup().await;
+    let mut args = vec!["--job-user", "nobody"];
+    args.extend_from_slice(extra);
+    let r = s.runner(&args).await;
+    let state = s.state.path().display();
+    let script = format!(
+        r#"echo "uid=$(id -u)"
+tr '\0' ' ' < /proc/{pid}/environ 2>&1; echo
+cat {state}/runners/* 2>&1
+grep -rs "rn[r]_" {state} 2>&1
+echo x > d && cat d && echo tried"#,
+        pid = r.pid()
+    );
+    let (state, log) = s.run(&script).await;
+    assert_eq!(state, JobState::Succeeded, "{log}");
+    assert!(log.contains("uid=65534") && log.contains("tried"), "{log}");
+    assert!(!log.contains(&s.runner_token()), "the job read the runner token:\n{log}");
+    assert!(!log.contains(&s.join_token), "the job read the join token:\n{log}");
+}
+
+#[tokio::test]
+async fn a_job_run_as_another_user_cannot_reach_the_runners_credentials_unsandboxed() {
+    a_job_run_as_another_user_cannot_reach_the_runners_credentials(&[]).await;
+}
+
+#[tokio::test]
+async fn a_sandboxed_job_run_as_another_user_cannot_reach_the_runners_credentials() {
+    a_job_run_as_another_user_cannot_reach_the_runners_credentials(&["--sandbox", "bwrap"]).await;
+}
+
 #[tokio::test]
 async fn a_sandboxed_job_sees_no_other_job() {
     let s = setup().await;
