@@ -235,8 +235,14 @@ echo x > d && cat d && echo tried"#,
     let (state, log) = s.run(&script).await;
     assert_eq!(state, JobState::Succeeded, "{log}");
     assert!(log.contains("uid=65534") && log.contains("tried"), "{log}");
-    assert!(!log.contains(&s.runner_token()), "the job read the runner token:\n{log}");
-    assert!(!log.contains(&s.join_token), "the job read the join token:\n{log}");
+    assert!(
+        !log.contains(&s.runner_token()),
+        "the job read the runner token:\n{log}"
+    );
+    assert!(
+        !log.contains(&s.join_token),
+        "the job read the join token:\n{log}"
+    );
 }
 
 #[tokio::test]
