@@ -11,7 +11,17 @@ step() { printf '\n==> %s\n' "$*"; }
 missing() { echo "tests/run.sh: $*" >&2; exit 1; }
 
 command -v cargo >/dev/null || missing "Rust is missing: install it with rustup (https://rustup.rs)"
-for tool in sh sleep; do command -v "$tool" >/dev/null || missing "$tool is missing (the tests' jobs use it)"; done
+for tool in sh sleep setsid; do command -v "$tool" >/dev/null || missing "$tool is missing (the tests' jobs use it)"; done
+# bubblewrap: the isolation tests run jobs in `drover runner --sandbox bwrap`.
+if ! command -v bwrap >/dev/null; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    step "installing bubblewrap (apt-get install bubblewrap)"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null
+  else
+    missing "bubblewrap is missing: run 'sudo apt-get install bubblewrap' (the isolation tests sandbox jobs with it)"
+  fi
+fi
 if ! cargo nextest --version >/dev/null 2>&1; then
   step "installing cargo-nextest from crates.io"
   cargo install --locked cargo-nextest

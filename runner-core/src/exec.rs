@@ -1,11 +1,16 @@
 //! Running one leased job as its own process group: output captured in
 //! chunks, a timeout, and cancel (SIGTERM to the group, SIGKILL after a grace).
+//! Over 500 lines with its tests (a sixth of it); how the job is isolated
+//! lives in `isolation` and `cgroup`.
 
 use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 
 use drover_wire::{LeasedJob, LogStream, Outcome};
+
+use crate::cgroup::{JobCgroup, JobCgroups};
+use crate::isolation::{self, Prepared};
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::process::Command;
 use tokio::sync::{mpsc, watch};
@@ -28,13 +33,27 @@ pub struct ExecResult {
     pub error: Option<String>,
     /// Set when the job was stopped from outside.
     pub stopped: Option<StopReason>,
+    /// What the job left behind could not all be killed.
+    pub leftover: Option<String>,
 }
 
 pub type Output = mpsc::Sender<(LogStream, Vec<u8>)>;
 
-/// Environment variables of the runner itself that a job must not inherit.
+/// Environment variables of the runner itself that a container job's
+/// `docker` client must not inherit (other jobs get a clean environment).
 fn is_runner_secret(name: &str) -> bool {
     name.starts_with("DROVER_")
+}
+
+/// Where and how a job runs.
+pub struct Place<'a> {
+    /// The job's own directory (made and removed by the caller, see
+    /// [`isolation::create_job_dir`]): `work/` is its working directory and
+    /// `HOME`, `tmp/` its `TMPDIR`.
+    pub dir: &'a Path,
+    /// Where every job's directory is: hidden from a sandboxed job.
+    pub work_root: &'a Path,
+    pub isolation: &'a Prepared,
 }
 
 fn container_name(job: &LeasedJob) -> String {
@@ -57,8 +76,9 @@ pub fn validate(job: &LeasedJob) -> Result<(), String> {
     Ok(())
 }
 
-fn build_command(job: &LeasedJob, runner: &str, workdir: &Path) -> Result<Command, String> {
+fn build_command(job: &LeasedJob, runner: &str, place: &Place) -> Result<Command, String> {
     validate(job)?;
+    let work = place.dir.join("work");
     let mut cmd = if let Some(image) = &job.image {
         let mut c = Command::new("docker");
         c.args(["run", "--rm", "--init", "--name", &container_name(job)]);
@@ -72,27 +92,46 @@ fn build_command(job: &LeasedJob, runner: &str, workdir: &Path) -> Result<Comman
             Some(script) => c.args(["sh", "-c", script]),
             None => c.args(&job.command),
         };
-        c
-    } else if let Some(script) = &job.script {
-        let mut c = Command::new("sh");
-        c.args(["-c", script]);
+        // The job runs in the container, which sees only its env; the
+        // docker client keeps the runner's (its config, its socket).
+        for (key, _) in std::env::vars_os() {
+            if key.to_str().is_some_and(is_runner_secret) {
+                c.env_remove(key);
+            }
+        }
         c
     } else {
-        let (program, args) = job.command.split_first().ok_or("no command")?;
-        let mut c = Command::new(program);
-        c.args(args);
+        let (program, args) = match &job.script {
+            Some(script) => ("sh", vec!["-c", script.as_str()]),
+            None => {
+                let (program, args) = job.command.split_first().ok_or("no command")?;
+                (program.as_str(), args.iter().map(String::as_str).collect())
+            }
+        };
+        let mut c = match &place.isolation.bwrap {
+            Some(bwrap) => {
+                let mut c = Command::new(bwrap);
+                c.args(isolation::bwrap_args(
+                    place.dir,
+                    place.work_root,
+                    &place.isolation.isolation.hidden,
+                    &work,
+                ));
+                c.arg(program);
+                c
+            }
+            None => Command::new(program),
+        };
+        c.args(args)
+            .env_clear()
+            .envs(isolation::base_env(&work, &place.dir.join("tmp")));
         c
     };
-    for (key, _) in std::env::vars_os() {
-        if key.to_str().is_some_and(is_runner_secret) {
-            cmd.env_remove(key);
-        }
-    }
     cmd.envs(&job.env)
         .env("DROVER_JOB_ID", &job.id)
         .env("DROVER_ATTEMPT", job.attempt.to_string())
         .env("DROVER_RUNNER_ID", runner)
-        .current_dir(workdir)
+        .current_dir(&work)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -109,6 +148,37 @@ fn signal_group(pgid: i32, signal: i32) {
     }
 }
 
+/// Signals every process of group `pgid` but its leader. A sandboxed job's
+/// leader is bwrap, which would die of a SIGTERM and take the sandbox with
+/// it, cutting the job's grace short; the job itself is in the group too.
+/// The group is stopped meanwhile, so no process it starts escapes the
+/// signal while `/proc` is read.
+fn signal_group_but_leader(pgid: i32, signal: i32) {
+    signal_group(pgid, libc::SIGSTOP);
+    let pids: Vec<i32> = std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+        .filter(|pid| *pid != pgid)
+        .collect();
+    for pid in pids {
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        // `pid (comm) state ppid pgrp …`; comm may hold anything but `)` ends it last.
+        let group = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().nth(2)?.parse::<i32>().ok());
+        if group == Some(pgid) {
+            // SAFETY: kill(2) on a process of the group we made; no memory involved.
+            unsafe {
+                libc::kill(pid, signal);
+            }
+        }
+    }
+    signal_group(pgid, libc::SIGCONT);
+}
+
 async fn pump(mut from: impl AsyncRead + Unpin, stream: LogStream, to: Output) {
     let mut buf = vec![0u8; 16 * 1024];
     loop {
@@ -123,6 +193,28 @@ async fn pump(mut from: impl AsyncRead + Unpin, stream: LogStream, to: Output) {
     }
 }
 
+async fn failed_to_start(message: String, output: &Output) -> ExecResult {
+    let _ = output
+        .send((
+            LogStream::Stderr,
+            format!("drover: {message}\n").into_bytes(),
+        ))
+        .await;
+    ExecResult {
+        outcome: Outcome::Failed,
+        exit_code: None,
+        error: Some(message),
+        stopped: None,
+        leftover: None,
+    }
+}
+
+async fn end_cgroup(cgroups: &JobCgroups, cgroup: std::sync::Arc<JobCgroup>) -> Option<String> {
+    // The spawned command held the other reference; it is gone by now.
+    let cgroup = std::sync::Arc::try_unwrap(cgroup).ok()?;
+    cgroups.end(cgroup).await.err().map(|e| e.to_string())
+}
+
 fn exit_code(status: std::process::ExitStatus) -> i32 {
     use std::os::unix::process::ExitStatusExt as _;
     status
@@ -130,21 +222,56 @@ fn exit_code(status: std::process::ExitStatus) -> i32 {
         .unwrap_or_else(|| 128 + status.signal().unwrap_or(0))
 }
 
-/// Runs `job` in `workdir` until it exits, times out, or `stop` says so.
-/// The job sees `DROVER_JOB_ID`, `DROVER_ATTEMPT` and `DROVER_RUNNER_ID`.
+/// Runs `job` in `place` until it exits, times out, or `stop` says so.
+/// The job sees its env, `DROVER_JOB_ID`, `DROVER_ATTEMPT` and
+/// `DROVER_RUNNER_ID`, and [`isolation::base_env`]; nothing else of the
+/// runner's environment. When it ends, whatever it left behind is killed:
+/// its process group, and its PID namespace or cgroup where there is one.
 /// Stopped, it gets SIGTERM, then SIGKILL after `kill_grace`; or after
 /// `lost_grace` if that is shorter and the lease was lost (someone else may
 /// soon run the job).
 pub async fn execute(
     job: &LeasedJob,
     runner: &str,
-    workdir: &Path,
+    place: &Place<'_>,
     output: Output,
     mut stop: watch::Receiver<Option<StopReason>>,
     kill_grace: Duration,
     lost_grace: Duration,
 ) -> ExecResult {
-    let spawned = build_command(job, runner, workdir).and_then(|mut c| {
+    let cgroups = place
+        .isolation
+        .cgroups
+        .as_ref()
+        .filter(|_| place.isolation.bwrap.is_none());
+    let cgroup = match cgroups {
+        Some(cgroups) => match cgroups.take() {
+            Ok(c) => Some(std::sync::Arc::new(c)),
+            Err(e) => {
+                let message = format!("cannot make the job's cgroup: {e}");
+                return failed_to_start(message, &output).await;
+            }
+        },
+        None => None,
+    };
+    let spawned = build_command(job, runner, place).and_then(|mut c| {
+        // A container job's docker client stays the runner's: Docker isolates the job.
+        let user = place.isolation.job_user.filter(|_| job.image.is_none());
+        if cgroup.is_some() || user.is_some() {
+            let cgroup = cgroup.clone();
+            // SAFETY: join_self and become_user only make async-signal-safe calls.
+            unsafe {
+                c.pre_exec(move || {
+                    if let Some(cgroup) = &cgroup {
+                        cgroup.join_self()?;
+                    }
+                    if let Some(user) = user {
+                        isolation::become_user(user)?;
+                    }
+                    Ok(())
+                });
+            }
+        }
         c.spawn().map_err(|e| {
             let program = job.image.as_ref().map_or_else(
                 || job.command.first().map_or("sh", String::as_str),
@@ -156,20 +283,13 @@ pub async fn execute(
     let mut child = match spawned {
         Ok(child) => child,
         Err(message) => {
-            let _ = output
-                .send((
-                    LogStream::Stderr,
-                    format!("drover: {message}\n").into_bytes(),
-                ))
-                .await;
-            return ExecResult {
-                outcome: Outcome::Failed,
-                exit_code: None,
-                error: Some(message),
-                stopped: None,
-            };
+            if let (Some(cgroups), Some(cgroup)) = (cgroups, cgroup) {
+                let _ = end_cgroup(cgroups, cgroup).await;
+            }
+            return failed_to_start(message, &output).await;
         }
     };
+    let sandboxed = place.isolation.bwrap.is_some() && job.image.is_none();
     let pgid = child.id().map(|p| p as i32);
     let pumps = [
         tokio::spawn(pump(
@@ -208,8 +328,10 @@ pub async fn execute(
     let status = match exited {
         Some(status) => status,
         None => {
-            if let Some(pgid) = pgid {
-                signal_group(pgid, libc::SIGTERM);
+            match pgid {
+                Some(pgid) if sandboxed => signal_group_but_leader(pgid, libc::SIGTERM),
+                Some(pgid) => signal_group(pgid, libc::SIGTERM),
+                None => {}
             }
             let already_lost = matches!(ended, Ended::Stopped(StopReason::LeaseLost));
             let grace = if already_lost {
@@ -250,6 +372,12 @@ pub async fn execute(
     if let Some(pgid) = pgid {
         signal_group(pgid, libc::SIGKILL);
     }
+    // And what left the group, in the job's cgroup. (In a sandbox, the
+    // kernel has killed its PID namespace when bwrap's init ended.)
+    let leftover = match (cgroups, cgroup) {
+        (Some(cgroups), Some(cgroup)) => end_cgroup(cgroups, cgroup).await,
+        _ => None,
+    };
     // A container is not in our process group: killing the docker client
     // does not stop it, so remove it by name (a no-op if it already exited).
     if job.image.is_some() && !matches!(ended, Ended::Exited) {
@@ -284,6 +412,7 @@ pub async fn execute(
             exit_code: code,
             error: wait_error,
             stopped: None,
+            leftover,
         },
         Ended::TimedOut => ExecResult {
             outcome: Outcome::TimedOut,
@@ -293,6 +422,7 @@ pub async fn execute(
                 timeout.map_or(0, |t| t.as_secs())
             )),
             stopped: None,
+            leftover,
         },
         Ended::Stopped(reason) => ExecResult {
             outcome: Outcome::Cancelled,
@@ -303,12 +433,15 @@ pub async fn execute(
                 StopReason::Shutdown => "stopped: the runner shut down".into(),
             }),
             stopped: Some(reason),
+            leftover,
         },
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use std::path::PathBuf;
+
     use super::*;
 
     fn job(command: &[&str], script: Option<&str>, image: Option<&str>) -> LeasedJob {
@@ -336,9 +469,21 @@ mod tests {
         assert!(validate(&job(&[""], None, None)).is_err());
     }
 
+    /// A fresh job directory under a work root of its own, and how jobs run here.
+    fn place(name: &str) -> (PathBuf, PathBuf, Prepared) {
+        let root = std::env::temp_dir().join(format!("drover-exec-{}-{name}", std::process::id()));
+        let dir = isolation::create_job_dir(&root, name, None).unwrap();
+        (root, dir, isolation::prepare(&Default::default()).unwrap())
+    }
+
     #[tokio::test]
     async fn an_empty_command_fails_the_job_instead_of_panicking() {
-        let dir = std::env::temp_dir();
+        let (root, dir, prepared) = place("empty");
+        let dir = Place {
+            dir: &dir,
+            work_root: &root,
+            isolation: &prepared,
+        };
         let (out, mut logs) = mpsc::channel(8);
         let (_stop, stop_rx) = watch::channel(None);
         let grace = Duration::from_secs(1);
@@ -360,13 +505,14 @@ mod tests {
         let (stream, said) = logs.recv().await.expect("a log line");
         assert_eq!(stream, LogStream::Stderr);
         assert!(String::from_utf8_lossy(&said).contains("neither a command nor a script"));
+        let _ = std::fs::remove_dir_all(&root);
     }
 
     /// A job that ignores SIGTERM times out; during its kill grace the
     /// lease is lost: it is killed then, not at the end of the grace.
     #[tokio::test]
     async fn a_lease_lost_during_the_kill_grace_kills_the_job_at_once() {
-        let dir = std::env::temp_dir();
+        let (root, dir, prepared) = place("lost");
         let (out, mut logs) = mpsc::channel(64);
         let (stop, stop_rx) = watch::channel(None);
         let script = "trap 'echo got-term' TERM; echo started; while :; do sleep 0.1; done";
@@ -374,7 +520,17 @@ mod tests {
         stubborn.timeout_seconds = Some(1);
         let (grace, lost_grace) = (Duration::from_secs(60), Duration::from_secs(1));
         let run = tokio::spawn(async move {
-            execute(&stubborn, "rn_test", &dir, out, stop_rx, grace, lost_grace).await
+            let place = Place {
+                dir: &dir,
+                work_root: &root,
+                isolation: &prepared,
+            };
+            let result = execute(
+                &stubborn, "rn_test", &place, out, stop_rx, grace, lost_grace,
+            )
+            .await;
+            let _ = std::fs::remove_dir_all(&root);
+            result
         });
         // Past the timeout: SIGTERM sent and ignored. Then the lease goes.
         let mut said = String::new();

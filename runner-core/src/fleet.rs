@@ -7,6 +7,7 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
 use crate::client::{Client, ClientError};
+use crate::isolation::{self, IsolationError, Prepared};
 use crate::runner::{
     Controls, Credential, Event, EventKind, Events, Runner, RunnerSettings, RunnerStatus,
 };
@@ -22,6 +23,7 @@ struct Member {
 pub struct Fleet {
     client: Client,
     settings: Arc<RunnerSettings>,
+    isolation: Arc<Prepared>,
     events: Events,
     /// Runners in the order they were added.
     active: Vec<Member>,
@@ -32,18 +34,30 @@ pub struct Fleet {
 impl Fleet {
     /// `client` points at the coordinator; its token is unused (each
     /// runner brings its own). Events arrive on the returned receiver.
-    pub fn new(client: Client, settings: RunnerSettings) -> (Self, mpsc::UnboundedReceiver<Event>) {
+    /// Refused when `settings.isolation` asks for a sandbox this host
+    /// cannot give (never a silent fallback).
+    pub fn new(
+        client: Client,
+        settings: RunnerSettings,
+    ) -> Result<(Self, mpsc::UnboundedReceiver<Event>), IsolationError> {
+        let isolation = Arc::new(isolation::prepare(&settings.isolation)?);
         let (events, rx) = mpsc::unbounded_channel();
-        (
+        Ok((
             Self {
                 client,
                 settings: Arc::new(settings),
+                isolation,
                 events,
                 active: Vec::new(),
                 leaving: Vec::new(),
             },
             rx,
-        )
+        ))
+    }
+
+    /// How this fleet's jobs are isolated on this host.
+    pub fn isolation(&self) -> &Prepared {
+        &self.isolation
     }
 
     /// Starts one more runner with this credential.
@@ -54,6 +68,7 @@ impl Fleet {
             &self.client,
             credential,
             self.settings.clone(),
+            self.isolation.clone(),
             self.events.clone(),
         ));
         let status = runner.status_handle();

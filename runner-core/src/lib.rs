@@ -5,11 +5,13 @@
 //! [`runner::Event`]s and [`fleet::Fleet::status`].
 
 pub mod backoff;
+mod cgroup;
 pub mod client;
 pub mod credentials;
 pub mod exec;
 pub mod fleet;
 pub mod host;
+pub mod isolation;
 pub mod runner;
 
 pub use drover_wire as wire;

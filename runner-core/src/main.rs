@@ -1,5 +1,8 @@
-//! `drover`: the member CLI and the headless runner.
+//! `drover`: the member CLI and the headless runner. Over 500 lines: it is
+//! the CLI's argument types and one short arm per command, all thin over
+//! runner-core.
 
+use std::ffi::OsString;
 use std::io::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -11,6 +14,7 @@ use runner_core::backoff::Backoff;
 use runner_core::client::{Client, RunnerListing, Scope, Token, idempotency_key};
 use runner_core::credentials::{CredentialStore as _, FileStore, credential_key, join_or_load};
 use runner_core::fleet::Fleet;
+use runner_core::isolation::{self, Isolation, Sandbox};
 use runner_core::runner::{Credential, EventKind, RunnerSettings};
 use runner_core::wire::{JobState, SubmitJob};
 
@@ -85,6 +89,64 @@ struct RunnerArgs {
     /// Longest pause between reconnect attempts, in milliseconds.
     #[arg(long, default_value_t = 5000)]
     max_backoff_ms: u64,
+    /// Run each job in a sandbox: `bwrap` (bubblewrap, Linux) makes the
+    /// filesystem read-only but the job's directory, gives it a private
+    /// /tmp and its own PID namespace, and hides the state directory.
+    /// Use it for workspace runners, whose jobs come from every member.
+    #[arg(long, default_value = "none", value_parser = parse_sandbox)]
+    sandbox: Sandbox,
+    /// Run jobs as this user (the runner runs as root): they cannot read
+    /// the runner's state directory or its /proc entries. Jobs of one
+    /// runner still share the user; --sandbox bwrap keeps them apart.
+    #[arg(long, value_name = "USER")]
+    job_user: Option<String>,
+}
+
+fn parse_sandbox(s: &str) -> Result<Sandbox, String> {
+    Sandbox::parse(s).ok_or_else(|| format!("{s:?}: use none or bwrap"))
+}
+
+/// The arguments without `--token VALUE` / `--token=VALUE`, and the token,
+/// if one was given so. A runner's command line is readable by every user
+/// and job of the machine (`/proc/PID/cmdline`), for as long as it runs.
+fn token_flag_removed(args: Vec<OsString>) -> Option<(Vec<OsString>, OsString)> {
+    let mut kept = Vec::with_capacity(args.len());
+    let mut token = None;
+    let mut args = args.into_iter();
+    while let Some(arg) = args.next() {
+        if arg == "--" {
+            kept.push(arg);
+            kept.extend(args);
+            break;
+        }
+        if arg == "--token" {
+            token = args.next();
+        } else if let Some(value) = arg.to_str().and_then(|a| a.strip_prefix("--token=")) {
+            token = Some(value.into());
+        } else {
+            kept.push(arg);
+        }
+    }
+    token.map(|t| (kept, t))
+}
+
+/// `drover runner --token T`: starts itself again at once (same process)
+/// without the flag, with `T` in `DROVER_TOKEN`, which only its user can read
+/// (and, once hardened, only root); so no job ever sees `T` in the runner's
+/// command line. Returns only if exec fails.
+fn reexec_without_token_flag() -> anyhow::Result<()> {
+    use std::os::unix::process::CommandExt as _;
+    let Some((args, token)) = token_flag_removed(std::env::args_os().collect()) else {
+        return Ok(());
+    };
+    let exe = std::env::current_exe().context("finding this program to restart it")?;
+    let (arg0, rest) = args.split_first().context("no argv[0]")?;
+    let e = std::process::Command::new(exe)
+        .arg0(arg0)
+        .args(rest)
+        .env("DROVER_TOKEN", token)
+        .exec();
+    Err(e).context("restarting without --token on the command line")
 }
 
 #[derive(Args)]
@@ -275,27 +337,31 @@ fn job_exit_code(job: &runner_core::wire::Job) -> u8 {
 }
 
 async fn run_runners(cli: &Cli, args: &RunnerArgs) -> anyhow::Result<ExitCode> {
+    isolation::harden_process().context("making the runner's memory unreadable to its jobs")?;
     let token = token(cli)?;
     let client = Client::new(&cli.url, token.clone())?;
     let mut capabilities = runner_core::host::detect_capabilities();
     capabilities.extend(args.labels.iter().cloned());
+    let state_dir = args.state_dir.clone().or_else(FileStore::default_dir);
     let settings = RunnerSettings {
         slots: args.max_concurrent.into(),
         kill_grace: Duration::from_secs(args.kill_grace),
         max_backoff: Duration::from_millis(args.max_backoff_ms),
         capabilities: capabilities.clone(),
+        isolation: Isolation {
+            sandbox: args.sandbox,
+            // Where the runner's credentials are.
+            hidden: state_dir.iter().chain(&cli.token_file).cloned().collect(),
+            job_user: args.job_user.clone(),
+        },
         ..RunnerSettings::default()
     };
-    let (mut fleet, mut events) = Fleet::new(client.clone(), settings);
+    let (mut fleet, mut events) = Fleet::new(client.clone(), settings)?;
     // Where each joined runner's credential is saved, for messages.
     let mut saved_in = std::collections::HashMap::new();
     match &args.join {
         Some(reference) => {
-            let dir = args
-                .state_dir
-                .clone()
-                .or_else(FileStore::default_dir)
-                .context("no state directory; pass --state-dir")?;
+            let dir = state_dir.context("no state directory; pass --state-dir")?;
             let store = FileStore::new(dir);
             let prefix = args
                 .name
@@ -514,11 +580,53 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
 #[tokio::main]
 async fn main() -> ExitCode {
     let cli = Cli::parse();
+    if matches!(cli.command, Command::Runner(_))
+        && let Err(e) = reexec_without_token_flag()
+    {
+        eprintln!("drover: {e:#}");
+        return ExitCode::from(2);
+    }
     match run(cli).await {
         Ok(code) => code,
         Err(e) => {
             eprintln!("drover: {e:#}");
             ExitCode::from(2)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn os(args: &[&str]) -> Vec<OsString> {
+        args.iter().map(OsString::from).collect()
+    }
+
+    #[test]
+    fn the_token_flag_is_taken_out_of_the_command_line() {
+        let (kept, token) =
+            token_flag_removed(os(&["drover", "runner", "--token", "rnr_x", "--join", "r"]))
+                .unwrap();
+        assert_eq!(
+            (kept, token),
+            (os(&["drover", "runner", "--join", "r"]), "rnr_x".into())
+        );
+        let (kept, token) = token_flag_removed(os(&[
+            "drover",
+            "--token=djt_y",
+            "runner",
+            "--token-file",
+            "f",
+        ]))
+        .unwrap();
+        assert_eq!(
+            (kept, token),
+            (
+                os(&["drover", "runner", "--token-file", "f"]),
+                "djt_y".into()
+            )
+        );
+        assert!(token_flag_removed(os(&["drover", "runner", "--token-file", "f"])).is_none());
     }
 }

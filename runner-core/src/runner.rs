@@ -1,5 +1,7 @@
 //! One runner: an identity with `slots` workers, each leasing one job at a
 //! time, running it, heartbeating, streaming its logs and reporting back.
+//! Over 500 lines because the lease → heartbeat → complete loop and its
+//! events read best in one place; the job's process lives in `exec`.
 
 use std::fmt;
 use std::path::PathBuf;
@@ -14,6 +16,7 @@ use tokio::time::Instant;
 use crate::backoff::Backoff;
 use crate::client::{Client, ClientError, Offer, Token};
 use crate::exec::{self, StopReason};
+use crate::isolation::{self, Isolation, Prepared};
 
 /// A runner's identity and credential.
 #[derive(Clone, Debug)]
@@ -36,6 +39,8 @@ pub struct RunnerSettings {
     pub work_root: PathBuf,
     /// Announced to the coordinator on start (`os=`, `arch=`, `docker`).
     pub capabilities: Vec<String>,
+    /// Sandbox, hidden paths: how jobs are kept from the runner and each other.
+    pub isolation: Isolation,
 }
 
 impl Default for RunnerSettings {
@@ -48,12 +53,19 @@ impl Default for RunnerSettings {
             max_backoff: Duration::from_secs(5),
             work_root: std::env::temp_dir().join("drover-work"),
             capabilities: crate::host::detect_capabilities(),
+            isolation: Isolation::default(),
         }
     }
 }
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum EventKind {
+    /// How this runner's jobs are isolated (sent before `Online`);
+    /// `contained` is false when a job's detached processes may outlive it.
+    Isolation {
+        summary: String,
+        contained: bool,
+    },
     Online,
     Leased {
         job: String,
@@ -87,6 +99,12 @@ pub enum EventKind {
         job: String,
         error: String,
     },
+    /// What a finished job left (its directory, a process that would not
+    /// die) could not be removed.
+    CleanupFailed {
+        job: String,
+        error: String,
+    },
     Disconnected {
         error: String,
     },
@@ -107,6 +125,7 @@ impl fmt::Display for Event {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "runner {}: ", self.runner)?;
         match &self.kind {
+            EventKind::Isolation { summary, .. } => write!(f, "{summary}"),
             EventKind::Online => write!(f, "online"),
             EventKind::Leased { job, attempt } => write!(f, "leased {job} (attempt {attempt})"),
             EventKind::Finished {
@@ -126,6 +145,9 @@ impl fmt::Display for Event {
             }
             EventKind::Abandoned { job } => write!(f, "abandoned {job} (forced stop)"),
             EventKind::LeaseLost { job, error } => write!(f, "lost the lease on {job}: {error}"),
+            EventKind::CleanupFailed { job, error } => {
+                write!(f, "could not clean up after {job}: {error}")
+            }
             EventKind::Disconnected { error } => write!(f, "disconnected: {error}; retrying"),
             EventKind::Reconnected => write!(f, "reconnected"),
             EventKind::Draining => write!(f, "draining: finishing running jobs"),
@@ -170,6 +192,8 @@ pub struct Runner {
     client: Client,
     id: String,
     settings: Arc<RunnerSettings>,
+    /// `settings.isolation` as checked on this host.
+    isolation: Arc<Prepared>,
     events: Events,
     status: Arc<Mutex<RunnerStatus>>,
     /// The last call to the coordinator failed for a transient reason.
@@ -181,6 +205,7 @@ impl Runner {
         base: &Client,
         credential: Credential,
         settings: Arc<RunnerSettings>,
+        isolation: Arc<Prepared>,
         events: Events,
     ) -> Self {
         let status = RunnerStatus {
@@ -194,6 +219,7 @@ impl Runner {
             client: base.with_token(credential.token),
             id: credential.runner_id,
             settings,
+            isolation,
             events,
             status: Arc::new(Mutex::new(status)),
             disconnected: AtomicBool::new(false),
@@ -282,6 +308,10 @@ impl Runner {
             }
         }
         self.set_status(|s| s.online = true);
+        self.emit(EventKind::Isolation {
+            summary: self.isolation.to_string(),
+            contained: self.isolation.contained(),
+        });
         self.emit(EventKind::Online);
         let workers: Vec<_> = (0..self
             .settings
@@ -437,10 +467,6 @@ impl Runner {
         };
         self.set_status(|s| s.current_jobs.push(job.id.clone()));
 
-        let workdir = self
-            .settings
-            .work_root
-            .join(format!("{}-{}", job.id, job.attempt));
         let (stop_tx, stop_rx) = watch::channel(None);
         let stop_tx = Arc::new(stop_tx);
         let (out_tx, out_rx) = mpsc::channel(64);
@@ -461,12 +487,23 @@ impl Runner {
             })
         };
 
-        let result = match std::fs::create_dir_all(&workdir) {
-            Ok(()) => {
+        let work_root = &self.settings.work_root;
+        let made = isolation::create_job_dir(
+            work_root,
+            &format!("{}-{}", job.id, job.attempt),
+            self.isolation.job_user,
+        );
+        let result = match &made {
+            Ok(dir) => {
+                let place = exec::Place {
+                    dir,
+                    work_root,
+                    isolation: &self.isolation,
+                };
                 exec::execute(
                     &job,
                     &self.id,
-                    &workdir,
+                    &place,
                     out_tx,
                     stop_rx,
                     self.settings.kill_grace,
@@ -481,12 +518,26 @@ impl Runner {
                     exit_code: None,
                     error: Some(format!("cannot create the work directory: {e}")),
                     stopped: None,
+                    leftover: None,
                 }
             }
         };
         kill_watch.abort();
         let _ = uploader.await;
-        let _ = std::fs::remove_dir_all(&workdir);
+        if let Ok(dir) = made
+            && let Err(e) = isolation::remove_job_dir(&dir)
+        {
+            self.emit(EventKind::CleanupFailed {
+                job: job.id.clone(),
+                error: format!("removing {}: {e}", dir.display()),
+            });
+        }
+        if let Some(error) = &result.leftover {
+            self.emit(EventKind::CleanupFailed {
+                job: job.id.clone(),
+                error: error.clone(),
+            });
+        }
         self.set_status(|s| s.current_jobs.retain(|j| *j != job.id));
 
         match result.stopped {

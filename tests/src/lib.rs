@@ -585,11 +585,18 @@ pub struct RunnerProcess {
     /// Set when the current process's stderr has been read to its end.
     read_all: Arc<std::sync::atomic::AtomicBool>,
     args: Vec<String>,
+    /// Extra environment for the process.
+    env: Vec<(String, String)>,
 }
 
 impl RunnerProcess {
     /// `drover runner <args>` against `url`.
     pub fn spawn(url: &str, args: &[&str]) -> Self {
+        Self::spawn_with_env(url, args, &[])
+    }
+
+    /// `drover runner <args>` against `url`, with more environment.
+    pub fn spawn_with_env(url: &str, args: &[&str], env: &[(&str, &str)]) -> Self {
         let mut full = vec![
             "runner".to_owned(),
             "--url".to_owned(),
@@ -605,6 +612,10 @@ impl RunnerProcess {
             lines: Arc::default(),
             read_all: Arc::default(),
             args: full,
+            env: env
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
         };
         p.start();
         p
@@ -613,6 +624,7 @@ impl RunnerProcess {
     fn start(&mut self) {
         let mut child = Command::new(bin("drover"))
             .args(&self.args)
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()

@@ -1,0 +1,180 @@
+//! A cgroup (v2) per job, so that everything a job started can be killed
+//! when it ends, even a process that left its process group (`setsid`, a
+//! double fork). Used where the runner may make cgroups (as root, or in a
+//! delegated cgroup) and the kernel has `cgroup.kill` (Linux 5.14).
+
+use std::ffi::CString;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+/// The runner's own cgroup, under which each running job gets one. They
+/// are reused, one job at a time (making and removing a cgroup per job
+/// costs more than the job's start), and removed when this is dropped.
+#[derive(Debug)]
+pub(crate) struct JobCgroups {
+    parent: PathBuf,
+    free: Mutex<Vec<JobCgroup>>,
+    made: AtomicUsize,
+}
+
+impl JobCgroups {
+    /// The runner's cgroup, if it may make child cgroups there; else why not.
+    pub fn new() -> Result<Self, String> {
+        if !cfg!(target_os = "linux") {
+            return Err("cgroups are Linux only".into());
+        }
+        let mounts = std::fs::read_to_string("/proc/self/mountinfo")
+            .map_err(|e| format!("reading /proc/self/mountinfo: {e}"))?;
+        // `… mount-point options - cgroup2 …`: field 5 is the mount point.
+        let mount = mounts
+            .lines()
+            .find(|l| {
+                l.split_once(" - ")
+                    .is_some_and(|(_, rest)| rest.starts_with("cgroup2 "))
+            })
+            .and_then(|l| l.split(' ').nth(4))
+            .map(PathBuf::from)
+            .ok_or("no cgroup v2 hierarchy is mounted")?;
+        let own = std::fs::read_to_string("/proc/self/cgroup")
+            .map_err(|e| format!("reading /proc/self/cgroup: {e}"))?;
+        let own = own
+            .lines()
+            .find_map(|l| l.strip_prefix("0::"))
+            .ok_or("this process is in no cgroup v2")?;
+        let cgroups = Self {
+            parent: mount.join(own.trim_start_matches('/')),
+            free: Mutex::new(Vec::new()),
+            made: AtomicUsize::new(0),
+        };
+        cgroups.remove_stale();
+        let probe = cgroups
+            .take()
+            .map_err(|e| format!("cannot make a cgroup in {}: {e}", cgroups.parent.display()))?;
+        let killable = probe.dir.join("cgroup.kill").exists();
+        cgroups.give_back(probe);
+        if !killable {
+            return Err("the kernel has no cgroup.kill (Linux 5.14 or later)".into());
+        }
+        Ok(cgroups)
+    }
+
+    /// Removes the empty cgroups of runners that died without removing
+    /// theirs (killed with SIGKILL). One still holding processes stays.
+    fn remove_stale(&self) {
+        let Ok(entries) = std::fs::read_dir(&self.parent) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            let owner = name
+                .to_str()
+                .and_then(|n| n.strip_prefix("drover-"))
+                .and_then(|n| n.split_once('-'))
+                .and_then(|(pid, _)| pid.parse::<u32>().ok());
+            if let Some(pid) = owner
+                && !Path::new(&format!("/proc/{pid}")).exists()
+            {
+                let _ = std::fs::remove_dir(entry.path());
+            }
+        }
+    }
+
+    /// An empty cgroup for one job.
+    pub fn take(&self) -> io::Result<JobCgroup> {
+        let reused = self.free.lock().expect("cgroups lock").pop();
+        if let Some(free) = reused {
+            // (Another runner in another PID namespace may have taken it for stale.)
+            if !free.dir.exists() {
+                std::fs::create_dir(&free.dir)?;
+            }
+            return Ok(free);
+        }
+        let n = self.made.fetch_add(1, Ordering::Relaxed);
+        let dir = self
+            .parent
+            .join(format!("drover-{}-{n}", std::process::id()));
+        match std::fs::create_dir(&dir) {
+            Err(e) if e.kind() != io::ErrorKind::AlreadyExists => return Err(e),
+            _ => {}
+        }
+        let procs = CString::new(
+            dir.join("cgroup.procs")
+                .into_os_string()
+                .into_encoded_bytes(),
+        )
+        .map_err(io::Error::other)?;
+        Ok(JobCgroup { dir, procs })
+    }
+
+    /// Kills every process still in `cgroup` and keeps it for another job,
+    /// once empty.
+    pub async fn end(&self, cgroup: JobCgroup) -> io::Result<()> {
+        if populated(&cgroup.dir) {
+            std::fs::write(cgroup.dir.join("cgroup.kill"), "1")?;
+            let mut waited = 0;
+            while populated(&cgroup.dir) {
+                if waited == 200 {
+                    // Not gone in 2 s (a process stuck in the kernel): leave it.
+                    return Err(io::Error::other(format!(
+                        "{} still holds processes after cgroup.kill",
+                        cgroup.dir.display()
+                    )));
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+                waited += 1;
+            }
+        }
+        self.give_back(cgroup);
+        Ok(())
+    }
+
+    fn give_back(&self, cgroup: JobCgroup) {
+        self.free.lock().expect("cgroups lock").push(cgroup);
+    }
+}
+
+impl Drop for JobCgroups {
+    fn drop(&mut self) {
+        for cgroup in self.free.get_mut().expect("cgroups lock").drain(..) {
+            let _ = std::fs::remove_dir(&cgroup.dir);
+        }
+    }
+}
+
+/// One job's cgroup, while it runs.
+#[derive(Debug)]
+pub(crate) struct JobCgroup {
+    dir: PathBuf,
+    procs: CString,
+}
+
+impl JobCgroup {
+    /// Moves the calling process into the cgroup. Only async-signal-safe
+    /// calls: this runs between `fork` and `exec`.
+    pub fn join_self(&self) -> io::Result<()> {
+        // SAFETY: a NUL-terminated path; open/write/close are
+        // async-signal-safe and touch no memory of ours but `b"0"`.
+        unsafe {
+            let fd = libc::open(self.procs.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+            if fd < 0 {
+                return Err(io::Error::last_os_error());
+            }
+            let written = libc::write(fd, b"0".as_ptr().cast(), 1);
+            let error = io::Error::last_os_error();
+            libc::close(fd);
+            if written != 1 {
+                return Err(error);
+            }
+        }
+        Ok(())
+    }
+}
+
+fn populated(dir: &Path) -> bool {
+    std::fs::read_to_string(dir.join("cgroup.events"))
+        .map(|e| e.lines().any(|l| l == "populated 1"))
+        .unwrap_or(false)
+}

@@ -1,0 +1,399 @@
+//! How jobs are kept away from the runner and from each other: a clean
+//! environment, a sandbox (bubblewrap) when asked for, and a way to kill
+//! whatever a job leaves behind (its PID namespace, or a cgroup).
+
+use std::ffi::OsString;
+use std::fmt;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use crate::cgroup::JobCgroups;
+
+/// Where each job runs (`drover runner --sandbox`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Sandbox {
+    /// As a child of the runner, as its user, in its own process group.
+    #[default]
+    None,
+    /// Under bubblewrap (`bwrap`, Linux): the filesystem read-only except
+    /// the job's directory, a private `/tmp` and `/dev`, its own PID
+    /// namespace (it sees only its own processes, and they all die with
+    /// it), no capabilities, and the runner's state hidden.
+    Bwrap,
+}
+
+impl Sandbox {
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "none" => Some(Self::None),
+            "bwrap" => Some(Self::Bwrap),
+            _ => None,
+        }
+    }
+}
+
+/// How a runner isolates its jobs; part of `RunnerSettings`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Isolation {
+    pub sandbox: Sandbox,
+    /// Paths no sandboxed job may see (the state directory with the
+    /// runner's credentials, a token file): an empty directory, or an
+    /// empty file, is mounted over each.
+    pub hidden: Vec<PathBuf>,
+    /// Run jobs as this user (the runner must be root): then they cannot
+    /// read the runner's state directory or its `/proc` entries.
+    pub job_user: Option<String>,
+}
+
+/// The user jobs run as, looked up once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct JobUser {
+    pub uid: u32,
+    pub gid: u32,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum IsolationError {
+    #[error(
+        "--sandbox bwrap needs bubblewrap, which is not installed (Debian/Ubuntu: apt-get install bubblewrap)"
+    )]
+    BwrapMissing,
+    #[error("--sandbox bwrap: {0} does not run: {1}")]
+    BwrapBroken(PathBuf, String),
+    #[error("--sandbox bwrap is Linux only")]
+    NotLinux,
+    #[error("--job-user needs the runner to run as root")]
+    JobUserNeedsRoot,
+    #[error("--job-user {0}: no such user")]
+    UnknownUser(String),
+    #[error("--job-user {0} is root: name an unprivileged user")]
+    JobUserIsRoot(String),
+}
+
+/// How what a job leaves behind is killed when it ends.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Containment {
+    /// Its own PID namespace: when the job's first process ends, the kernel
+    /// kills every other process in it.
+    PidNamespace,
+    /// Its own cgroup (v2), killed as a whole when the job ends.
+    Cgroup,
+    /// Only its process group: a process that leaves the group (`setsid`,
+    /// a double fork) outlives the job. Says why nothing better was possible.
+    ProcessGroup { why: String },
+}
+
+/// An [`Isolation`] checked against this host: what the runner will do.
+#[derive(Debug)]
+pub struct Prepared {
+    pub isolation: Isolation,
+    /// `bwrap`'s absolute path, when sandboxed.
+    pub bwrap: Option<PathBuf>,
+    pub job_user: Option<JobUser>,
+    pub containment: Containment,
+    pub(crate) cgroups: Option<JobCgroups>,
+}
+
+impl fmt::Display for Prepared {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.isolation.sandbox {
+            Sandbox::None => write!(f, "jobs run unsandboxed")?,
+            Sandbox::Bwrap => write!(f, "jobs run in a bubblewrap sandbox")?,
+        }
+        match (&self.isolation.job_user, self.job_user) {
+            (Some(name), Some(u)) => write!(f, ", as {name} (uid {})", u.uid)?,
+            _ => write!(f, ", as this runner's user")?,
+        }
+        match &self.containment {
+            Containment::PidNamespace => write!(f, "; each in its own PID namespace"),
+            Containment::Cgroup => write!(f, "; each in its own cgroup"),
+            Containment::ProcessGroup { why } => write!(
+                f,
+                "; WARNING: a process a job detaches from its process group may outlive it ({why}; use --sandbox bwrap)"
+            ),
+        }
+    }
+}
+
+impl Prepared {
+    /// A job's processes are killed as a whole when it ends.
+    pub fn contained(&self) -> bool {
+        !matches!(self.containment, Containment::ProcessGroup { .. })
+    }
+}
+
+/// Checks `isolation` on this host. A sandbox that cannot be had is an
+/// error, never a silent fallback; containment falls back to the process
+/// group, which [`Prepared`]'s `Display` says.
+pub fn prepare(isolation: &Isolation) -> Result<Prepared, IsolationError> {
+    let job_user = isolation.job_user.as_deref().map(look_up).transpose()?;
+    let bwrap = match isolation.sandbox {
+        Sandbox::None => None,
+        Sandbox::Bwrap => Some(find_bwrap(job_user)?),
+    };
+    let (containment, cgroups) = if bwrap.is_some() {
+        (Containment::PidNamespace, None)
+    } else {
+        match JobCgroups::new() {
+            Ok(c) => (Containment::Cgroup, Some(c)),
+            Err(why) => (Containment::ProcessGroup { why }, None),
+        }
+    };
+    Ok(Prepared {
+        isolation: isolation.clone(),
+        bwrap,
+        job_user,
+        containment,
+        cgroups,
+    })
+}
+
+fn look_up(name: &str) -> Result<JobUser, IsolationError> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return Err(IsolationError::JobUserNeedsRoot);
+    }
+    let unknown = || IsolationError::UnknownUser(name.to_owned());
+    let c_name = std::ffi::CString::new(name).map_err(|_| unknown())?;
+    let mut buf = vec![0u8; 16 * 1024];
+    // SAFETY: a zeroed passwd is a valid out-parameter for getpwnam_r.
+    let mut pwd: libc::passwd = unsafe { std::mem::zeroed() };
+    let mut found = std::ptr::null_mut();
+    // SAFETY: every pointer is valid for the call; buf outlives its use.
+    let rc = unsafe {
+        libc::getpwnam_r(
+            c_name.as_ptr(),
+            &mut pwd,
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+            &mut found,
+        )
+    };
+    if rc != 0 || found.is_null() {
+        return Err(unknown());
+    }
+    if pwd.pw_uid == 0 {
+        return Err(IsolationError::JobUserIsRoot(name.to_owned()));
+    }
+    Ok(JobUser {
+        uid: pwd.pw_uid,
+        gid: pwd.pw_gid,
+    })
+}
+
+/// Becomes `user`, with no supplementary groups. Only async-signal-safe
+/// calls: this runs between `fork` and `exec`, after joining the cgroup
+/// (which needs root).
+pub(crate) fn become_user(user: JobUser) -> io::Result<()> {
+    // SAFETY: plain system calls on this (forked) process.
+    unsafe {
+        if libc::setgroups(0, std::ptr::null()) != 0
+            || libc::setgid(user.gid) != 0
+            || libc::setuid(user.uid) != 0
+        {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+fn find_bwrap(user: Option<JobUser>) -> Result<PathBuf, IsolationError> {
+    if !cfg!(target_os = "linux") {
+        return Err(IsolationError::NotLinux);
+    }
+    let path = std::env::var_os("PATH")
+        .unwrap_or_else(|| DEFAULT_PATH.into())
+        .to_owned();
+    let found = std::env::split_paths(&path)
+        .map(|dir| dir.join("bwrap"))
+        .find(|p| p.is_file())
+        .ok_or(IsolationError::BwrapMissing)?;
+    // A bwrap that cannot make its namespaces here (as the jobs' user)
+    // fails every job: refuse now.
+    let mut probe = std::process::Command::new(&found);
+    if let Some(user) = user {
+        use std::os::unix::process::CommandExt as _;
+        probe.uid(user.uid).gid(user.gid);
+    }
+    let out = probe
+        .args(["--ro-bind", "/", "/", "--unshare-pid", "--die-with-parent"])
+        .args(["--cap-drop", "ALL", "--", "true"])
+        .env_clear()
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .output()
+        .map_err(|e| IsolationError::BwrapBroken(found.clone(), e.to_string()))?;
+    if !out.status.success() {
+        let said = String::from_utf8_lossy(&out.stderr).trim().to_owned();
+        return Err(IsolationError::BwrapBroken(found, said));
+    }
+    Ok(found)
+}
+
+/// `PATH` for jobs when the runner has none.
+const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+/// The runner environment a job gets besides its own env and `DROVER_*`:
+/// `PATH` and, when set, `LANG`, `LC_ALL` and `TZ`. `HOME` and `TMPDIR`
+/// are set to the job's own directories. Nothing else of the runner's
+/// environment reaches the job.
+pub fn base_env(home: &Path, tmp: &Path) -> Vec<(OsString, OsString)> {
+    let mut env = vec![
+        (
+            "PATH".into(),
+            std::env::var_os("PATH").unwrap_or_else(|| DEFAULT_PATH.into()),
+        ),
+        ("HOME".into(), home.into()),
+        ("TMPDIR".into(), tmp.into()),
+    ];
+    for name in ["LANG", "LC_ALL", "TZ"] {
+        if let Some(v) = std::env::var_os(name) {
+            env.push((name.into(), v));
+        }
+    }
+    env
+}
+
+/// Makes a fresh directory `name` under `work_root` for one job, with
+/// `work/` (its working directory and `HOME`) and `tmp/` (its `TMPDIR`),
+/// all 0700 and the job user's, if there is one (`work_root` is then 0711,
+/// so that user may pass through it, but not list it); a leftover of the
+/// same name (a runner killed mid-job) is removed first.
+pub fn create_job_dir(work_root: &Path, name: &str, user: Option<JobUser>) -> io::Result<PathBuf> {
+    use std::os::unix::fs::{DirBuilderExt as _, PermissionsExt as _};
+    let mut builder = std::fs::DirBuilder::new();
+    builder.recursive(true).mode(0o700);
+    builder.create(work_root)?;
+    if user.is_some() {
+        std::fs::set_permissions(work_root, std::fs::Permissions::from_mode(0o711))?;
+    }
+    let dir = work_root.join(name);
+    if dir.exists() {
+        remove_job_dir(&dir)?;
+    }
+    builder.recursive(false).create(&dir)?;
+    builder.create(dir.join("work"))?;
+    builder.create(dir.join("tmp"))?;
+    if let Some(u) = user {
+        for d in [dir.join("work"), dir.join("tmp"), dir.clone()] {
+            std::os::unix::fs::chown(&d, Some(u.uid), Some(u.gid))?;
+        }
+    }
+    Ok(dir)
+}
+
+/// Removes a job's directory, even one the job made read-only inside.
+pub fn remove_job_dir(dir: &Path) -> io::Result<()> {
+    match std::fs::remove_dir_all(dir) {
+        Err(e) if e.kind() == io::ErrorKind::PermissionDenied => {
+            make_writable(dir);
+            std::fs::remove_dir_all(dir)
+        }
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        other => other,
+    }
+}
+
+/// Gives the owner back rwx on every directory under `dir` (not following
+/// symbolic links), so what is in them can be removed.
+fn make_writable(dir: &Path) {
+    use std::os::unix::fs::PermissionsExt as _;
+    let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700));
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        if entry.file_type().is_ok_and(|t| t.is_dir()) {
+            make_writable(&entry.path());
+        }
+    }
+}
+
+/// Sockets that would let a sandboxed job out (read-only mounts do not stop
+/// `connect`); hidden when they exist.
+const HOST_SOCKETS: &[&str] = &["/run/docker.sock", "/var/run/docker.sock"];
+
+/// bubblewrap's arguments for a job whose directory is `dir` (bound
+/// read-write at the same path), under `work_root` (hidden: other jobs'
+/// directories are there), with `hidden` paths covered, starting in `cwd`.
+pub fn bwrap_args(dir: &Path, work_root: &Path, hidden: &[PathBuf], cwd: &Path) -> Vec<OsString> {
+    let mut a: Vec<OsString> = Vec::new();
+    let mut push = |items: &[&std::ffi::OsStr]| a.extend(items.iter().map(|s| s.to_os_string()));
+    push(&["--ro-bind".as_ref(), "/".as_ref(), "/".as_ref()]);
+    push(&["--dev".as_ref(), "/dev".as_ref()]);
+    push(&["--proc".as_ref(), "/proc".as_ref()]);
+    push(&["--tmpfs".as_ref(), "/tmp".as_ref()]);
+    push(&["--tmpfs".as_ref(), work_root.as_os_str()]);
+    for path in hidden
+        .iter()
+        .map(PathBuf::as_path)
+        .chain(HOST_SOCKETS.iter().map(Path::new).filter(|p| p.exists()))
+    {
+        if path.is_dir() {
+            push(&["--tmpfs".as_ref(), path.as_os_str()]);
+        } else if path.exists() {
+            push(&["--ro-bind".as_ref(), "/dev/null".as_ref(), path.as_os_str()]);
+        }
+    }
+    push(&["--bind".as_ref(), dir.as_os_str(), dir.as_os_str()]);
+    push(&["--chdir".as_ref(), cwd.as_os_str()]);
+    push(&[
+        "--unshare-pid".as_ref(),
+        "--unshare-ipc".as_ref(),
+        "--die-with-parent".as_ref(),
+        "--cap-drop".as_ref(),
+        "ALL".as_ref(),
+        "--".as_ref(),
+    ]);
+    a
+}
+
+/// Makes the current process's memory, environment and open files
+/// unreadable through `/proc` and `ptrace` by other processes of its user
+/// (its jobs included); only root may still look. Jobs it starts are
+/// unaffected (`execve` resets the flag). For `drover runner` and an
+/// embedding app: it changes the whole process.
+pub fn harden_process() -> std::io::Result<()> {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: prctl(PR_SET_DUMPABLE, 0) only changes a flag of this process.
+        if unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) } != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_job_directory_is_bound_after_what_hides_the_others() {
+        let args = bwrap_args(
+            Path::new("/w/job_1-1"),
+            Path::new("/w"),
+            &[PathBuf::from("/s")],
+            Path::new("/w/job_1-1/work"),
+        );
+        let text: Vec<_> = args.iter().map(|a| a.to_string_lossy()).collect();
+        let at = |s: &str| text.iter().position(|a| a == s).unwrap();
+        assert!(at("--tmpfs") < at("--bind"));
+        assert_eq!(text[at("--bind") + 1], "/w/job_1-1");
+        assert_eq!(text.last().unwrap(), "--");
+        assert!(text.iter().any(|a| a == "--unshare-pid"));
+        assert!(text.iter().any(|a| a == "--die-with-parent"));
+    }
+
+    #[test]
+    fn the_runner_environment_does_not_reach_the_job() {
+        let env = base_env(Path::new("/h"), Path::new("/t"));
+        let names: Vec<_> = env.iter().map(|(k, _)| k.to_string_lossy()).collect();
+        assert!(
+            names
+                .iter()
+                .all(|n| ["PATH", "HOME", "TMPDIR", "LANG", "LC_ALL", "TZ"].contains(&n.as_ref()))
+        );
+    }
+}
