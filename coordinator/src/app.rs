@@ -11,7 +11,7 @@ use tokio::sync::watch;
 
 use crate::clock::{Clock, SystemClock};
 use crate::dispatch::{Hub, Signal};
-use crate::http::{self, AppState, RequestLimits};
+use crate::http::{self, AppState, Probes, RequestLimits};
 use crate::ids::new_id;
 use crate::secrets::{self, KeySource};
 use crate::server::{self, ServeLimits};
@@ -29,6 +29,8 @@ pub struct Config {
     pub secrets: KeySource,
     /// Connections, timeouts, body memory, load shedding, shutdown deadline.
     pub serve: ServeLimits,
+    /// If set, `/metrics` wants this bearer token.
+    pub metrics_token: Option<String>,
 }
 
 pub struct Application {
@@ -83,6 +85,7 @@ impl Application {
                 config.serve.body_timeout,
                 config.serve.max_reads,
             )),
+            probes: Arc::new(Probes::new(config.metrics_token.as_deref())),
         };
         Ok(Self {
             listener,
@@ -196,6 +199,7 @@ async fn listen_to_replicas(st: AppState) {
             return;
         };
         if !std::mem::take(&mut first) {
+            crate::metrics::get().signal_reconnects.inc();
             st.look_again();
         }
         loop {
@@ -206,6 +210,9 @@ async fn listen_to_replicas(st: AppState) {
             match received {
                 Ok(Some(n)) => match serde_json::from_str::<Envelope>(n.payload()) {
                     Ok(envelope) if *envelope.origin != *st.replica => {
+                        if let Some(lag) = envelope.age() {
+                            crate::metrics::get().signal_lag.observe(lag.as_secs_f64());
+                        }
                         for signal in &envelope.signals {
                             st.apply(signal);
                         }

@@ -3,6 +3,7 @@
 mod docs;
 pub mod error;
 mod extract;
+mod health;
 mod jobs;
 mod protocol;
 mod runner_cache;
@@ -23,6 +24,7 @@ use tokio::sync::{Semaphore, watch};
 use crate::clock::Clock;
 use crate::dispatch::{Hub, Signal};
 use crate::store::Store;
+pub use health::Probes;
 pub use runner_cache::RunnerCache;
 
 /// Largest request body accepted (a log chunk, a job with a big env).
@@ -42,6 +44,8 @@ pub struct AppState {
     pub runners: Arc<RunnerCache>,
     /// What requests in flight may hold.
     pub limits: Arc<RequestLimits>,
+    /// `/readyz` and `/metrics`: their token and what they keep.
+    pub probes: Arc<Probes>,
 }
 
 /// Bounds on what requests in flight hold, so that a crowd of slow or
@@ -201,6 +205,7 @@ pub fn router(state: AppState) -> Router {
         .merge(member_api)
         .merge(protocol::router())
         .merge(docs::router())
+        .merge(health::router())
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))

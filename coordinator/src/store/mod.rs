@@ -14,6 +14,7 @@
 //!   and replicas wake each other through `LISTEN`/`NOTIFY` (see `signals`).
 
 mod env;
+mod health;
 mod idempotency;
 mod identity;
 mod jobs;
@@ -36,6 +37,7 @@ use crate::error::{Error, Result};
 use jobs::SubmitRequest;
 use leases::{CompleteRequest, LeaseRequest};
 
+pub use health::NotReady;
 pub use idempotency::IdempotencyKey;
 pub use identity::{Member, Principal, Role, RunnerAuth};
 pub use jobs::{CancelOutcome, JobSpec, NewJob, Submitted};
@@ -332,10 +334,10 @@ impl Store {
             })
         });
         self.batches = Some(Arc::new(Batches {
-            submit: Batcher::spawn(MAX_BATCH, concurrency, submit),
-            lease: Batcher::spawn(MAX_BATCH, concurrency, lease),
-            complete: Batcher::spawn(MAX_BATCH, concurrency, complete),
-            publish: Batcher::spawn(MAX_BATCH, 1, publish),
+            submit: Batcher::spawn_named("submit", MAX_BATCH, concurrency, submit),
+            lease: Batcher::spawn_named("lease", MAX_BATCH, concurrency, lease),
+            complete: Batcher::spawn_named("complete", MAX_BATCH, concurrency, complete),
+            publish: Batcher::spawn_named("publish", MAX_BATCH, 1, publish),
         }));
         self
     }

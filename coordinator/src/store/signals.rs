@@ -21,6 +21,28 @@ pub struct Envelope {
     pub origin: String,
     #[serde(rename = "s")]
     pub signals: Vec<Signal>,
+    /// When it was sent, by the sender's wall clock (Unix ms), for the
+    /// signal lag metric. Absent from older replicas' signals.
+    #[serde(rename = "t", default, skip_serializing_if = "Option::is_none")]
+    pub sent_at_ms: Option<i64>,
+}
+
+impl Envelope {
+    /// How long ago it was sent, by this host's wall clock (`None` if the
+    /// sender did not say).
+    pub fn age(&self) -> Option<std::time::Duration> {
+        let sent = u64::try_from(self.sent_at_ms?).ok()?;
+        Some(std::time::Duration::from_millis(
+            wall_clock_ms().saturating_sub(sent),
+        ))
+    }
+}
+
+/// The real wall clock, not the coordinator's `Clock` (which tests shift).
+fn wall_clock_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
 }
 
 impl Store {
@@ -69,6 +91,7 @@ impl Store {
         let payload = serde_json::to_string(&Envelope {
             origin: origin.to_owned(),
             signals,
+            sent_at_ms: i64::try_from(wall_clock_ms()).ok(),
         })?;
         // A notification needs no durability: do not wait for a WAL flush.
         sqlx::query("SELECT set_config('synchronous_commit', 'off', true), pg_notify($1, $2)")
