@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::pools::ONLINE_WINDOW_MS;
-use super::{Backend, POSTGRES_MIGRATIONS, SQLITE_MIGRATIONS, Store};
+use super::{Backend, POSTGRES_MIGRATIONS, SQLITE_MIGRATIONS, Store, with_param};
 use crate::error::Result;
 use crate::metrics::PoolReading;
 
@@ -35,19 +35,33 @@ impl Store {
     /// `Ok(None)` when the database answers and its applied migrations are
     /// exactly this build's; `Ok(Some(why))` when they differ; `Err` when
     /// the database cannot be read. The caller bounds the time.
+    ///
+    /// On PostgreSQL it asks through the pool (which reconnects as needed).
+    /// On SQLite the pool's connections hold the file open even if it was
+    /// deleted or moved away, so it opens the file afresh, read-only.
     pub async fn readiness(&self) -> Result<Option<NotReady>> {
-        let embedded = match self.dialect.backend {
-            Backend::Sqlite => &SQLITE_MIGRATIONS,
-            Backend::Postgres => &POSTGRES_MIGRATIONS,
+        // `success` is a boolean on both (an integer on SQLite).
+        const APPLIED: &str = "SELECT version FROM _sqlx_migrations WHERE success";
+        let (embedded, applied) = match self.dialect.backend {
+            Backend::Sqlite => {
+                use sqlx::Connection as _;
+                let url = with_param(&self.url, "mode=ro");
+                let mut conn = sqlx::AnyConnection::connect(&url).await?;
+                let applied = sqlx::query_scalar::<_, i64>(APPLIED)
+                    .fetch_all(&mut conn)
+                    .await;
+                let _ = conn.close().await;
+                (&SQLITE_MIGRATIONS, applied?)
+            }
+            Backend::Postgres => (
+                &POSTGRES_MIGRATIONS,
+                sqlx::query_scalar::<_, i64>(APPLIED)
+                    .fetch_all(&self.reader)
+                    .await?,
+            ),
         };
         let embedded: BTreeSet<i64> = embedded.iter().map(|m| m.version).collect();
-        // `success` is a boolean on both (an integer on SQLite).
-        let applied: BTreeSet<i64> =
-            sqlx::query_scalar::<_, i64>("SELECT version FROM _sqlx_migrations WHERE success")
-                .fetch_all(&self.reader)
-                .await?
-                .into_iter()
-                .collect();
+        let applied: BTreeSet<i64> = applied.into_iter().collect();
         let missing: Vec<i64> = embedded.difference(&applied).copied().collect();
         let unknown: Vec<i64> = applied.difference(&embedded).copied().collect();
         Ok(if !missing.is_empty() {
