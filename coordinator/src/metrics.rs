@@ -305,13 +305,19 @@ mod tests {
         m.batch("lease").written(3, Duration::from_millis(1));
         m.set_pools(vec![pool("rt_1", 2, Some(1500), 1)]);
         let text = m.render();
-        assert!(text.contains("# TYPE drover_submit_seconds histogram"), "{text}");
+        assert!(
+            text.contains("# TYPE drover_submit_seconds histogram"),
+            "{text}"
+        );
         assert!(text.contains("drover_submit_seconds_count 1"), "{text}");
         assert!(
             text.contains(r#"drover_batch_size_sum{kind="lease"} 3"#),
             "{text}"
         );
-        assert!(text.contains(r#"drover_queue_depth{pool="rt_1"} 2"#), "{text}");
+        assert!(
+            text.contains(r#"drover_queue_depth{pool="rt_1"} 2"#),
+            "{text}"
+        );
         assert!(
             text.contains(r#"drover_queue_oldest_age_seconds{pool="rt_1"} 1.5"#),
             "{text}"

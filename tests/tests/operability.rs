@@ -96,10 +96,7 @@ fn start_options(dir: &TempDir, token: &str) -> CoordinatorOptions {
     let file = dir.path().join("metrics.token");
     std::fs::write(&file, format!("{token}\n")).unwrap();
     CoordinatorOptions {
-        serve_args: vec![
-            "--metrics-token-file".into(),
-            file.display().to_string(),
-        ],
+        serve_args: vec!["--metrics-token-file".into(), file.display().to_string()],
         ..Default::default()
     }
 }
@@ -118,7 +115,10 @@ async fn metrics_show_queues_runners_latencies_and_batches() {
     assert_eq!(scrape(&c, Some("wrong")).await.status(), 401);
 
     let (_, before) = metrics(&c, token).await;
-    assert_eq!(value(&before, "drover_queue_depth", &[("pool", &pool)]), None);
+    assert_eq!(
+        value(&before, "drover_queue_depth", &[("pool", &pool)]),
+        None
+    );
     assert_eq!(
         value(&before, "drover_submit_seconds_count", &[]),
         Some(0.0)
@@ -136,10 +136,17 @@ async fn metrics_show_queues_runners_latencies_and_batches() {
         value(&queued, "drover_queue_depth", &[("pool", &pool)]),
         Some(3.0)
     );
-    let age = value(&queued, "drover_queue_oldest_age_seconds", &[("pool", &pool)])
-        .expect("the oldest job's age");
+    let age = value(
+        &queued,
+        "drover_queue_oldest_age_seconds",
+        &[("pool", &pool)],
+    )
+    .expect("the oldest job's age");
     assert!((0.0..60.0).contains(&age), "{age}");
-    assert_eq!(value(&queued, "drover_submit_seconds_count", &[]), Some(3.0));
+    assert_eq!(
+        value(&queued, "drover_submit_seconds_count", &[]),
+        Some(3.0)
+    );
     assert_eq!(
         value(&queued, "drover_batch_size_sum", &[("kind", "submit")]),
         Some(3.0)
@@ -153,7 +160,10 @@ async fn metrics_show_queues_runners_latencies_and_batches() {
             .await
             .unwrap()
             .expect("a job");
-        client.complete(&lease.lease_id, &succeeded()).await.unwrap();
+        client
+            .complete(&lease.lease_id, &succeeded())
+            .await
+            .unwrap();
     }
     // Then one that waits, and is woken by a submit.
     let waiting = {
@@ -169,7 +179,10 @@ async fn metrics_show_queues_runners_latencies_and_batches() {
         .await
         .unwrap();
     let lease = waiting.await.unwrap().unwrap().expect("woken with a job");
-    client.complete(&lease.lease_id, &succeeded()).await.unwrap();
+    client
+        .complete(&lease.lease_id, &succeeded())
+        .await
+        .unwrap();
     assert!(client.lease(Duration::ZERO).await.unwrap().is_none());
 
     let (text, after) = metrics(&c, token).await;
@@ -179,7 +192,11 @@ async fn metrics_show_queues_runners_latencies_and_batches() {
         Some(0.0)
     );
     assert_eq!(
-        value(&after, "drover_queue_oldest_age_seconds", &[("pool", &pool)]),
+        value(
+            &after,
+            "drover_queue_oldest_age_seconds",
+            &[("pool", &pool)]
+        ),
         None
     );
     assert_eq!(
@@ -191,7 +208,10 @@ async fn metrics_show_queues_runners_latencies_and_batches() {
         count("drover_lease_seconds_count", &[("wait", "immediate")]),
         3.0
     );
-    assert_eq!(count("drover_lease_seconds_count", &[("wait", "woken")]), 1.0);
+    assert_eq!(
+        count("drover_lease_seconds_count", &[("wait", "woken")]),
+        1.0
+    );
     assert_eq!(count("drover_lease_empty_total", &[]), 1.0);
     assert_eq!(count("drover_complete_seconds_count", &[]), 4.0);
     assert_eq!(count("drover_submit_seconds_count", &[]), 4.0);

@@ -129,7 +129,10 @@ async fn metrics(State(st): State<AppState>, headers: HeaderMap) -> Response {
         }
     }
     (
-        [(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")],
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
         m.render(),
     )
         .into_response()

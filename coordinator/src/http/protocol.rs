@@ -172,7 +172,11 @@ async fn next_lease(
                 if let Some(next) = next {
                     st.announce(vec![Signal::from(next)]);
                 }
-                let latency = if waited { &m.lease_woken } else { &m.lease_immediate };
+                let latency = if waited {
+                    &m.lease_woken
+                } else {
+                    &m.lease_immediate
+                };
                 latency.observe(since.elapsed().as_secs_f64());
                 return Ok(Some(*lease));
             }
