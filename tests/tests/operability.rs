@@ -438,63 +438,126 @@ async fn readyz_is_503_while_the_database_cannot_be_reached() {
     wait_ready(&c, 200).await;
 }
 
-/// SIGTERM with a runner long-polling and a submit in flight: the long-poll
-/// answers empty at once, the submit is written and answered, the process
-/// exits 0; after a restart the job is there.
+/// Long-polls of each kind waiting in the coordinator: (leases, heartbeats, log follows).
+async fn waiting(c: &Coordinator) -> (u64, u64, u64) {
+    let (_, v) = get_json(format!("{}/healthz", c.url)).await;
+    let n = |k: &str| v[k].as_u64().expect(k);
+    (
+        n("waitingLeases"),
+        n("waitingHeartbeats"),
+        n("followedLogs"),
+    )
+}
+
+/// SIGTERM with long-polls of every kind waiting (a lease, a heartbeat, a
+/// log follow) and a submit in flight: the long-polls answer at once, the
+/// submit is written and answered, the process exits 0; after a restart the
+/// job is there.
 #[tokio::test]
 async fn sigterm_answers_long_polls_at_once_and_finishes_writes_in_flight() {
     let mut c = Coordinator::start_with(CoordinatorOptions {
+        lease_ttl_ms: 60_000,
         serve_args: vec!["--shutdown-timeout-ms".into(), "20000".into()],
         ..Default::default()
     })
     .await;
     let admin = c.bootstrap("acme", "admin@acme.test");
-    let runner = pair(&admin, Scope::Workspace, None, "r1", &[]).await;
+    let busy = pair(&admin, Scope::Workspace, None, "busy", &[]).await;
+    let idle = pair(&admin, Scope::Workspace, None, "idle", &[]).await;
     let addr = c.url.trim_start_matches("http://").to_owned();
 
+    // One runner holds a job: its heartbeat waits for a cancel, and a
+    // member follows the job's log.
+    let running = admin
+        .client
+        .submit(&script_job("self:ws", "sleep 600"))
+        .await
+        .unwrap();
+    let busy = c.client(&busy.token);
+    let lease = busy
+        .lease(Duration::from_secs(5))
+        .await
+        .unwrap()
+        .expect("the job");
+    let heartbeat = {
+        let lease = lease.lease_id.clone();
+        tokio::spawn(async move {
+            let r = busy.heartbeat(&lease, Duration::from_secs(30)).await;
+            (r, Instant::now())
+        })
+    };
+    let follow = {
+        let (client, id) = (admin.client.clone(), running.id.clone());
+        tokio::spawn(async move {
+            let r = client.follow_logs(&id, |_| {}).await;
+            (r, Instant::now())
+        })
+    };
+    // The other runner waits for a job that does not come.
     let poll = {
-        let client = c.client(&runner.token);
+        let client = c.client(&idle.token);
         tokio::spawn(async move {
             let r = client.lease(Duration::from_secs(30)).await;
             (r, Instant::now())
         })
     };
-    c.wait_for_waiting(1).await;
-    // A submit whose body is half sent when the signal comes.
+    eventually("every long-poll to wait", DEADLINE, || async {
+        (waiting(&c).await == (1, 1, 1)).then_some(())
+    })
+    .await;
+    // A submit that is being read when the signal comes: the coordinator
+    // asks for its body (100 Continue), and the body follows the signal.
     let body = br#"{"runtime":"self:ws","script":"echo survived"}"#;
-    let (first, rest) = body.split_at(20);
     let mut submit = TcpStream::connect(&addr).await.unwrap();
     let head = format!(
-        "POST /v1/jobs HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        "POST /v1/jobs HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nExpect: 100-continue\r\n\r\n",
         admin.token,
         body.len()
     );
     submit.write_all(head.as_bytes()).await.unwrap();
-    submit.write_all(first).await.unwrap();
+    let mut go_on = [0u8; 25];
+    tokio::time::timeout(DEADLINE, submit.read_exact(&mut go_on))
+        .await
+        .expect("100 Continue")
+        .unwrap();
+    assert!(go_on.starts_with(b"HTTP/1.1 100 Continue\r\n"));
 
     let signalled = Instant::now();
     // SAFETY: kill(2) on the coordinator this test started.
     unsafe {
         libc::kill(c.pid() as i32, libc::SIGTERM);
     }
-    let (leased, answered) = tokio::time::timeout(Duration::from_secs(10), poll)
-        .await
-        .expect("the long-poll answers")
-        .unwrap();
+    let prompt = |what: &str, answered: Instant| {
+        let took = answered - signalled;
+        assert!(
+            took < Duration::from_secs(3),
+            "the 30 s {what} answered {took:?} after SIGTERM"
+        );
+    };
+    let (leased, answered) = tokio::time::timeout(DEADLINE, poll).await.unwrap().unwrap();
     assert!(leased.expect("an answer, not an error").is_none());
-    let took = answered - signalled;
-    assert!(
-        took < Duration::from_secs(3),
-        "the 30 s long-poll answered {took:?} after SIGTERM"
-    );
+    prompt("lease long-poll", answered);
+    let (beat, answered) = tokio::time::timeout(DEADLINE, heartbeat)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(!beat.expect("an answer, not an error").cancel);
+    prompt("heartbeat", answered);
+    let (followed, answered) = tokio::time::timeout(DEADLINE, follow)
+        .await
+        .unwrap()
+        .unwrap();
+    followed.expect("the log stream ends cleanly");
+    prompt("log follow", answered);
+
     // New connections are refused: the coordinator is stopping.
     eventually("the listener to close", DEADLINE, || {
         let addr = addr.clone();
         async move { TcpStream::connect(&addr).await.is_err().then_some(()) }
     })
     .await;
-    // The rest of the body: the submit is still served.
-    submit.write_all(rest).await.unwrap();
+    // The body: the submit is still served.
+    submit.write_all(body).await.unwrap();
     let mut answer = Vec::new();
     tokio::time::timeout(DEADLINE, submit.read_to_end(&mut answer))
         .await

@@ -55,9 +55,15 @@ pub fn router() -> Router<AppState> {
         .route("/metrics", get(metrics))
 }
 
-/// Liveness, and how many lease long-polls are waiting right now.
+/// Liveness, and how many long-polls are waiting right now.
 async fn healthz(State(st): State<AppState>) -> axum::Json<serde_json::Value> {
-    axum::Json(serde_json::json!({ "status": "ok", "waitingLeases": st.hub.waiting() }))
+    let (heartbeats, follows) = st.hub.subscribed();
+    axum::Json(serde_json::json!({
+        "status": "ok",
+        "waitingLeases": st.hub.waiting(),
+        "waitingHeartbeats": heartbeats,
+        "followedLogs": follows,
+    }))
 }
 
 fn not_ready(why: String) -> Response {
