@@ -1,6 +1,9 @@
 //! Operating the coordinator: `/metrics` (Prometheus text), `/readyz`
 //! (database reachable, migrations current) and a graceful shutdown (long-
 //! polls answer at once, writes in flight finish).
+//!
+//! (Over 500 lines: the three share the text-format reader and the probe
+//! helpers, and each test is one story best read whole.)
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
