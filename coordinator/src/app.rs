@@ -210,8 +210,8 @@ async fn listen_to_replicas(st: AppState) {
             match received {
                 Ok(Some(n)) => match serde_json::from_str::<Envelope>(n.payload()) {
                     Ok(envelope) if *envelope.origin != *st.replica => {
-                        if let Some(lag) = envelope.age() {
-                            crate::metrics::get().signal_lag.observe(lag.as_secs_f64());
+                        if let Some(ms) = st.store.signal_age_ms(&envelope, st.now()) {
+                            crate::metrics::get().signal_lag.observe(ms as f64 / 1000.0);
                         }
                         for signal in &envelope.signals {
                             st.apply(signal);

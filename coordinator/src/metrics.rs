@@ -114,7 +114,7 @@ impl Metrics {
             batch_seconds,
             signal_lag: histogram(
                 "drover_replica_signal_lag_seconds",
-                "PostgreSQL: from another replica sending a signal (NOTIFY) to this one receiving it, by the two replicas' clocks",
+                "PostgreSQL: from another replica sending a signal (NOTIFY) to this one receiving it, by the database's clock",
                 LATENCY_BUCKETS,
             ),
             signal_reconnects: IntCounter::new(

@@ -21,28 +21,10 @@ pub struct Envelope {
     pub origin: String,
     #[serde(rename = "s")]
     pub signals: Vec<Signal>,
-    /// When it was sent, by the sender's wall clock (Unix ms), for the
-    /// signal lag metric. Absent from older replicas' signals.
+    /// When it was sent, by the database's clock (Unix ms), for the signal
+    /// lag metric. Absent from older replicas' signals.
     #[serde(rename = "t", default, skip_serializing_if = "Option::is_none")]
     pub sent_at_ms: Option<i64>,
-}
-
-impl Envelope {
-    /// How long ago it was sent, by this host's wall clock (`None` if the
-    /// sender did not say).
-    pub fn age(&self) -> Option<std::time::Duration> {
-        let sent = u64::try_from(self.sent_at_ms?).ok()?;
-        Some(std::time::Duration::from_millis(
-            wall_clock_ms().saturating_sub(sent),
-        ))
-    }
-}
-
-/// The real wall clock, not the coordinator's `Clock` (which tests shift).
-fn wall_clock_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
 }
 
 impl Store {
@@ -91,15 +73,29 @@ impl Store {
         let payload = serde_json::to_string(&Envelope {
             origin: origin.to_owned(),
             signals,
-            sent_at_ms: i64::try_from(wall_clock_ms()).ok(),
+            sent_at_ms: None,
         })?;
+        // Stamped with the database's clock, as lease times are (replicas'
+        // clocks may disagree): spliced in as the object's last field.
+        let clock = self.dialect.db_clock.unwrap_or("NULL");
         // A notification needs no durability: do not wait for a WAL flush.
-        sqlx::query("SELECT set_config('synchronous_commit', 'off', true), pg_notify($1, $2)")
-            .bind(CHANNEL)
-            .bind(payload)
-            .execute(&self.writer)
-            .await?;
+        sqlx::query(&format!(
+            "SELECT set_config('synchronous_commit', 'off', true),
+                    pg_notify($1, left($2, -1) || ',\"t\":' || {clock} || '}}')"
+        ))
+        .bind(CHANNEL)
+        .bind(payload)
+        .execute(&self.writer)
+        .await?;
         Ok(())
+    }
+
+    /// How long ago `envelope` was sent, in ms by the database's clock:
+    /// `now` (this coordinator's clock) shifted by how far that was from
+    /// the database's at the last lease expiry check. `None` if unstamped.
+    pub fn signal_age_ms(&self, envelope: &Envelope, now: i64) -> Option<i64> {
+        let offset = self.clock_offset.load(std::sync::atomic::Ordering::Relaxed);
+        Some((now - offset - envelope.sent_at_ms?).max(0))
     }
 
     /// A listener for other replicas' signals, on PostgreSQL.
