@@ -95,6 +95,32 @@ async fn metrics(c: &Coordinator, token: &str) -> (String, Vec<Sample>) {
     (text, samples)
 }
 
+/// Scrapes until the per-pool gauges show `pool` with this queue depth
+/// (`None`: not shown) and runners online: they are read at most once a
+/// second.
+async fn metrics_when(
+    c: &Coordinator,
+    token: &str,
+    pool: &str,
+    queued: Option<f64>,
+    online: Option<f64>,
+) -> (String, Vec<Sample>) {
+    eventually(
+        &format!("/metrics to show {queued:?} queued and {online:?} runners in {pool}"),
+        DEADLINE,
+        || async {
+            let (text, samples) = metrics(c, token).await;
+            let labels = [("pool", pool)];
+            let shown = (
+                value(&samples, "drover_queue_depth", &labels),
+                value(&samples, "drover_runners_online", &labels),
+            );
+            (shown == (queued, online)).then_some((text, samples))
+        },
+    )
+    .await
+}
+
 fn start_options(dir: &TempDir, token: &str) -> CoordinatorOptions {
     let file = dir.path().join("metrics.token");
     std::fs::write(&file, format!("{token}\n")).unwrap();
@@ -134,11 +160,7 @@ async fn metrics_show_queues_runners_latencies_and_batches() {
             .await
             .unwrap();
     }
-    let (_, queued) = metrics(&c, token).await;
-    assert_eq!(
-        value(&queued, "drover_queue_depth", &[("pool", &pool)]),
-        Some(3.0)
-    );
+    let (_, queued) = metrics_when(&c, token, &pool, Some(3.0), Some(0.0)).await;
     let age = value(
         &queued,
         "drover_queue_oldest_age_seconds",
@@ -188,12 +210,8 @@ async fn metrics_show_queues_runners_latencies_and_batches() {
         .unwrap();
     assert!(client.lease(Duration::ZERO).await.unwrap().is_none());
 
-    let (text, after) = metrics(&c, token).await;
     // A pool with runners online shows its empty queue, and no oldest job.
-    assert_eq!(
-        value(&after, "drover_queue_depth", &[("pool", &pool)]),
-        Some(0.0)
-    );
+    let (text, after) = metrics_when(&c, token, &pool, Some(0.0), Some(1.0)).await;
     assert_eq!(
         value(
             &after,

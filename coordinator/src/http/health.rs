@@ -4,8 +4,8 @@
 //!
 //! None needs a member's token. `/metrics` shows counts and pool ids, never
 //! names or tokens; with `--metrics-token-file` it wants that token as a
-//! bearer. The two that read the database do one check at a time, and
-//! `/readyz` reuses an answer for a second, so probes cannot crowd it.
+//! bearer. The two that read the database do one check at a time and reuse
+//! a reading for a second, so probes and scrapes cannot crowd it.
 
 use std::time::{Duration, Instant};
 
@@ -25,8 +25,8 @@ use crate::metrics;
 /// A database check that takes longer than this counts as unreachable.
 const CHECK_TIMEOUT: Duration = Duration::from_secs(2);
 
-/// How long a readiness answer is reused.
-const READY_CACHE: Duration = Duration::from_secs(1);
+/// How long a readiness answer, or the per-pool reading, is reused.
+const REUSE: Duration = Duration::from_secs(1);
 
 /// What the probes keep between requests.
 pub struct Probes {
@@ -34,8 +34,9 @@ pub struct Probes {
     metrics_token: Option<[u8; 32]>,
     /// The last readiness answer (`Err`: why not ready), and when.
     ready: Mutex<Option<(Instant, Result<(), String>)>>,
-    /// One scrape at a time (each sets the shared per-pool gauges).
-    scrape: Mutex<()>,
+    /// One scrape at a time (each sets the shared per-pool gauges), and
+    /// when the pools were last read.
+    scrape: Mutex<Option<Instant>>,
 }
 
 impl Probes {
@@ -43,7 +44,7 @@ impl Probes {
         Self {
             metrics_token: metrics_token.map(|t| Sha256::digest(t.as_bytes()).into()),
             ready: Mutex::new(None),
-            scrape: Mutex::new(()),
+            scrape: Mutex::new(None),
         }
     }
 }
@@ -76,7 +77,7 @@ async fn readyz(State(st): State<AppState>) -> Response {
     }
     let mut last = st.probes.ready.lock().await;
     let answer = match &*last {
-        Some((at, answer)) if at.elapsed() < READY_CACHE => answer.clone(),
+        Some((at, answer)) if at.elapsed() < REUSE => answer.clone(),
         _ => {
             let answer = check_ready(&st).await;
             *last = Some((Instant::now(), answer.clone()));
@@ -120,19 +121,22 @@ async fn metrics(State(st): State<AppState>, headers: HeaderMap) -> Response {
             );
         }
     }
-    let _turn = st.probes.scrape.lock().await;
+    let mut last_read = st.probes.scrape.lock().await;
     let m = metrics::get();
     m.lease_waiting.set(st.hub.waiting() as i64);
-    match tokio::time::timeout(CHECK_TIMEOUT, st.store.pool_readings(st.now())).await {
-        Ok(Ok(pools)) => m.set_pools(pools),
-        Ok(Err(e)) => {
-            tracing::warn!(error = %e, "metrics: reading the pools failed");
-            m.pools_unknown();
+    if last_read.is_none_or(|at| at.elapsed() >= REUSE) {
+        match tokio::time::timeout(CHECK_TIMEOUT, st.store.pool_readings(st.now())).await {
+            Ok(Ok(pools)) => m.set_pools(pools),
+            Ok(Err(e)) => {
+                tracing::warn!(error = %e, "metrics: reading the pools failed");
+                m.pools_unknown();
+            }
+            Err(_) => {
+                tracing::warn!("metrics: reading the pools timed out");
+                m.pools_unknown();
+            }
         }
-        Err(_) => {
-            tracing::warn!("metrics: reading the pools timed out");
-            m.pools_unknown();
-        }
+        *last_read = Some(Instant::now());
     }
     (
         [(
