@@ -127,6 +127,9 @@ impl Application {
         // Requests still running past the deadline may hold connections:
         // closing waits for them only as long as the deadline has left.
         let left = limits.shutdown_timeout.saturating_sub(stopping.elapsed());
+        // What the last requests announced goes out to the other replicas.
+        let _ = tokio::time::timeout(left, state.store.flush_signals(&state.replica)).await;
+        let left = limits.shutdown_timeout.saturating_sub(stopping.elapsed());
         if tokio::time::timeout(left.max(Duration::from_millis(500)), state.store.close())
             .await
             .is_err()

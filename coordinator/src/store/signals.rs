@@ -49,8 +49,22 @@ impl Store {
             return Ok(Vec::new());
         };
         let all: Vec<Signal> = reqs.iter().flat_map(|(_, s)| s.iter().cloned()).collect();
-        self.notify_all(origin, &all).await?;
+        if !all.is_empty() {
+            self.notify_all(origin, &all).await?;
+        }
         Ok(reqs.iter().map(|_| Ok(())).collect())
+    }
+
+    /// Waits until the signals queued before this call are sent: at
+    /// shutdown, so that what the last requests announced reaches the other
+    /// replicas before the pool closes. (An empty call queues behind them.)
+    pub async fn flush_signals(&self, origin: &str) {
+        if self.dialect.backend != Backend::Postgres {
+            return;
+        }
+        if let Some(b) = &self.batches {
+            let _ = b.publish.call((origin.to_owned(), Vec::new())).await;
+        }
     }
 
     async fn notify_all(&self, origin: &str, signals: &[Signal]) -> Result<()> {
