@@ -11,7 +11,7 @@ use tokio::sync::watch;
 
 use crate::clock::{Clock, SystemClock};
 use crate::dispatch::Hub;
-use crate::http::{self, AppState, RequestLimits};
+use crate::http::{self, AppState, Probes, RequestLimits};
 use crate::ids::new_id;
 use crate::secrets::{self, KeySource};
 use crate::server::{self, ServeLimits};
@@ -30,6 +30,8 @@ pub struct Config {
     pub secrets: KeySource,
     /// Connections, timeouts, body memory, load shedding, shutdown deadline.
     pub serve: ServeLimits,
+    /// If set, `/metrics` wants this bearer token.
+    pub metrics_token: Option<String>,
 }
 
 pub struct Application {
@@ -84,6 +86,7 @@ impl Application {
                 config.serve.body_timeout,
                 config.serve.max_reads,
             )),
+            probes: Arc::new(Probes::new(config.metrics_token.as_deref())),
         };
         Ok(Self {
             listener,
@@ -124,6 +127,9 @@ impl Application {
         let _ = signals.await;
         // Requests still running past the deadline may hold connections:
         // closing waits for them only as long as the deadline has left.
+        let left = limits.shutdown_timeout.saturating_sub(stopping.elapsed());
+        // What the last requests announced goes out to the other replicas.
+        let _ = tokio::time::timeout(left, state.store.flush_signals(&state.replica)).await;
         let left = limits.shutdown_timeout.saturating_sub(stopping.elapsed());
         if tokio::time::timeout(left.max(Duration::from_millis(500)), state.store.close())
             .await
@@ -197,6 +203,7 @@ async fn listen_to_replicas(st: AppState) {
             return;
         };
         if !std::mem::take(&mut first) {
+            crate::metrics::get().signal_reconnects.inc();
             st.look_again();
         }
         loop {
@@ -207,6 +214,9 @@ async fn listen_to_replicas(st: AppState) {
             match received {
                 Ok(Some(n)) => match serde_json::from_str::<Envelope>(n.payload()) {
                     Ok(envelope) if *envelope.origin != *st.replica => {
+                        if let Some(ms) = st.store.signal_age_ms(&envelope, st.now()) {
+                            crate::metrics::get().signal_lag.observe(ms as f64 / 1000.0);
+                        }
                         for signal in &envelope.signals {
                             st.apply(signal);
                         }

@@ -13,11 +13,13 @@
 //! Each of its requests fails with a retryable error instead.
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use drover_wire::ErrorCode;
 use tokio::sync::{Semaphore, mpsc, oneshot};
 
 use crate::error::{Error, Result};
+use crate::metrics::{self, BatchMetrics};
 
 type Reply<T> = oneshot::Sender<Result<T>>;
 
@@ -103,6 +105,26 @@ where
 {
     /// Up to `max` requests per batch, up to `concurrency` batches in flight.
     pub fn spawn(max: usize, concurrency: usize, run: BatchFn<Req, Resp>) -> Self {
+        Self::spawn_observed(None, max, concurrency, run)
+    }
+
+    /// As [`Batcher::spawn`], and each batch's size and write time go to
+    /// `/metrics` as this `kind` (`submit`, `lease`, `complete`, …).
+    pub fn spawn_named(
+        kind: &str,
+        max: usize,
+        concurrency: usize,
+        run: BatchFn<Req, Resp>,
+    ) -> Self {
+        Self::spawn_observed(Some(metrics::get().batch(kind)), max, concurrency, run)
+    }
+
+    fn spawn_observed(
+        observed: Option<BatchMetrics>,
+        max: usize,
+        concurrency: usize,
+        run: BatchFn<Req, Resp>,
+    ) -> Self {
         let (tx, mut rx) = mpsc::unbounded_channel::<(Req, Reply<Resp>)>();
         let permits = Arc::new(Semaphore::new(concurrency));
         tokio::spawn(async move {
@@ -121,9 +143,13 @@ where
                 if batch.is_empty() {
                     continue;
                 }
-                let run = run.clone();
+                let (run, observed) = (run.clone(), observed.clone());
                 tokio::spawn(async move {
+                    let (size, started) = (batch.len(), Instant::now());
                     execute(&run, batch).await;
+                    if let Some(m) = observed {
+                        m.written(size, started.elapsed());
+                    }
                     drop(permit);
                 });
             }

@@ -325,6 +325,14 @@ impl Hub {
             .sum()
     }
 
+    /// Leases with a heartbeat waiting for a cancel, and jobs whose log is
+    /// followed, right now (for `/healthz` and tests).
+    pub fn subscribed(&self) -> (usize, usize) {
+        let leases = self.leases.lock().expect("hub lock").len();
+        let jobs = self.jobs.lock().expect("hub lock").len();
+        (leases, jobs)
+    }
+
     /// Subscribes to cancel signals for `lease` (a heartbeat waits on it).
     pub fn subscribe_lease(self: &Arc<Self>, lease: &str) -> Subscription {
         Subscription::new(self, Topic::Lease, lease)

@@ -10,6 +10,7 @@ pub mod dispatch;
 pub mod error;
 pub mod http;
 pub mod ids;
+pub mod metrics;
 pub mod refs;
 pub mod secrets;
 pub mod server;

@@ -86,6 +86,11 @@ struct Serve {
     clock_skew_ms: i64,
     #[command(flatten)]
     secrets: SecretKeys,
+    /// A file holding a token that `/metrics` then wants as a bearer
+    /// (default: `/metrics` is open to anyone who reaches the listen address,
+    /// like `/healthz` and `/readyz`; it shows counts and pool ids only).
+    #[arg(long, env = "DROVER_METRICS_TOKEN_FILE")]
+    metrics_token_file: Option<PathBuf>,
     #[command(flatten)]
     limits: Limits,
 }
@@ -209,6 +214,17 @@ fn database_url(db: &Database) -> anyhow::Result<String> {
     Ok(format!("sqlite://{}", dir.join("coordinator.db").display()))
 }
 
+/// The token in `path` (surrounding whitespace trimmed; never empty).
+fn read_metrics_token(path: &std::path::Path) -> anyhow::Result<String> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("reading the metrics token file {}", path.display()))?;
+    let token = text.trim();
+    if token.is_empty() {
+        bail!("the metrics token file {} is empty", path.display());
+    }
+    Ok(token.to_owned())
+}
+
 async fn shutdown_signal() {
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .expect("SIGTERM handler");
@@ -263,6 +279,11 @@ async fn main() -> anyhow::Result<()> {
                 lease_ttl: Duration::from_millis(s.lease_ttl_ms),
                 secrets: s.secrets.source()?,
                 serve: s.limits.apply(),
+                metrics_token: s
+                    .metrics_token_file
+                    .as_deref()
+                    .map(read_metrics_token)
+                    .transpose()?,
             };
             let app = Application::build(config).await?;
             println!(

@@ -7,13 +7,6 @@ use axum::routing::get;
 
 use super::AppState;
 
-/// Liveness, and how many lease long-polls are waiting right now.
-async fn health(
-    axum::extract::State(st): axum::extract::State<AppState>,
-) -> axum::Json<serde_json::Value> {
-    axum::Json(serde_json::json!({ "status": "ok", "waitingLeases": st.hub.waiting() }))
-}
-
 const OPENAPI: &str = include_str!("../../openapi.json");
 const DOCS_HTML: &str = include_str!("docs.html");
 
@@ -26,5 +19,4 @@ pub fn router() -> Router<AppState> {
             }),
         )
         .route("/docs", get(|| async { Html(DOCS_HTML) }))
-        .route("/healthz", get(health))
 }

@@ -24,7 +24,7 @@ pub fn status_of(code: ErrorCode) -> StatusCode {
         ErrorCode::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
         ErrorCode::LeaseLimit => StatusCode::TOO_MANY_REQUESTS,
         ErrorCode::CapabilityMismatch => StatusCode::UNPROCESSABLE_ENTITY,
-        ErrorCode::Overloaded => StatusCode::SERVICE_UNAVAILABLE,
+        ErrorCode::Overloaded | ErrorCode::NotReady => StatusCode::SERVICE_UNAVAILABLE,
         ErrorCode::Internal | ErrorCode::Unknown => StatusCode::INTERNAL_SERVER_ERROR,
     }
 }

@@ -48,6 +48,7 @@ async fn submit(
             Some(IdempotencyKey::new(value, &req)?)
         }
     };
+    let started = std::time::Instant::now();
     let job = NewJob::validate(req)?;
     let placement = st
         .store
@@ -57,6 +58,9 @@ async fn submit(
         .store
         .submit_job(&member, &job, &placement, key, st.now())
         .await?;
+    crate::metrics::get()
+        .submit
+        .observe(started.elapsed().as_secs_f64());
     exit_after_submit_for_tests();
     if submitted.replayed {
         return Ok((

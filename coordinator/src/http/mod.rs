@@ -4,6 +4,7 @@ mod docs;
 mod dto;
 pub mod error;
 mod extract;
+mod health;
 mod jobs;
 mod protocol;
 mod runner_cache;
@@ -25,6 +26,7 @@ use crate::clock::Clock;
 use crate::dispatch::Hub;
 use crate::store::Store;
 use crate::wake::Signal;
+pub use health::Probes;
 pub use runner_cache::RunnerCache;
 
 /// Largest request body accepted (a log chunk, a job with a big env).
@@ -44,6 +46,8 @@ pub struct AppState {
     pub runners: Arc<RunnerCache>,
     /// What requests in flight may hold.
     pub limits: Arc<RequestLimits>,
+    /// `/readyz` and `/metrics`: their token and what they keep.
+    pub probes: Arc<Probes>,
 }
 
 /// Bounds on what requests in flight hold, so that a crowd of slow or
@@ -203,6 +207,7 @@ pub fn router(state: AppState) -> Router {
         .merge(member_api)
         .merge(protocol::router())
         .merge(docs::router())
+        .merge(health::router())
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))

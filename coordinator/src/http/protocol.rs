@@ -15,6 +15,7 @@ use drover_wire::{self as wire, ErrorCode, MAX_LEASE_WAIT_MS};
 use super::AppState;
 use super::extract::{AuthJoin, AuthRunner, Json};
 use crate::error::{Error, Result};
+use crate::metrics;
 use crate::store::{LeaseAttempt, RunnerAuth};
 use crate::wake::Signal;
 
@@ -119,8 +120,9 @@ async fn next_lease(
     r: &RunnerAuth,
     req: &wire::LeaseRequest,
 ) -> Result<Option<wire::Lease>> {
-    let deadline =
-        tokio::time::Instant::now() + Duration::from_millis(req.wait_ms.min(MAX_LEASE_WAIT_MS));
+    let arrived = tokio::time::Instant::now();
+    let deadline = arrived + Duration::from_millis(req.wait_ms.min(MAX_LEASE_WAIT_MS));
+    let m = metrics::get();
     touch(st, r).await?;
     if req.wait_ms == 0 {
         // One look, no wait: nothing to register (so a runner asking for
@@ -134,12 +136,18 @@ async fn next_lease(
                 if let Some(next) = next {
                     st.announce(vec![Signal::from(next)]);
                 }
+                m.lease_immediate.observe(arrived.elapsed().as_secs_f64());
                 Ok(Some(wire::Lease::from(*lease)))
             }
             LeaseAttempt::Revoked => Err(revoked()),
-            LeaseAttempt::Empty => Ok(None),
+            LeaseAttempt::Empty => {
+                m.lease_empty.inc();
+                Ok(None)
+            }
         };
     }
+    // Since when this request could be served: its arrival, then each wake-up.
+    let (mut since, mut waited) = (arrived, false);
     loop {
         let guard = st
             .hub
@@ -164,6 +172,12 @@ async fn next_lease(
                 if let Some(next) = next {
                     st.announce(vec![Signal::from(next)]);
                 }
+                let latency = if waited {
+                    &m.lease_woken
+                } else {
+                    &m.lease_immediate
+                };
+                latency.observe(since.elapsed().as_secs_f64());
                 return Ok(Some(wire::Lease::from(*lease)));
             }
             LeaseAttempt::Revoked => {
@@ -180,11 +194,13 @@ async fn next_lease(
         };
         if !woken {
             drop(guard);
+            m.lease_empty.inc();
             touch(st, r).await?;
             return Ok(None);
         }
         // Woken: look again (the job is committed before anyone is woken).
         guard.consume();
+        (since, waited) = (tokio::time::Instant::now(), true);
     }
 }
 
@@ -244,10 +260,14 @@ async fn complete(
     Path(lease): Path<String>,
     Json(done): Json<wire::Complete>,
 ) -> Result<axum::Json<wire::CompleteResponse>> {
+    let started = std::time::Instant::now();
     let completion = st
         .store
         .complete(&r.runner_id, &lease, &done, st.now())
         .await?;
+    metrics::get()
+        .complete
+        .observe(started.elapsed().as_secs_f64());
     if !completion.repeated {
         st.announce(vec![Signal::Job {
             job: completion.job_id.to_string(),

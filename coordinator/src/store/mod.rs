@@ -17,6 +17,7 @@
 //!   and replicas wake each other through `LISTEN`/`NOTIFY` (see `signals`).
 
 mod env;
+mod health;
 mod idempotency;
 mod identity;
 mod jobs;
@@ -44,6 +45,7 @@ use crate::error::{Error, Result};
 use leases::{CompleteRequest, LeaseRequest};
 use submit::SubmitRequest;
 
+pub use health::NotReady;
 pub use idempotency::IdempotencyKey;
 pub use identity::{Member, Principal, Role, RunnerAuth};
 pub use jobs::{CancelOutcome, JobSpec, NewJob};
@@ -91,6 +93,12 @@ pub struct Dialect {
     /// Replicas share the database and hear each other's signals
     /// (`LISTEN`/`NOTIFY`, see `signals`).
     replica_signals: bool,
+    /// The migrations this build applies to this backend.
+    migrations: &'static sqlx::migrate::Migrator,
+    /// `/readyz` opens the database afresh (read-only) to read what is
+    /// applied: SQLite, whose open connections would hide a file deleted or
+    /// moved away. PostgreSQL asks through the pool, which reconnects.
+    readiness_reopens: bool,
 }
 
 impl Dialect {
@@ -252,10 +260,10 @@ impl Store {
             })
         });
         self.batches = Some(Arc::new(Batches {
-            submit: Batcher::spawn(MAX_BATCH, concurrency, submit),
-            lease: Batcher::spawn(MAX_BATCH, concurrency, lease),
-            complete: Batcher::spawn(MAX_BATCH, concurrency, complete),
-            publish: Batcher::spawn(MAX_BATCH, 1, publish),
+            submit: Batcher::spawn_named("submit", MAX_BATCH, concurrency, submit),
+            lease: Batcher::spawn_named("lease", MAX_BATCH, concurrency, lease),
+            complete: Batcher::spawn_named("complete", MAX_BATCH, concurrency, complete),
+            publish: Batcher::spawn_named("publish", MAX_BATCH, 1, publish),
         }));
         self
     }

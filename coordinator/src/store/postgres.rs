@@ -23,6 +23,8 @@ pub(super) const DIALECT: Dialect = Dialect {
     batch_holds_connection: false,
     multi_statement_reads: false,
     replica_signals: true,
+    migrations: &MIGRATIONS,
+    readiness_reopens: false,
 };
 
 pub(super) async fn open(url: &str) -> Result<Store> {

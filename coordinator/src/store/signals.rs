@@ -21,6 +21,10 @@ pub struct Envelope {
     pub origin: String,
     #[serde(rename = "s")]
     pub signals: Vec<Signal>,
+    /// When it was sent, by the database's clock (Unix ms), for the signal
+    /// lag metric. Absent from older replicas' signals.
+    #[serde(rename = "t", default, skip_serializing_if = "Option::is_none")]
+    pub sent_at_ms: Option<i64>,
 }
 
 impl Store {
@@ -45,8 +49,22 @@ impl Store {
             return Ok(Vec::new());
         };
         let all: Vec<Signal> = reqs.iter().flat_map(|(_, s)| s.iter().cloned()).collect();
-        self.notify_all(origin, &all).await?;
+        if !all.is_empty() {
+            self.notify_all(origin, &all).await?;
+        }
         Ok(reqs.iter().map(|_| Ok(())).collect())
+    }
+
+    /// Waits until the signals queued before this call are sent: at
+    /// shutdown, so that what the last requests announced reaches the other
+    /// replicas before the pool closes. (An empty call queues behind them.)
+    pub async fn flush_signals(&self, origin: &str) {
+        if !self.dialect.replica_signals {
+            return;
+        }
+        if let Some(b) = &self.batches {
+            let _ = b.publish.call((origin.to_owned(), Vec::new())).await;
+        }
     }
 
     async fn notify_all(&self, origin: &str, signals: &[Signal]) -> Result<()> {
@@ -69,14 +87,29 @@ impl Store {
         let payload = serde_json::to_string(&Envelope {
             origin: origin.to_owned(),
             signals,
+            sent_at_ms: None,
         })?;
+        // Stamped with the database's clock, as lease times are (replicas'
+        // clocks may disagree): spliced in as the object's last field.
+        let clock = self.dialect.db_clock.unwrap_or("NULL");
         // A notification needs no durability: do not wait for a WAL flush.
-        sqlx::query("SELECT set_config('synchronous_commit', 'off', true), pg_notify($1, $2)")
-            .bind(CHANNEL)
-            .bind(payload)
-            .execute(&self.writer)
-            .await?;
+        sqlx::query(&format!(
+            "SELECT set_config('synchronous_commit', 'off', true),
+                    pg_notify($1, left($2, -1) || ',\"t\":' || {clock} || '}}')"
+        ))
+        .bind(CHANNEL)
+        .bind(payload)
+        .execute(&self.writer)
+        .await?;
         Ok(())
+    }
+
+    /// How long ago `envelope` was sent, in ms by the database's clock:
+    /// `now` (this coordinator's clock) shifted by how far that was from
+    /// the database's at the last lease expiry check. `None` if unstamped.
+    pub fn signal_age_ms(&self, envelope: &Envelope, now: i64) -> Option<i64> {
+        let offset = self.clock_offset.load(std::sync::atomic::Ordering::Relaxed);
+        Some((now - offset - envelope.sent_at_ms?).max(0))
     }
 
     /// A listener for other replicas' signals, on PostgreSQL.

@@ -24,8 +24,11 @@ pub(super) const DIALECT: Dialect = Dialect {
     batch_holds_connection: true,
     multi_statement_reads: true,
     replica_signals: false,
+    migrations: &MIGRATIONS,
+    readiness_reopens: true,
 };
-fn with_param(url: &str, param: &str) -> String {
+
+pub(super) fn with_param(url: &str, param: &str) -> String {
     format!("{url}{}{param}", if url.contains('?') { '&' } else { '?' })
 }
 

@@ -132,6 +132,9 @@ pub enum ErrorCode {
     /// The coordinator is busy (too many requests, connections or bodies in
     /// flight); try again after the `Retry-After` header's seconds.
     Overloaded,
+    /// `/readyz`: the coordinator cannot serve yet (its database does not
+    /// answer, its migrations are not this build's, or it is shutting down).
+    NotReady,
     /// The route exists, but not with this method.
     MethodNotAllowed,
     /// The request body did not arrive in time.
@@ -159,6 +162,7 @@ impl ErrorCode {
             Self::BudgetExceeded => "BUDGET_EXCEEDED",
             Self::UnsupportedProtocol => "UNSUPPORTED_PROTOCOL",
             Self::Overloaded => "OVERLOADED",
+            Self::NotReady => "NOT_READY",
             Self::MethodNotAllowed => "METHOD_NOT_ALLOWED",
             Self::RequestTimeout => "REQUEST_TIMEOUT",
             Self::Internal => "INTERNAL",
