@@ -11,6 +11,7 @@ pub mod error;
 pub mod http;
 pub mod ids;
 pub mod refs;
+pub mod retention;
 pub mod secrets;
 pub mod server;
 pub mod store;

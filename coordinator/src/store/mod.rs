@@ -19,6 +19,7 @@ mod identity;
 mod jobs;
 mod leases;
 mod pools;
+mod retention;
 pub mod signals;
 #[cfg(test)]
 mod tests;
@@ -41,6 +42,7 @@ pub use identity::{Member, Principal, Role, RunnerAuth};
 pub use jobs::{CancelOutcome, JobSpec, NewJob, Submitted};
 pub use leases::{Completion, LeaseAttempt, Wake};
 pub use pools::{Owner, Placement, RunnerScope};
+pub use retention::Purged;
 pub use signals::Envelope;
 
 static SQLITE_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("../migrations/sqlite");
