@@ -56,7 +56,9 @@ pub fn parse_age(s: &str) -> Result<Option<Duration>, String> {
         Some(0) => Ok(None),
         // Ten years at most: the age is subtracted from a Unix-ms clock.
         Some(secs) if secs <= 10 * 366 * 86_400 => Ok(Some(Duration::from_secs(secs))),
-        _ => Err(format!("age {s:?} is too long: ten years at most, or forever")),
+        _ => Err(format!(
+            "age {s:?} is too long: ten years at most, or forever"
+        )),
     }
 }
 
@@ -134,7 +136,16 @@ mod tests {
         assert_eq!(parse_age("forever"), Ok(None));
         assert_eq!(parse_age("0"), Ok(None));
         assert_eq!(parse_age("0d"), Ok(None));
-        for bad in ["", "d", "24", "1.5h", "-1d", "1w", "h24", "99999999999999999999d"] {
+        for bad in [
+            "",
+            "d",
+            "24",
+            "1.5h",
+            "-1d",
+            "1w",
+            "h24",
+            "99999999999999999999d",
+        ] {
             assert!(parse_age(bad).is_err(), "{bad:?}");
         }
         assert!(parse_age("3700d").is_err(), "over ten years");
