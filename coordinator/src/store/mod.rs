@@ -236,8 +236,11 @@ impl Store {
             // No `secure_delete`: what a finished job leaves in free space is
             // ciphertext, and zeroing it took the open-loop p99
             // enqueue→lease from 4.7 to 22 ms (bench, SQLite NORMAL).
-            let writer_pragmas =
-                format!("PRAGMA journal_mode = WAL; PRAGMA wal_autocheckpoint = 0; {pragmas}");
+            // A WAL that grew while checkpoints lagged (a big purge, a slow
+            // disk) is cut back to 64 MiB when the writer next rewinds it.
+            let writer_pragmas = format!(
+                "PRAGMA journal_mode = WAL; PRAGMA wal_autocheckpoint = 0; PRAGMA journal_size_limit = 67108864; {pragmas}"
+            );
             // A connection to a local file does not go stale: no ping (a
             // round trip to the connection's thread) before each use.
             let writer = AnyPoolOptions::new()

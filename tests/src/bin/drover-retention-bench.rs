@@ -10,9 +10,9 @@
 //! the backlog's purge rate, and enqueue→lease during the backlog's purge,
 //! after it, and in the same open loop on an empty database.
 //!
-//! Environment: `BENCH_BACKENDS` (`sqlite`, `pg`; default `sqlite`),
-//! `BENCH_RETAIN_HOURS` (default `1,6,24`), `BENCH_RATE` (200),
-//! `BENCH_OPEN_SECONDS` (150), `BENCH_OPEN_RUNNERS` (8), `BENCH_SQLITE_SYNC`
+//! Environment: `BENCH_RETENTION_BACKENDS` (`sqlite`, `pg`; default `sqlite`),
+//! `BENCH_RETAIN_HOURS` (default `1,6,24`), `BENCH_RETENTION_RATE` (200),
+//! `BENCH_RETENTION_SECONDS` (180), `BENCH_OPEN_RUNNERS` (8), `BENCH_SQLITE_SYNC`
 //! (`normal`). PostgreSQL comes from `DROVER_TEST_PG_URL` (an admin URL).
 //! Run it through `bench/run.sh` (release build).
 
@@ -136,9 +136,17 @@ async fn runners(c: &Coordinator, admin: &Member, n: usize) -> Vec<Client> {
     clients
 }
 
-/// Every second: (seconds since start, database bytes, whether jobs older
-/// than `backlog_before` are left).
-type Samples = Arc<Mutex<Vec<(f64, u64, bool)>>>;
+/// A sample a second: since start, database bytes (file, WAL), and whether
+/// jobs that finished before the backlog's end are left.
+#[derive(Clone, Copy)]
+struct Sample {
+    secs: f64,
+    file: u64,
+    wal: u64,
+    backlog_left: bool,
+}
+
+type Samples = Arc<Mutex<Vec<Sample>>>;
 
 /// Open-loop arrivals at `rate` for `secs`; protocol runners lease and
 /// complete. Returns (submit time since start, enqueue→lease) per job, and
@@ -150,7 +158,7 @@ async fn open_loop(
     rate: u64,
     secs: u64,
     backlog_before: Option<i64>,
-) -> (Vec<(Duration, Duration)>, Vec<(f64, u64, bool)>) {
+) -> (Vec<(Duration, Duration)>, Vec<Sample>) {
     let submitted: Arc<Mutex<HashMap<String, Instant>>> = Arc::default();
     let leased: Arc<Mutex<Vec<(String, Instant)>>> = Arc::default();
     let stop = Arc::new(AtomicBool::new(false));
@@ -190,15 +198,17 @@ async fn open_loop(
         let probe = Probe::of(c);
         tokio::spawn(async move {
             while !stop.load(Ordering::Relaxed) {
-                let bytes = probe.bytes().await;
-                let left = match backlog_before {
+                let (file, wal) = probe.bytes().await;
+                let backlog_left = match backlog_before {
                     Some(at) => probe.any_finished_before(at).await,
                     None => false,
                 };
-                samples
-                    .lock()
-                    .unwrap()
-                    .push((start.elapsed().as_secs_f64(), bytes, left));
+                samples.lock().unwrap().push(Sample {
+                    secs: start.elapsed().as_secs_f64(),
+                    file,
+                    wal,
+                    backlog_left,
+                });
                 tokio::time::sleep(Duration::from_secs(1)).await;
             }
         })
@@ -259,20 +269,17 @@ impl Probe {
         }
     }
 
-    /// The database's size on disk in bytes: the SQLite file and its WAL,
-    /// or PostgreSQL's `pg_database_size`.
-    async fn bytes(&self) -> u64 {
+    /// The database's size on disk in bytes: (the SQLite file, its WAL),
+    /// or (PostgreSQL's `pg_database_size`, 0).
+    async fn bytes(&self) -> (u64, u64) {
+        let size = |f: &str| std::fs::metadata(self.dir.join(f)).map_or(0, |m| m.len());
         match self.backend {
-            Backend::Sqlite => ["drover.db", "drover.db-wal"]
-                .iter()
-                .filter_map(|f| std::fs::metadata(self.dir.join(f)).ok())
-                .map(|m| m.len())
-                .sum(),
+            Backend::Sqlite => (size("drover.db"), size("drover.db-wal")),
             Backend::Postgres => {
                 let n: i64 = self
                     .scalar("SELECT pg_database_size(current_database())")
                     .await;
-                n as u64
+                (n as u64, 0)
             }
         }
     }
@@ -360,7 +367,7 @@ async fn scale(name: &str, backend: Backend, hours: u64, rate: u64, secs: u64) -
     let now = unix_ms();
     seed_history(&c, n, span_ms, now).await;
     let seed_secs = seeding.elapsed().as_secs_f64();
-    let before = Probe::of(&c).bytes().await;
+    let (before, _) = Probe::of(&c).bytes().await;
     eprintln!(
         "{name}, {hours} h: seeded {n} jobs in {seed_secs:.0} s, {:.0} MiB",
         mib(before)
@@ -370,37 +377,25 @@ async fn scale(name: &str, backend: Backend, hours: u64, rate: u64, secs: u64) -
     // Everything that finished before this was past the age at start.
     let backlog_before = unix_ms() - retain_ms;
     let (jobs, samples) = open_loop(&c, &admin, clients, rate, secs, Some(backlog_before)).await;
-    let purged_at = samples
-        .iter()
-        .find(|(_, _, left)| !left)
-        .map(|(t, _, _)| *t);
+    let purged = samples.iter().find(|s| !s.backlog_left).copied();
+    let purged_at = purged.map(|s| s.secs);
     let purge = first_purge(&c.log_text());
-    let during: Vec<Duration> = jobs
+    let (during, after): (Vec<_>, Vec<_>) = jobs
         .iter()
-        .filter(|(t, _)| purged_at.is_none_or(|p| t.as_secs_f64() < p))
-        .map(|(_, d)| *d)
-        .collect();
-    let after: Vec<Duration> = jobs
-        .iter()
-        .filter(|(t, _)| purged_at.is_some_and(|p| t.as_secs_f64() >= p))
-        .map(|(_, d)| *d)
-        .collect();
-    let size_at = |t: Option<f64>| {
-        t.and_then(|t| samples.iter().find(|(s, _, _)| *s >= t))
-            .map(|(_, b, _)| *b)
-    };
-    let at_purged = size_at(purged_at);
-    let max = samples.iter().map(|(_, b, _)| *b).max().unwrap_or(0);
-    let end = Probe::of(&c).bytes().await;
-    let (d50, d99) = percentiles(during);
-    let (a50, a99) = percentiles(after);
+        .partition(|(t, _)| purged_at.is_none_or(|p| t.as_secs_f64() < p));
+    let latency = |v: Vec<&(Duration, Duration)>| percentiles(v.iter().map(|(_, d)| *d).collect());
+    let ((d50, d99), (a50, a99)) = (latency(during), latency(after));
+    let (end, end_wal) = Probe::of(&c).bytes().await;
+    let max_wal = samples.iter().map(|s| s.wal).max().unwrap_or(0);
+    let rows_end: i64 = Probe::of(&c).scalar("SELECT COUNT(*) FROM jobs").await;
     let rate_purged = purge.map(|(jobs, ms)| jobs as f64 / (ms.max(1) as f64 / 1000.0));
     println!(
-        "| {name} | {hours} h ({n} jobs, backlog {backlog}) | {seed_secs:.0} s | {:.0} MiB | {} | {:.0} MiB (max {:.0}) | {} | {d50:.2} / {d99:.2} ms | {a50:.2} / {a99:.2} ms |",
+        "| {name} | {hours} h: {n} jobs, {backlog} past H | {seed_secs:.0} s | {:.0} MiB | {} | {:.0} MiB, {rows_end} jobs | WAL max {:.0}, end {:.0} MiB | {} | {d50:.2} / {d99:.2} ms | {a50:.2} / {a99:.2} ms |",
         mib(before),
-        at_purged.map_or("not reached".into(), |b| format!("{:.0} MiB at {:.0} s", mib(b), purged_at.unwrap())),
+        purged.map_or("not reached".into(), |s| format!("{:.0} MiB at {:.0} s", mib(s.file), s.secs)),
         mib(end),
-        mib(max),
+        mib(max_wal),
+        mib(end_wal),
         match (purge, rate_purged) {
             (Some((jobs, ms)), Some(r)) => format!("{jobs} jobs in {:.1} s: {r:.0} jobs/s", ms as f64 / 1000.0),
             _ => "no purge logged".into(),
@@ -413,33 +408,35 @@ async fn scale(name: &str, backend: Backend, hours: u64, rate: u64, secs: u64) -
         "backlogJobs": backlog,
         "seedSeconds": seed_secs,
         "bytesBefore": before,
-        "bytesWhenBacklogPurged": at_purged,
+        "bytesWhenBacklogPurged": purged.map(|s| s.file),
         "secondsToPurgeBacklog": purged_at,
         "bytesAtEnd": end,
-        "bytesMax": max,
+        "walBytesAtEnd": end_wal,
+        "walBytesMax": max_wal,
+        "jobsAtEnd": rows_end,
         "firstPurge": purge.map(|(jobs, ms)| json!({"jobs": jobs, "ms": ms})),
         "purgedJobsPerSecond": rate_purged,
         "enqueueToLeaseDuringPurgeMs": {"p50": d50, "p99": d99},
         "enqueueToLeaseAfterPurgeMs": {"p50": a50, "p99": a99},
-        "sizeSamples": samples.iter().map(|(t, b, _)| json!([t, b])).collect::<Vec<_>>(),
+        "sizeSamples": samples.iter().map(|s| json!([s.secs, s.file, s.wal])).collect::<Vec<_>>(),
     })
 }
 
 #[tokio::main]
 async fn main() {
-    let rate = env_or("BENCH_RATE", 200u64);
-    let secs = env_or("BENCH_OPEN_SECONDS", 150u64);
+    let rate = env_or("BENCH_RETENTION_RATE", 200u64);
+    let secs = env_or("BENCH_RETENTION_SECONDS", 180u64);
     let mut all = Vec::new();
     println!(
         "Open loop at {rate} jobs/s for {secs} s, {} protocol-level runners; retention = H, history seeded over H·25/24 at {rate} jobs/s.\n",
         env_or("BENCH_OPEN_RUNNERS", 8usize)
     );
     println!(
-        "| backend | H (seeded jobs, backlog past H) | seeding | DB before | DB when the backlog is gone | DB at the end | first purge (the backlog) | enqueue→lease p50 / p99 during it | after it |"
+        "| backend | retention H: seeded | seeding | DB file before | when the backlog is gone | at the end | WAL | first purge (the backlog) | enqueue→lease p50 / p99 during it | after it |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|");
     let mut baselines = Vec::new();
-    for b in list("BENCH_BACKENDS", "sqlite") {
+    for b in list("BENCH_RETENTION_BACKENDS", "sqlite") {
         let (name, backend) = match b.as_str() {
             "sqlite" => ("SQLite", Backend::Sqlite),
             "pg" => ("PostgreSQL", Backend::Postgres),
