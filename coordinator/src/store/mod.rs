@@ -280,6 +280,7 @@ impl Store {
                 with_param(url, "mode=rw"),
                 pragmas_for_checkpoints(durability),
                 Arc::downgrade(&store.alive),
+                store.writer.clone(),
             );
             Ok(store.with_batches(1))
         } else if url.starts_with("postgres:") || url.starts_with("postgresql:") {
@@ -376,7 +377,12 @@ fn pragmas_for_checkpoints(durability: Durability) -> String {
 /// fsync. Instead a task checkpoints every 200 ms on its own connection and
 /// thread, without blocking the writer (`PASSIVE`), reconnecting after a
 /// failure. It ends with the store.
-fn checkpoint_in_background(url: String, pragmas: String, alive: std::sync::Weak<()>) {
+fn checkpoint_in_background(
+    url: String,
+    pragmas: String,
+    alive: std::sync::Weak<()>,
+    writer: AnyPool,
+) {
     use sqlx::Connection as _;
     tokio::spawn(async move {
         let mut tick = tokio::time::interval(Duration::from_millis(200));
@@ -400,13 +406,35 @@ fn checkpoint_in_background(url: String, pragmas: String, alive: std::sync::Weak
                 }
             }
             if let Some(c) = conn.as_mut()
-                && let Err(e) = c.execute("PRAGMA wal_checkpoint(PASSIVE)").await
+                && let Err(e) = checkpoint(c, &writer).await
             {
                 tracing::warn!(error = %e, "checkpoint failed; reconnecting");
                 conn = None;
             }
         }
     });
+}
+
+/// WAL frames (4 KiB pages) past which a checkpoint waits for its turn.
+const RESTART_FRAMES: i64 = 16_384;
+
+/// A passive checkpoint, which never waits. The WAL rewinds only once a
+/// checkpoint has caught up with every commit, which a passive one may never
+/// do under a steady stream of commits to a big database (the retention
+/// bench saw the WAL pass 3 GiB in three minutes). So past 64 MiB the writer
+/// itself finishes the checkpoint between two batches (`RESTART`: no commit
+/// can come in between, and it waits for readers), and its next commit
+/// rewinds the WAL. Run on the writer, not here: a checkpoint that blocks
+/// writers would make a write transaction that began with a read fail at
+/// once with SQLITE_BUSY.
+async fn checkpoint(conn: &mut sqlx::AnyConnection, writer: &AnyPool) -> Result<(), sqlx::Error> {
+    let (_, frames, _): (i64, i64, i64) = sqlx::query_as("PRAGMA wal_checkpoint(PASSIVE)")
+        .fetch_one(&mut *conn)
+        .await?;
+    if frames > RESTART_FRAMES {
+        writer.execute("PRAGMA wal_checkpoint(RESTART)").await?;
+    }
+    Ok(())
 }
 
 /// The part of a database URL before `://`, for messages (never credentials).

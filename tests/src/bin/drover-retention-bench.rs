@@ -123,7 +123,15 @@ async fn seed_history(c: &Coordinator, n: u64, span_ms: i64, now: i64) {
         eprintln!("  seeded {to} of {n} finished jobs");
         from = to + 1;
     }
-    execute(c, if sqlite { "ANALYZE" } else { "VACUUM ANALYZE jobs" }).await;
+    execute(
+        c,
+        if sqlite {
+            "ANALYZE"
+        } else {
+            "VACUUM ANALYZE jobs"
+        },
+    )
+    .await;
 }
 
 /// `n` protocol-level runners of the workspace pool.
@@ -173,7 +181,10 @@ async fn open_loop(
                     Some(lease) => lease,
                     None => match client.lease(Duration::from_secs(1)).await.unwrap() {
                         Some(lease) => {
-                            leased.lock().unwrap().push((lease.job.id.clone(), Instant::now()));
+                            leased
+                                .lock()
+                                .unwrap()
+                                .push((lease.job.id.clone(), Instant::now()));
                             lease
                         }
                         None => continue,
@@ -186,7 +197,10 @@ async fn open_loop(
                 let done = client.complete(&lease.lease_id, &next).await.unwrap();
                 pending = done.next.and_then(|n| n.lease);
                 if let Some(l) = &pending {
-                    leased.lock().unwrap().push((l.job.id.clone(), Instant::now()));
+                    leased
+                        .lock()
+                        .unwrap()
+                        .push((l.job.id.clone(), Instant::now()));
                 }
             }
         }));
@@ -325,7 +339,10 @@ fn first_purge(log: &str) -> Option<(u64, u64)> {
     let line = plain;
     let field = |name: &str| -> Option<u64> {
         let rest = line.split(&format!(" {name}=")).nth(1)?;
-        rest.split(|c: char| !c.is_ascii_digit()).next()?.parse().ok()
+        rest.split(|c: char| !c.is_ascii_digit())
+            .next()?
+            .parse()
+            .ok()
     };
     Some((field("jobs")?, field("ms")?))
 }
@@ -345,13 +362,18 @@ async fn coordinator(backend: Backend, retain: &str) -> Coordinator {
     .await
 }
 
-/// The same open loop on an empty database: enqueue→lease (p50, p99).
-async fn baseline(backend: Backend, rate: u64, secs: u64) -> (f64, f64) {
+/// The same open loop on an empty database: enqueue→lease (p50, p99), and
+/// the largest WAL seen.
+async fn baseline(backend: Backend, rate: u64, secs: u64) -> ((f64, f64), u64) {
     let c = coordinator(backend, "24h").await;
     let admin = c.bootstrap("bench", "bench@bench.test");
     let clients = runners(&c, &admin, env_or("BENCH_OPEN_RUNNERS", 8)).await;
-    let (jobs, _) = open_loop(&c, &admin, clients, rate, secs, None).await;
-    percentiles(jobs.into_iter().map(|(_, d)| d).collect())
+    let (jobs, samples) = open_loop(&c, &admin, clients, rate, secs, None).await;
+    let max_wal = samples.iter().map(|s| s.wal).max().unwrap_or(0);
+    (
+        percentiles(jobs.into_iter().map(|(_, d)| d).collect()),
+        max_wal,
+    )
 }
 
 async fn scale(name: &str, backend: Backend, hours: u64, rate: u64, secs: u64) -> Value {
@@ -373,9 +395,10 @@ async fn scale(name: &str, backend: Backend, hours: u64, rate: u64, secs: u64) -
         mib(before)
     );
 
-    c.restart().await;
-    // Everything that finished before this was past the age at start.
+    // Everything that finished before this is past the age when the
+    // coordinator starts (its first purge takes it all).
     let backlog_before = unix_ms() - retain_ms;
+    c.restart().await;
     let (jobs, samples) = open_loop(&c, &admin, clients, rate, secs, Some(backlog_before)).await;
     let purged = samples.iter().find(|s| !s.backlog_left).copied();
     let purged_at = purged.map(|s| s.secs);
@@ -392,12 +415,17 @@ async fn scale(name: &str, backend: Backend, hours: u64, rate: u64, secs: u64) -
     println!(
         "| {name} | {hours} h: {n} jobs, {backlog} past H | {seed_secs:.0} s | {:.0} MiB | {} | {:.0} MiB, {rows_end} jobs | WAL max {:.0}, end {:.0} MiB | {} | {d50:.2} / {d99:.2} ms | {a50:.2} / {a99:.2} ms |",
         mib(before),
-        purged.map_or("not reached".into(), |s| format!("{:.0} MiB at {:.0} s", mib(s.file), s.secs)),
+        purged.map_or("not reached".into(), |s| format!(
+            "{:.0} MiB at {:.0} s",
+            mib(s.file),
+            s.secs
+        )),
         mib(end),
         mib(max_wal),
         mib(end_wal),
         match (purge, rate_purged) {
-            (Some((jobs, ms)), Some(r)) => format!("{jobs} jobs in {:.1} s: {r:.0} jobs/s", ms as f64 / 1000.0),
+            (Some((jobs, ms)), Some(r)) =>
+                format!("{jobs} jobs in {:.1} s: {r:.0} jobs/s", ms as f64 / 1000.0),
             _ => "no purge logged".into(),
         },
     );
@@ -442,21 +470,21 @@ async fn main() {
             "pg" => ("PostgreSQL", Backend::Postgres),
             other => panic!("unknown backend {other:?}"),
         };
-        let empty = baseline(backend, rate, secs.min(30)).await;
+        let empty = baseline(backend, rate, secs.min(60)).await;
         baselines.push((name, empty));
         for hours in list("BENCH_RETAIN_HOURS", "1,6,24") {
             let hours: u64 = hours.parse().expect("hours");
             all.push(scale(name, backend, hours, rate, secs).await);
         }
     }
-    println!("\n| backend | same open loop, empty database: enqueue→lease p50 / p99 |");
-    println!("|---|---|");
-    for (name, (p50, p99)) in &baselines {
-        println!("| {name} | {p50:.2} / {p99:.2} ms |");
+    println!("\n| backend | same open loop, empty database: enqueue→lease p50 / p99 | WAL max |");
+    println!("|---|---|---|");
+    for (name, ((p50, p99), wal)) in &baselines {
+        println!("| {name} | {p50:.2} / {p99:.2} ms | {:.0} MiB |", mib(*wal));
     }
     let baselines: Vec<Value> = baselines
         .iter()
-        .map(|(name, (p50, p99))| json!({"backend": name, "p50": p50, "p99": p99}))
+        .map(|(name, ((p50, p99), wal))| json!({"backend": name, "p50": p50, "p99": p99, "walBytesMax": wal}))
         .collect();
     println!(
         "\n{}",
