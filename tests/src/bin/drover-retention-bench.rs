@@ -128,7 +128,7 @@ async fn seed_history(c: &Coordinator, n: u64, span_ms: i64, now: i64) {
         if sqlite {
             "ANALYZE"
         } else {
-            "VACUUM ANALYZE jobs"
+            "VACUUM ANALYZE"
         },
     )
     .await;
