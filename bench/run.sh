@@ -6,6 +6,8 @@
 #  2. drover-bench BENCH_SECTION=fleet: drains by 1/8/64 protocol-level
 #     runners, open-loop arrivals at 200 and 1,000 jobs/s, idle fleets of
 #     1,000 and 10,000 runners (SQLite NORMAL and FULL, PostgreSQL);
+#     then drover-retention-bench: 1/6/24 h of finished history purged
+#     under an open loop at 200 jobs/s (database size, purge rate, latency);
 #     then bench/burst.py: memory during and after stalled uploads, and
 #     bench/storm.py: runner latency under a storm of member reads;
 #  3. the peers on the same workloads (bench/peers/run.sh: Celery + Redis,
@@ -39,6 +41,7 @@ out="bench/results/$stamp.md"
   echo
   BENCH_SECTION=fleet target/release/drover-bench
   echo
+  printf '## Retention: a day of history at 200 jobs/s, purged while an open loop runs\n\n'; target/release/drover-retention-bench; echo
   echo "## Memory under a burst of stalled uploads (bench/burst.py)"
   echo
   python3 bench/burst.py

@@ -1,6 +1,6 @@
 //! `Application::build(config)` binds the listener (port 0 works) and wires
-//! the store, the hub, the lease reaper and (on PostgreSQL) the replica
-//! signal listener together.
+//! the store, the hub, the lease reaper, the purge of old history and (on
+//! PostgreSQL) the replica signal listener together.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -13,6 +13,7 @@ use crate::clock::{Clock, SystemClock};
 use crate::dispatch::Hub;
 use crate::http::{self, AppState, Probes, RequestLimits};
 use crate::ids::new_id;
+use crate::retention::{self, Retention};
 use crate::secrets::{self, KeySource};
 use crate::server::{self, ServeLimits};
 use crate::store::{self, Backend, Durability, Envelope, Store};
@@ -32,6 +33,8 @@ pub struct Config {
     pub serve: ServeLimits,
     /// If set, `/metrics` wants this bearer token.
     pub metrics_token: Option<String>,
+    /// How long finished jobs are kept (see `retention`).
+    pub retention: Retention,
 }
 
 pub struct Application {
@@ -39,6 +42,7 @@ pub struct Application {
     state: AppState,
     stop: watch::Sender<bool>,
     limits: ServeLimits,
+    retention: Retention,
 }
 
 impl Application {
@@ -93,6 +97,7 @@ impl Application {
             state,
             stop,
             limits: config.serve,
+            retention: config.retention,
         })
     }
 
@@ -114,8 +119,10 @@ impl Application {
             state,
             stop,
             limits,
+            retention,
         } = self;
         let reaper = tokio::spawn(reap_expired_leases(state.clone()));
+        let purger = tokio::spawn(retention::purge_in_background(state.clone(), retention));
         let signals = tokio::spawn(listen_to_replicas(state.clone()));
         let routers = server::Routers {
             all: http::router(state.clone()),
@@ -124,6 +131,7 @@ impl Application {
         let stopping = server::serve(listener, routers, &limits, shutdown, &stop).await;
         let _ = stop.send(true);
         let _ = reaper.await;
+        let _ = purger.await;
         let _ = signals.await;
         // Requests still running past the deadline may hold connections:
         // closing waits for them only as long as the deadline has left.

@@ -12,6 +12,7 @@ pub mod http;
 pub mod ids;
 pub mod metrics;
 pub mod refs;
+pub mod retention;
 pub mod secrets;
 pub mod server;
 pub mod store;

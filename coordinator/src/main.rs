@@ -9,6 +9,7 @@ use clap::{Args, Parser, Subcommand};
 use drover_coordinator::admin;
 use drover_coordinator::app::{Application, Config};
 use drover_coordinator::clock::SystemClock;
+use drover_coordinator::retention::{self, Retention};
 use drover_coordinator::secrets::KeySource;
 use drover_coordinator::server::{self, ServeLimits};
 use drover_coordinator::store::{Durability, Role};
@@ -93,6 +94,43 @@ struct Serve {
     metrics_token_file: Option<PathBuf>,
     #[command(flatten)]
     limits: Limits,
+    #[command(flatten)]
+    retention: RetentionArgs,
+}
+
+/// How long finished history is kept.
+#[derive(Args)]
+struct RetentionArgs {
+    /// Finished jobs (their rows, logs and idempotency keys) older than this
+    /// are purged in the background: e.g. 30d, 24h, 90m; `forever` (or 0)
+    /// keeps them. Usage totals are kept whatever this is.
+    #[arg(long, env = "DROVER_RETAIN_FINISHED", default_value = retention::DEFAULT_AGE, value_parser = age)]
+    retain_finished: Age,
+    /// Jobs deleted per purge transaction; the database is free for leases
+    /// between two.
+    #[arg(long, env = "DROVER_RETENTION_BATCH", default_value_t = 500, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    retention_batch: u32,
+    /// How often to purge, in milliseconds.
+    #[arg(long, env = "DROVER_RETENTION_INTERVAL_MS", default_value_t = 60_000, value_parser = clap::value_parser!(u64).range(10..=86_400_000))]
+    retention_interval_ms: u64,
+}
+
+/// A retention age; `None`: forever.
+#[derive(Clone)]
+struct Age(Option<Duration>);
+
+fn age(s: &str) -> Result<Age, String> {
+    retention::parse_age(s).map(Age)
+}
+
+impl RetentionArgs {
+    fn policy(&self) -> Retention {
+        Retention {
+            age: self.retain_finished.0,
+            batch: self.retention_batch as usize,
+            interval: Duration::from_millis(self.retention_interval_ms),
+        }
+    }
 }
 
 /// Limits against hostile or heavy load.
@@ -284,6 +322,7 @@ async fn main() -> anyhow::Result<()> {
                     .as_deref()
                     .map(read_metrics_token)
                     .transpose()?,
+                retention: s.retention.policy(),
             };
             let app = Application::build(config).await?;
             println!(

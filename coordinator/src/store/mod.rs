@@ -25,6 +25,7 @@ mod leases;
 pub mod model;
 mod pools;
 mod postgres;
+mod retention;
 mod runners;
 #[cfg(test)]
 mod schema_tests;
@@ -51,6 +52,7 @@ pub use identity::{Member, Principal, Role, RunnerAuth};
 pub use jobs::{CancelOutcome, JobSpec, NewJob};
 pub use leases::{Completion, LeaseAttempt};
 pub use pools::{Owner, Placement};
+pub use retention::Purged;
 pub use runners::RunnerScope;
 pub use signals::Envelope;
 pub use submit::Submitted;

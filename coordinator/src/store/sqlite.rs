@@ -4,6 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use sqlx::AnyPool;
 use sqlx::Executor as _;
 use sqlx::any::AnyPoolOptions;
 
@@ -46,8 +47,11 @@ pub(super) async fn open(url: &str, durability: Durability) -> Result<Store> {
     // No `secure_delete`: what a finished job leaves in free space is
     // ciphertext, and zeroing it took the open-loop p99
     // enqueue→lease from 4.7 to 22 ms (bench, SQLite NORMAL).
-    let writer_pragmas =
-        format!("PRAGMA journal_mode = WAL; PRAGMA wal_autocheckpoint = 0; {pragmas}");
+    // A WAL that grew while checkpoints lagged (a big purge, a slow
+    // disk) is cut back to 64 MiB when the writer next rewinds it.
+    let writer_pragmas = format!(
+        "PRAGMA journal_mode = WAL; PRAGMA wal_autocheckpoint = 0; PRAGMA journal_size_limit = 67108864; {pragmas}"
+    );
     // A connection to a local file does not go stale: no ping (a
     // round trip to the connection's thread) before each use.
     let writer = AnyPoolOptions::new()
@@ -87,6 +91,7 @@ pub(super) async fn open(url: &str, durability: Durability) -> Result<Store> {
         with_param(url, "mode=rw"),
         pragmas_for_checkpoints(durability),
         Arc::downgrade(&store.alive),
+        store.writer.clone(),
     );
     Ok(store.with_batches(1))
 }
@@ -104,7 +109,12 @@ fn pragmas_for_checkpoints(durability: Durability) -> String {
 /// fsync. Instead a task checkpoints every 200 ms on its own connection and
 /// thread, without blocking the writer (`PASSIVE`), reconnecting after a
 /// failure. It ends with the store.
-fn checkpoint_in_background(url: String, pragmas: String, alive: std::sync::Weak<()>) {
+fn checkpoint_in_background(
+    url: String,
+    pragmas: String,
+    alive: std::sync::Weak<()>,
+    writer: AnyPool,
+) {
     use sqlx::Connection as _;
     tokio::spawn(async move {
         let mut tick = tokio::time::interval(Duration::from_millis(200));
@@ -128,11 +138,33 @@ fn checkpoint_in_background(url: String, pragmas: String, alive: std::sync::Weak
                 }
             }
             if let Some(c) = conn.as_mut()
-                && let Err(e) = c.execute("PRAGMA wal_checkpoint(PASSIVE)").await
+                && let Err(e) = checkpoint(c, &writer).await
             {
                 tracing::warn!(error = %e, "checkpoint failed; reconnecting");
                 conn = None;
             }
         }
     });
+}
+
+/// WAL frames (4 KiB pages) past which a checkpoint waits for its turn.
+const RESTART_FRAMES: i64 = 16_384;
+
+/// A passive checkpoint, which never waits. The WAL rewinds only once a
+/// checkpoint has caught up with every commit, which a passive one may never
+/// do under a steady stream of commits to a big database (the retention
+/// bench saw the WAL pass 3 GiB in three minutes). So past 64 MiB the writer
+/// itself finishes the checkpoint between two batches (`RESTART`: no commit
+/// can come in between, and it waits for readers), and its next commit
+/// rewinds the WAL. Run on the writer, not here: a checkpoint that blocks
+/// writers would make a write transaction that began with a read fail at
+/// once with SQLITE_BUSY.
+async fn checkpoint(conn: &mut sqlx::AnyConnection, writer: &AnyPool) -> Result<(), sqlx::Error> {
+    let (_, frames, _): (i64, i64, i64) = sqlx::query_as("PRAGMA wal_checkpoint(PASSIVE)")
+        .fetch_one(&mut *conn)
+        .await?;
+    if frames > RESTART_FRAMES {
+        writer.execute("PRAGMA wal_checkpoint(RESTART)").await?;
+    }
+    Ok(())
 }

@@ -1,0 +1,92 @@
+//! Retention: finished jobs (every end state) whose finish time is older
+//! than the configured age are deleted with everything that names them —
+//! their log chunks and their idempotency keys; their env went when they
+//! ended (`jobs.env_sealed`, erased by a trigger). Usage rows are billing
+//! history, not the job's: they stay, so usage totals never change.
+//!
+//! Each call deletes one small batch in its own transaction, so the writer
+//! (SQLite's one connection) is free between batches and a lease waits for
+//! at most one batch. Replicas on PostgreSQL may purge at the same time:
+//! each locks its batch `FOR UPDATE SKIP LOCKED`, so they take different
+//! jobs, and every delete is idempotent anyway.
+//!
+//! On SQLite the file does not shrink: deleted pages go on the free list
+//! and new rows reuse them, so under a steady load the file stops growing
+//! (see ARCHITECTURE.md, "Retention").
+
+use super::idempotency::KEY_TTL_MS;
+use super::{Store, placeholders};
+use crate::error::Result;
+
+/// What one batch deleted.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Purged {
+    pub jobs: u64,
+    pub log_chunks: u64,
+    pub keys: u64,
+}
+
+impl std::ops::AddAssign for Purged {
+    fn add_assign(&mut self, other: Self) {
+        self.jobs += other.jobs;
+        self.log_chunks += other.log_chunks;
+        self.keys += other.keys;
+    }
+}
+
+impl Store {
+    /// Deletes up to `batch` jobs that finished before `cutoff` (Unix ms),
+    /// oldest first, with their log chunks and idempotency keys, in one
+    /// transaction. Fewer than `batch` jobs deleted: none is left (unless
+    /// another replica holds some right now).
+    pub async fn purge_finished(&self, cutoff: i64, batch: usize) -> Result<Purged> {
+        let mut tx = self.writer.begin().await?;
+        // `finished_at IS NOT NULL` picks the partial index `jobs_by_finish`.
+        let ids: Vec<String> = sqlx::query_scalar(&format!(
+            "SELECT id FROM jobs
+             WHERE finished_at IS NOT NULL AND finished_at < $1
+               AND state NOT IN ('queued', 'leased', 'running')
+             ORDER BY finished_at LIMIT $2 {}",
+            self.dialect.lock_skip_locked
+        ))
+        .bind(cutoff)
+        .bind(batch as i64)
+        .fetch_all(&mut *tx)
+        .await?;
+        if ids.is_empty() {
+            return Ok(Purged::default());
+        }
+        let list = placeholders(1, ids.len());
+        let mut purged = Purged::default();
+        for (table, column, count) in [
+            ("job_logs", "job_id", &mut purged.log_chunks),
+            ("idempotency_keys", "job_id", &mut purged.keys),
+            ("jobs", "id", &mut purged.jobs),
+        ] {
+            let sql = format!("DELETE FROM {table} WHERE {column} IN ({list})");
+            let mut q = sqlx::query(&sql);
+            for id in &ids {
+                q = q.bind(id.as_str());
+            }
+            *count = q.execute(&mut *tx).await?.rows_affected();
+        }
+        tx.commit().await?;
+        Ok(purged)
+    }
+
+    /// Deletes up to `batch` idempotency keys past their 24 hours, in one
+    /// transaction; returns how many.
+    pub async fn purge_expired_keys(&self, now: i64, batch: usize) -> Result<u64> {
+        let done = sqlx::query(&format!(
+            "DELETE FROM idempotency_keys WHERE (key_hash, member_id) IN (
+                 SELECT key_hash, member_id FROM idempotency_keys WHERE created_at < $1
+                 ORDER BY created_at LIMIT $2 {})",
+            self.dialect.lock_skip_locked
+        ))
+        .bind(now - KEY_TTL_MS)
+        .bind(batch as i64)
+        .execute(&self.writer)
+        .await?;
+        Ok(done.rows_affected())
+    }
+}
