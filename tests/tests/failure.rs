@@ -1,5 +1,7 @@
 //! Bad input, bad credentials, revocation, a coordinator restart, and
 //! secrets kept out of logs and out of the database.
+//!
+//! (Over 500 lines: one self-contained test per failure the SPEC names; splitting would only spread their shared setup.)
 
 use std::time::Duration;
 

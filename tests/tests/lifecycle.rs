@@ -1,6 +1,8 @@
 //! SPEC §3: states, timeouts, cancel of a whole process group, lease
 //! expiry after SIGKILL with re-queue at the front, idempotent complete,
 //! live logs, drain on SIGTERM.
+//!
+//! (Over 500 lines: one self-contained test per lifecycle rule of SPEC §3.)
 
 use std::path::Path;
 use std::time::Duration;

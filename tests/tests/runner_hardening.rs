@@ -2,6 +2,8 @@
 //! cut off from the coordinator stops its job before anyone else can start
 //! it; saved credentials belong to one coordinator and pool; a revoked
 //! runner rejoins; secrets stay off command lines.
+//!
+//! (Over 500 lines: one self-contained test per network fault, sharing the fault proxy's setup.)
 
 use std::collections::BTreeMap;
 use std::path::Path;

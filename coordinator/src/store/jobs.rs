@@ -301,10 +301,12 @@ impl Store {
             tx.commit().await?;
             return Ok(CancelOutcome::Signalled(LeaseId::from_db(lease)));
         }
+        // Gone since it was read: retention purged it meanwhile.
         let state: String = sqlx::query_scalar("SELECT state FROM jobs WHERE id = $1")
             .bind(job.id.as_str())
-            .fetch_one(&mut *tx)
-            .await?;
+            .fetch_optional(&mut *tx)
+            .await?
+            .ok_or_else(|| Error::not_found(format!("no job {:?}", job.id.as_str())))?;
         if state == JobState::Cancelled.as_str() {
             Ok(CancelOutcome::AlreadyCancelled)
         } else {

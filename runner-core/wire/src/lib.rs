@@ -4,6 +4,8 @@
 //! Field names are camelCase on the wire. Enums that a client branches on
 //! (`ErrorCode`, `JobState`, `Outcome`) carry an `Unknown` arm where a newer
 //! coordinator may send a value an older client does not know.
+//!
+//! (Over 500 lines: every JSON shape on the wire lives here and only here (ARCHITECTURE.md, Boundaries), so a reader finds each in one place.)
 
 use std::collections::BTreeMap;
 

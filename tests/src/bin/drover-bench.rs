@@ -6,6 +6,8 @@
 //! Environment: `BENCH_BACKENDS` (default `sqlite-full,sqlite-normal,pg-1,pg-3`),
 //! `BENCH_ITERATIONS`, `BENCH_DRAIN_JOBS`, `BENCH_HISTORY`, `BENCH_IDLE_SECONDS`;
 //! PostgreSQL comes from `DROVER_TEST_PG_URL` (an admin URL; see tests/run.sh).
+//!
+//! (Over 500 lines: one binary for every figure of the README's table, sharing its process setup and report.)
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
