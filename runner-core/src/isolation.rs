@@ -293,11 +293,7 @@ pub fn create_job_dir(work_root: &Path, name: &str, user: Option<JobUser>) -> io
 
 /// Removes a job's directory, even one the job made read-only inside.
 pub fn remove_job_dir(dir: &Path) -> io::Result<()> {
-    // What most jobs leave, two empty directories, goes without a walk.
-    let emptied = ["work", "tmp"]
-        .iter()
-        .all(|d| std::fs::remove_dir(dir.join(d)).is_ok());
-    if emptied && std::fs::remove_dir(dir).is_ok() {
+    if remove_empty_job_dir(dir) {
         return Ok(());
     }
     match std::fs::remove_dir_all(dir) {
@@ -308,6 +304,27 @@ pub fn remove_job_dir(dir: &Path) -> io::Result<()> {
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
         other => other,
     }
+}
+
+/// Removes what most jobs leave, `work/` and `tmp/` empty, without a walk;
+/// false if that is not what is there. Inside `dir` as opened (not
+/// following a symbolic link put in its place).
+fn remove_empty_job_dir(dir: &Path) -> bool {
+    use std::os::fd::AsRawFd as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let Ok(opened) = std::fs::File::options()
+        .read(true)
+        .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW)
+        .open(dir)
+    else {
+        return false;
+    };
+    let emptied = [c"work", c"tmp"].iter().all(|name| {
+        // SAFETY: a directory fd we own and a NUL-terminated name.
+        unsafe { libc::unlinkat(opened.as_raw_fd(), name.as_ptr(), libc::AT_REMOVEDIR) == 0 }
+    });
+    drop(opened);
+    emptied && std::fs::remove_dir(dir).is_ok()
 }
 
 /// Gives the owner back rwx on every directory under `dir` (not following
