@@ -112,19 +112,20 @@ impl JobCgroups {
     /// Kills every process still in `cgroup` and keeps it for another job,
     /// once empty.
     pub async fn end(&self, cgroup: JobCgroup) -> io::Result<()> {
-        if populated(&cgroup.dir) {
+        let events = std::fs::File::open(cgroup.dir.join("cgroup.events"))?;
+        if populated(&events) {
             std::fs::write(cgroup.dir.join("cgroup.kill"), "1")?;
-            let mut waited = 0;
-            while populated(&cgroup.dir) {
-                if waited == 200 {
-                    // Not gone in 2 s (a process stuck in the kernel): leave it.
-                    return Err(io::Error::other(format!(
-                        "{} still holds processes after cgroup.kill",
-                        cgroup.dir.display()
-                    )));
-                }
-                tokio::time::sleep(Duration::from_millis(10)).await;
-                waited += 1;
+            // Not gone in 2 s (a process stuck in the kernel): leave it.
+            let dir = cgroup.dir.clone();
+            let emptied =
+                tokio::task::spawn_blocking(move || wait_empty(&events, Duration::from_secs(2)))
+                    .await
+                    .map_err(io::Error::other)??;
+            if !emptied {
+                return Err(io::Error::other(format!(
+                    "{} still holds processes after cgroup.kill",
+                    dir.display()
+                )));
             }
         }
         self.give_back(cgroup);
@@ -173,8 +174,41 @@ impl JobCgroup {
     }
 }
 
-fn populated(dir: &Path) -> bool {
-    std::fs::read_to_string(dir.join("cgroup.events"))
-        .map(|e| e.lines().any(|l| l == "populated 1"))
-        .unwrap_or(false)
+/// Whether the cgroup whose open `cgroup.events` this is holds a process.
+fn populated(events: &std::fs::File) -> bool {
+    use std::os::unix::fs::FileExt as _;
+    let mut buf = [0u8; 128];
+    // (The file is regenerated on each read from offset 0.)
+    events.read_at(&mut buf, 0).is_ok_and(|n| {
+        String::from_utf8_lossy(&buf[..n])
+            .lines()
+            .any(|l| l == "populated 1")
+    })
+}
+
+/// Waits up to `limit` for the cgroup to empty: the kernel wakes a poll
+/// on `cgroup.events` (POLLPRI) when it changes, so no sleeping in steps.
+fn wait_empty(events: &std::fs::File, limit: Duration) -> io::Result<bool> {
+    use std::os::fd::AsRawFd as _;
+    let deadline = std::time::Instant::now() + limit;
+    while populated(events) {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            return Ok(false);
+        }
+        let mut fd = libc::pollfd {
+            fd: events.as_raw_fd(),
+            events: libc::POLLPRI,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd for the call's duration.
+        let rc = unsafe { libc::poll(&mut fd, 1, left.as_millis().max(1) as libc::c_int) };
+        if rc < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() != io::ErrorKind::Interrupted {
+                return Err(e);
+            }
+        }
+    }
+    Ok(true)
 }

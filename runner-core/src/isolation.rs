@@ -263,16 +263,24 @@ pub fn base_env(home: &Path, tmp: &Path) -> Vec<(OsString, OsString)> {
 pub fn create_job_dir(work_root: &Path, name: &str, user: Option<JobUser>) -> io::Result<PathBuf> {
     use std::os::unix::fs::{DirBuilderExt as _, PermissionsExt as _};
     let mut builder = std::fs::DirBuilder::new();
-    builder.recursive(true).mode(0o700);
-    builder.create(work_root)?;
+    builder.mode(0o700);
+    let dir = work_root.join(name);
+    // The usual case in one `mkdir`: the root is there and the name is new.
+    match builder.create(&dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            builder.recursive(true).create(work_root)?;
+            builder.recursive(false).create(&dir)?;
+        }
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+            remove_job_dir(&dir)?;
+            builder.create(&dir)?;
+        }
+        Err(e) => return Err(e),
+    }
     if user.is_some() {
         std::fs::set_permissions(work_root, std::fs::Permissions::from_mode(0o711))?;
     }
-    let dir = work_root.join(name);
-    if dir.exists() {
-        remove_job_dir(&dir)?;
-    }
-    builder.recursive(false).create(&dir)?;
     builder.create(dir.join("work"))?;
     builder.create(dir.join("tmp"))?;
     if let Some(u) = user {
@@ -285,6 +293,9 @@ pub fn create_job_dir(work_root: &Path, name: &str, user: Option<JobUser>) -> io
 
 /// Removes a job's directory, even one the job made read-only inside.
 pub fn remove_job_dir(dir: &Path) -> io::Result<()> {
+    if remove_empty_job_dir(dir) {
+        return Ok(());
+    }
     match std::fs::remove_dir_all(dir) {
         Err(e) if e.kind() == io::ErrorKind::PermissionDenied => {
             make_writable(dir);
@@ -293,6 +304,27 @@ pub fn remove_job_dir(dir: &Path) -> io::Result<()> {
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
         other => other,
     }
+}
+
+/// Removes what most jobs leave, `work/` and `tmp/` empty, without a walk;
+/// false if that is not what is there. Inside `dir` as opened (not
+/// following a symbolic link put in its place).
+fn remove_empty_job_dir(dir: &Path) -> bool {
+    use std::os::fd::AsRawFd as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let Ok(opened) = std::fs::File::options()
+        .read(true)
+        .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW)
+        .open(dir)
+    else {
+        return false;
+    };
+    let emptied = [c"work", c"tmp"].iter().all(|name| {
+        // SAFETY: a directory fd we own and a NUL-terminated name.
+        unsafe { libc::unlinkat(opened.as_raw_fd(), name.as_ptr(), libc::AT_REMOVEDIR) == 0 }
+    });
+    drop(opened);
+    emptied && std::fs::remove_dir(dir).is_ok()
 }
 
 /// Gives the owner back rwx on every directory under `dir` (not following
