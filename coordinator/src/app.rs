@@ -35,6 +35,46 @@ pub struct Config {
     pub metrics_token: Option<String>,
     /// How long finished jobs are kept (see `retention`).
     pub retention: Retention,
+    /// How the coordinator names itself in links (checked by
+    /// [`parse_public_url`]); `None`: from the bound listen address.
+    pub public_url: Option<String>,
+}
+
+/// A public URL as given to `serve --public-url`: `http://` or `https://`,
+/// a host, no query, fragment, whitespace or control characters. Returned
+/// without a trailing `/`.
+pub fn parse_public_url(s: &str) -> Result<String, String> {
+    let rest = s
+        .strip_prefix("https://")
+        .or_else(|| s.strip_prefix("http://"))
+        .ok_or("it must start with http:// or https://")?;
+    let host = rest.split('/').next().unwrap_or("");
+    if host.is_empty() || host.contains('@') {
+        return Err("it must name a host (and no user), e.g. https://ci.example.com".into());
+    }
+    if s.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err("it must not hold whitespace or control characters".into());
+    }
+    if s.contains(['?', '#']) {
+        return Err("it must not have a query or a fragment".into());
+    }
+    Ok(s.trim_end_matches('/').to_owned())
+}
+
+/// The URL links name when `--public-url` is not given: the address bound,
+/// with a loopback host for an unspecified one (`0.0.0.0`, `::`).
+fn default_public_url(bound: SocketAddr) -> String {
+    let mut addr = bound;
+    if addr.ip().is_unspecified() {
+        addr.set_ip(match addr {
+            SocketAddr::V4(_) => std::net::Ipv4Addr::LOCALHOST.into(),
+            SocketAddr::V6(_) => std::net::Ipv6Addr::LOCALHOST.into(),
+        });
+        tracing::warn!(
+            "listening on every address: links will name {addr}; set --public-url to name this coordinator"
+        );
+    }
+    format!("http://{addr}")
 }
 
 pub struct Application {
@@ -76,6 +116,11 @@ impl Application {
         let listener = TcpListener::bind(config.listen)
             .await
             .with_context(|| format!("binding {}", config.listen))?;
+        let public_url = match &config.public_url {
+            Some(url) => parse_public_url(url)
+                .map_err(|e| anyhow::anyhow!("invalid public URL {url:?}: {e}"))?,
+            None => default_public_url(listener.local_addr()?),
+        };
         let (stop, shutdown) = watch::channel(false);
         let state = AppState {
             store,
@@ -91,6 +136,7 @@ impl Application {
                 config.serve.max_reads,
             )),
             probes: Arc::new(Probes::new(config.metrics_token.as_deref())),
+            public_url: public_url.into(),
         };
         Ok(Self {
             listener,
@@ -256,5 +302,41 @@ async fn connect_listener(st: &AppState) -> Option<sqlx::postgres::PgListener> {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{default_public_url, parse_public_url};
+
+    #[test]
+    fn public_urls_are_http_with_a_host() {
+        assert_eq!(
+            parse_public_url("https://ci.example.com/drover/").unwrap(),
+            "https://ci.example.com/drover"
+        );
+        assert_eq!(
+            parse_public_url("http://10.0.0.2:7700").unwrap(),
+            "http://10.0.0.2:7700"
+        );
+        for bad in [
+            "ci.example.com",
+            "ftp://x",
+            "https://",
+            "https:///path",
+            "http://a b",
+            "http://x/?q",
+            "http://u@x",
+        ] {
+            assert!(parse_public_url(bad).is_err(), "{bad}");
+        }
+        assert_eq!(
+            default_public_url("0.0.0.0:7700".parse().unwrap()),
+            "http://127.0.0.1:7700"
+        );
+        assert_eq!(
+            default_public_url("[::1]:80".parse().unwrap()),
+            "http://[::1]:80"
+        );
     }
 }

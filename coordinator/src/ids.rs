@@ -102,6 +102,11 @@ id_type!(
 id_type!(RunnerId, "rn");
 id_type!(JobId, "job");
 id_type!(LeaseId, "lse");
+id_type!(
+    /// A member's API token, as listed and revoked (never the token itself).
+    TokenId,
+    "tok"
+);
 /// A coordinator replica's id (`co_…`).
 pub const REPLICA_PREFIX: &str = "co";
 
@@ -111,6 +116,8 @@ pub enum TokenKind {
     User,
     Runner,
     Join,
+    /// A one-time pairing code: never a bearer, only redeemed for a token.
+    Pairing,
 }
 
 impl TokenKind {
@@ -119,6 +126,7 @@ impl TokenKind {
             Self::User => "drv_",
             Self::Runner => "rnr_",
             Self::Join => "djt_",
+            Self::Pairing => "dpc_",
         }
     }
 
@@ -127,11 +135,12 @@ impl TokenKind {
             Self::User => "user",
             Self::Runner => "runner",
             Self::Join => "join",
+            Self::Pairing => "pairing",
         }
     }
 
     pub fn of(token: &str) -> Option<Self> {
-        [Self::User, Self::Runner, Self::Join]
+        [Self::User, Self::Runner, Self::Join, Self::Pairing]
             .into_iter()
             .find(|k| token.starts_with(k.prefix()))
     }
@@ -154,6 +163,14 @@ impl Secret {
 
     pub fn new(value: String) -> Self {
         Self(value)
+    }
+
+    /// `value` if it has the shape [`Secret::generate`] gives `kind`; a
+    /// malformed one is refused before any lookup.
+    pub fn parse(kind: TokenKind, value: &str) -> Option<Self> {
+        let rest = value.strip_prefix(kind.prefix())?;
+        (rest.len() == 52 && rest.bytes().all(|b| ALPHABET.contains(&b)))
+            .then(|| Self(value.to_owned()))
     }
 
     pub fn expose(&self) -> &str {
@@ -214,6 +231,10 @@ mod tests {
         assert_eq!(format!("{a:?}"), "Secret(***)");
         assert_eq!(a.hash().len(), 64);
         assert_ne!(a.hash(), a.expose());
+        let code = Secret::generate(TokenKind::Pairing);
+        assert_eq!(Secret::parse(TokenKind::Pairing, code.expose()), Some(code.clone()));
+        assert_eq!(Secret::parse(TokenKind::User, code.expose()), None);
+        assert_eq!(Secret::parse(TokenKind::Pairing, "dpc_short"), None);
     }
 
     #[test]

@@ -7,7 +7,7 @@ use std::time::Duration;
 use anyhow::{Context as _, bail};
 use clap::{Args, Parser, Subcommand};
 use drover_coordinator::admin;
-use drover_coordinator::app::{Application, Config};
+use drover_coordinator::app::{Application, Config, parse_public_url};
 use drover_coordinator::clock::SystemClock;
 use drover_coordinator::retention::{self, Retention};
 use drover_coordinator::secrets::KeySource;
@@ -96,6 +96,10 @@ struct Serve {
     limits: Limits,
     #[command(flatten)]
     retention: RetentionArgs,
+    /// How this coordinator names itself in pairing and join links, e.g.
+    /// https://ci.example.com (default: http://<the bound listen address>).
+    #[arg(long, env = "DROVER_PUBLIC_URL", value_parser = parse_public_url)]
+    public_url: Option<String>,
 }
 
 /// How long finished history is kept.
@@ -323,6 +327,7 @@ async fn main() -> anyhow::Result<()> {
                     .map(read_metrics_token)
                     .transpose()?,
                 retention: s.retention.policy(),
+                public_url: s.public_url,
             };
             let app = Application::build(config).await?;
             println!(

@@ -78,14 +78,73 @@ impl From<model::Runner> for wire::Runner {
     }
 }
 
-impl From<model::JoinToken> for wire::JoinToken {
-    fn from(t: model::JoinToken) -> Self {
+/// A join token with its link, `drover://join?url=…&ref=…&token=…`.
+pub fn join_token(t: model::JoinToken, public_url: &str) -> wire::JoinToken {
+    let link = format!(
+        "drover://join?url={}&ref={}&token={}",
+        percent_encode(public_url),
+        percent_encode(&t.runtime.reference),
+        percent_encode(t.token.expose())
+    );
+    wire::JoinToken {
+        token: t.token.expose().to_owned(),
+        runtime: t.runtime.into(),
+        expires_at: t.expires_at,
+        link: Some(link),
+    }
+}
+
+/// A pairing code with its link, `drover://pair?url=…&code=…`.
+pub fn pairing_code(p: model::PairingCode, public_url: &str) -> wire::PairingCode {
+    wire::PairingCode {
+        link: format!(
+            "drover://pair?url={}&code={}",
+            percent_encode(public_url),
+            percent_encode(p.code.expose())
+        ),
+        code: p.code.expose().to_owned(),
+        expires_at: p.expires_at,
+    }
+}
+
+impl From<model::DeviceToken> for wire::DeviceToken {
+    fn from(d: model::DeviceToken) -> Self {
         Self {
-            token: t.token.expose().to_owned(),
-            runtime: t.runtime.into(),
-            expires_at: t.expires_at,
+            token: d.token.expose().to_owned(),
+            token_id: d.token_id.to_string(),
+            name: d.name,
+            workspace: d.member.workspace_name,
+            email: d.member.email,
+            subject: d.member.id.to_string(),
+            role: d.member.role.as_str().to_owned(),
         }
     }
+}
+
+impl From<model::ApiToken> for wire::ApiToken {
+    fn from(t: model::ApiToken) -> Self {
+        Self {
+            id: t.id.to_string(),
+            name: t.name,
+            created_at: t.created_at,
+            last_used_at: t.last_used_at,
+            current: t.current,
+        }
+    }
+}
+
+/// `s` for a URL's query: every byte but the unreserved ones
+/// (`A-Z a-z 0-9 - . _ ~`) as `%XX`.
+fn percent_encode(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() * 3);
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
 }
 
 impl From<model::PairedRunner> for wire::PairedRunner {
@@ -118,4 +177,19 @@ impl From<model::Lease> for wire::Lease {
 /// Converts each item of a list.
 pub fn all<T, W: From<T>>(items: Vec<T>) -> Vec<W> {
     items.into_iter().map(W::from).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::percent_encode;
+
+    #[test]
+    fn percent_encoding_keeps_only_unreserved_bytes() {
+        assert_eq!(
+            percent_encode("https://ci.example.com:8443/drover?x=1&y"),
+            "https%3A%2F%2Fci.example.com%3A8443%2Fdrover%3Fx%3D1%26y"
+        );
+        assert_eq!(percent_encode("dpc_0a-z.~"), "dpc_0a-z.~");
+        assert_eq!(percent_encode("é"), "%C3%A9");
+    }
 }

@@ -22,6 +22,7 @@ pub fn status_of(code: ErrorCode) -> StatusCode {
         ErrorCode::RequestTimeout => StatusCode::REQUEST_TIMEOUT,
         ErrorCode::Conflict | ErrorCode::LeaseLost => StatusCode::CONFLICT,
         ErrorCode::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+        ErrorCode::PairingCodeUsed | ErrorCode::PairingCodeExpired => StatusCode::GONE,
         ErrorCode::LeaseLimit => StatusCode::TOO_MANY_REQUESTS,
         ErrorCode::CapabilityMismatch => StatusCode::UNPROCESSABLE_ENTITY,
         ErrorCode::Overloaded | ErrorCode::NotReady => StatusCode::SERVICE_UNAVAILABLE,

@@ -6,6 +6,7 @@ pub mod error;
 mod extract;
 mod health;
 mod jobs;
+mod pairing;
 mod protocol;
 mod runner_cache;
 mod runners;
@@ -48,6 +49,8 @@ pub struct AppState {
     pub limits: Arc<RequestLimits>,
     /// `/readyz` and `/metrics`: their token and what they keep.
     pub probes: Arc<Probes>,
+    /// How this coordinator names itself in links (`serve --public-url`).
+    pub public_url: Arc<str>,
 }
 
 /// Bounds on what requests in flight hold, so that a crowd of slow or
@@ -202,6 +205,7 @@ pub fn router(state: AppState) -> Router {
         .merge(jobs::router())
         .merge(runtimes::router())
         .merge(runners::router())
+        .merge(pairing::router())
         .route_layer(middleware::from_fn_with_state(state.clone(), limit_reads));
     Router::new()
         .merge(member_api)

@@ -68,7 +68,7 @@ async fn join_token_mine(
         .await?;
     Ok((
         StatusCode::CREATED,
-        axum::Json(wire::JoinToken::from(token)),
+        axum::Json(dto::join_token(token, &st.public_url)),
     ))
 }
 
@@ -108,6 +108,6 @@ async fn join_token_ws(
         .await?;
     Ok((
         StatusCode::CREATED,
-        axum::Json(wire::JoinToken::from(token)),
+        axum::Json(dto::join_token(token, &st.public_url)),
     ))
 }

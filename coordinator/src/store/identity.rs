@@ -6,7 +6,7 @@ use sqlx::Row;
 use super::{Store, on_unique};
 use crate::error::{Error, Result};
 use crate::ids::{
-    JobId, LeaseId, MemberId, REPLICA_PREFIX, RunnerId, RuntimeId, Secret, TokenKind, WorkspaceId,
+    JobId, LeaseId, MemberId, REPLICA_PREFIX, RunnerId, RuntimeId, Secret, TokenId, TokenKind, WorkspaceId,
 };
 use crate::refs::{DEFAULT_POOL, valid_segment};
 
@@ -41,6 +41,8 @@ pub struct Member {
     pub role: Role,
     pub workspace_id: WorkspaceId,
     pub workspace_name: String,
+    /// The API token this member signed in with, if it has an id.
+    pub token_id: Option<TokenId>,
 }
 
 impl Member {
@@ -97,9 +99,16 @@ fn valid_workspace_name(name: &str) -> bool {
         RunnerId::PREFIX,
         JobId::PREFIX,
         LeaseId::PREFIX,
+        TokenId::PREFIX,
         REPLICA_PREFIX,
     ];
-    let tokens = [TokenKind::User, TokenKind::Runner, TokenKind::Join].map(TokenKind::prefix);
+    let tokens = [
+        TokenKind::User,
+        TokenKind::Runner,
+        TokenKind::Join,
+        TokenKind::Pairing,
+    ]
+    .map(TokenKind::prefix);
     valid_segment(name)
         && lower != "ws"
         && lower != "self"
@@ -126,6 +135,7 @@ async fn insert_member(
         role,
         workspace_id: ws,
         workspace_name,
+        token_id: None,
     };
     sqlx::query("INSERT INTO members (id, workspace_id, email, role, created_at) VALUES ($1, $2, $3, $4, $5)")
         .bind(member.id.as_str())
@@ -141,8 +151,14 @@ async fn insert_member(
             })
         })?;
     let token = Secret::generate(TokenKind::User);
-    insert_token(conn, &token, TokenKind::User, member.id.as_str(), now, None).await?;
-    Ok((member, token))
+    let token_id = insert_member_token(conn, &token, &member.id, "api token", now).await?;
+    Ok((
+        Member {
+            token_id: Some(token_id),
+            ..member
+        },
+        token,
+    ))
 }
 
 impl Store {
@@ -221,26 +237,23 @@ impl Store {
         };
         let hash = token.hash();
         let principal = match kind {
-            TokenKind::User => sqlx::query(
-                "SELECT m.id, m.email, m.role, w.id AS ws_id, w.name AS ws_name
-                 FROM tokens t JOIN members m ON m.id = t.subject_id JOIN workspaces w ON w.id = m.workspace_id
-                 WHERE t.hash = $1 AND t.kind = 'user' AND (t.expires_at IS NULL OR t.expires_at > $2)",
-            )
-            .bind(&hash)
-            .bind(now)
-            .fetch_optional(&self.reader)
-            .await?
-            .map(|row| -> Result<Principal> {
-                let role: String = row.try_get("role")?;
-                Ok(Principal::Member(Member {
-                    id: MemberId::from_db(row.try_get("id")?),
-                    email: row.try_get("email")?,
-                    role: Role::parse(&role).ok_or_else(|| Error::Corrupt(format!("role {role}")))?,
-                    workspace_id: WorkspaceId::from_db(row.try_get("ws_id")?),
-                    workspace_name: row.try_get("ws_name")?,
-                }))
-            })
-            .transpose()?,
+            TokenKind::User => {
+                let row = sqlx::query(
+                    "SELECT m.id, m.email, m.role, w.id AS ws_id, w.name AS ws_name, t.id AS token_id, t.last_used_at
+                     FROM tokens t JOIN members m ON m.id = t.subject_id JOIN workspaces w ON w.id = m.workspace_id
+                     WHERE t.hash = $1 AND t.kind = 'user' AND (t.expires_at IS NULL OR t.expires_at > $2)",
+                )
+                .bind(&hash)
+                .bind(now)
+                .fetch_optional(&self.reader)
+                .await?;
+                let Some(row) = row else { return Ok(None) };
+                let last_used: Option<i64> = row.try_get("last_used_at")?;
+                if last_used.is_none_or(|t| now - t >= LAST_USED_GRAIN_MS) {
+                    self.touch_token(&hash, now).await;
+                }
+                Some(Principal::Member(member_of(&row)?))
+            }
             TokenKind::Runner => sqlx::query(
                 "SELECT r.id, r.runtime_id, r.labels, r.detected, r.slots FROM tokens t JOIN runners r ON r.id = t.subject_id
                  WHERE t.hash = $1 AND t.kind = 'runner' AND r.revoked_at IS NULL",
@@ -267,9 +280,66 @@ impl Store {
             .fetch_optional(&self.reader)
             .await?
             .map(|id| Principal::Join { runtime_id: RuntimeId::from_db(id) }),
+            // Redeemed for a token, never presented as one.
+            TokenKind::Pairing => None,
         };
         Ok(principal)
     }
+
+    /// Records that a member token was just used. Best effort: a failure
+    /// costs the caller nothing but an older `lastUsedAt`.
+    async fn touch_token(&self, hash: &str, now: i64) {
+        let touched = sqlx::query(
+            "UPDATE tokens SET last_used_at = $1 WHERE hash = $2 AND (last_used_at IS NULL OR last_used_at <= $3)",
+        )
+        .bind(now)
+        .bind(hash)
+        .bind(now - LAST_USED_GRAIN_MS)
+        .execute(&self.writer)
+        .await;
+        if let Err(e) = touched {
+            tracing::warn!(error = %e, "could not record a token's last use");
+        }
+    }
+}
+
+/// `last_used_at` moves at most this often per token (one write a minute
+/// for a busy token, not one a request).
+const LAST_USED_GRAIN_MS: i64 = 60_000;
+
+/// A member from a row of `id, email, role, ws_id, ws_name, token_id`.
+pub(super) fn member_of(row: &sqlx::any::AnyRow) -> Result<Member> {
+    let role: String = row.try_get("role")?;
+    Ok(Member {
+        id: MemberId::from_db(row.try_get("id")?),
+        email: row.try_get("email")?,
+        role: Role::parse(&role).ok_or_else(|| Error::Corrupt(format!("role {role}")))?,
+        workspace_id: WorkspaceId::from_db(row.try_get("ws_id")?),
+        workspace_name: row.try_get("ws_name")?,
+        token_id: row
+            .try_get::<Option<String>, _>("token_id")?
+            .map(TokenId::from_db),
+    })
+}
+
+/// Mints a member API token named `name`, in `conn`'s transaction.
+pub(super) async fn insert_member_token(
+    conn: &mut sqlx::AnyConnection,
+    token: &Secret,
+    member: &MemberId,
+    name: &str,
+    now: i64,
+) -> Result<TokenId> {
+    let id = TokenId::generate();
+    sqlx::query("INSERT INTO tokens (hash, kind, subject_id, created_at, expires_at, id, name) VALUES ($1, 'user', $2, $3, NULL, $4, $5)")
+        .bind(token.hash())
+        .bind(member.as_str())
+        .bind(now)
+        .bind(id.as_str())
+        .bind(name)
+        .execute(conn)
+        .await?;
+    Ok(id)
 }
 
 pub(super) async fn insert_token(

@@ -23,6 +23,7 @@ mod identity;
 mod jobs;
 mod leases;
 pub mod model;
+mod pairing;
 mod pools;
 mod postgres;
 mod retention;

@@ -5,7 +5,8 @@
 use drover_wire::{Env, JobState};
 
 use super::jobs::JobSpec;
-use crate::ids::{JobId, LeaseId, RunnerId, RuntimeId, Secret};
+use super::identity::Member;
+use crate::ids::{JobId, LeaseId, RunnerId, RuntimeId, Secret, TokenId};
 
 /// A job as a member sees it.
 #[derive(Debug, Clone)]
@@ -116,4 +117,31 @@ pub struct LeasedJob {
     pub spec: JobSpec,
     /// Opened for this lease only.
     pub env: Env,
+}
+
+/// A pairing code, shown once.
+#[derive(Debug, Clone)]
+pub struct PairingCode {
+    pub code: Secret,
+    pub expires_at: i64,
+}
+
+/// A device's member API token, from a redeemed pairing code (shown once).
+#[derive(Debug, Clone)]
+pub struct DeviceToken {
+    pub token: Secret,
+    pub token_id: TokenId,
+    pub name: String,
+    pub member: Member,
+}
+
+/// One of a member's API tokens (never its secret).
+#[derive(Debug, Clone)]
+pub struct ApiToken {
+    pub id: TokenId,
+    pub name: String,
+    pub created_at: i64,
+    pub last_used_at: Option<i64>,
+    /// The token of the request that listed it.
+    pub current: bool,
 }

@@ -143,6 +143,10 @@ pub enum ErrorCode {
     RequestTimeout,
     /// Something failed inside the coordinator; details are in its log only.
     Internal,
+    /// The pairing code was already redeemed (each works once).
+    PairingCodeUsed,
+    /// The pairing code is older than its ten minutes.
+    PairingCodeExpired,
     #[serde(other)]
     Unknown,
 }
@@ -168,6 +172,8 @@ impl ErrorCode {
             Self::MethodNotAllowed => "METHOD_NOT_ALLOWED",
             Self::RequestTimeout => "REQUEST_TIMEOUT",
             Self::Internal => "INTERNAL",
+            Self::PairingCodeUsed => "PAIRING_CODE_USED",
+            Self::PairingCodeExpired => "PAIRING_CODE_EXPIRED",
             Self::Unknown => "UNKNOWN",
         }
     }
@@ -371,6 +377,10 @@ pub struct JoinToken {
     pub token: String,
     pub runtime: Runtime,
     pub expires_at: i64,
+    /// `drover://join?url=…&ref=…&token=…` (coordinators before issue 10
+    /// do not send it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub link: Option<String>,
 }
 
 // ---------------------------------------------------------------- runners
@@ -608,6 +618,60 @@ pub struct Usage {
     pub own_pays_ms: u64,
     pub jobs_charged: u64,
     pub jobs_own_pays: u64,
+}
+
+// ---------------------------------------------------------------- pairing
+
+/// A one-time code that pairs a device to the member who asked for it.
+#[derive(Serialize, Deserialize, Debug, Clone)]
+#[serde(rename_all = "camelCase")]
+pub struct PairingCode {
+    /// Shown once; works once, for ten minutes.
+    pub code: String,
+    /// `drover://pair?url=<coordinator>&code=<code>`.
+    pub link: String,
+    pub expires_at: i64,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, Default)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RedeemPairingCode {
+    /// Names the device's token: 1-64 characters, no control characters.
+    pub device_name: String,
+}
+
+/// A device's own member API token, from a redeemed pairing code. The
+/// member fields are those of [`MemberCredential`].
+#[derive(Serialize, Deserialize, Debug, Clone)]
+#[serde(rename_all = "camelCase")]
+pub struct DeviceToken {
+    /// Shown once.
+    pub token: String,
+    pub token_id: String,
+    /// The device's name.
+    pub name: String,
+    pub workspace: String,
+    pub email: String,
+    pub subject: String,
+    pub role: String,
+}
+
+/// One of a member's API tokens (never its secret).
+#[derive(Serialize, Deserialize, Debug, Clone)]
+#[serde(rename_all = "camelCase")]
+pub struct ApiToken {
+    pub id: String,
+    pub name: String,
+    pub created_at: i64,
+    /// Within a minute.
+    pub last_used_at: Option<i64>,
+    /// Whether this is the token the request came with.
+    pub current: bool,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone)]
+pub struct ApiTokenList {
+    pub tokens: Vec<ApiToken>,
 }
 
 // ---------------------------------------------------------------- admin

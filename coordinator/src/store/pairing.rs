@@ -1,0 +1,186 @@
+//! Pairing a device: one-time codes redeemed for a member API token, and
+//! the member's tokens, listed and revoked one by one.
+
+use drover_wire::ErrorCode;
+use sqlx::Row;
+
+use super::Store;
+use super::identity::{Member, insert_member_token, member_of};
+use super::model::{ApiToken, DeviceToken, PairingCode};
+use crate::error::{Error, Result};
+use crate::ids::{MemberId, Secret, TokenId, TokenKind};
+
+/// How long a pairing code works.
+pub const PAIRING_CODE_TTL_MS: i64 = 10 * 60 * 1000;
+
+/// Longest device name, in characters.
+const MAX_DEVICE_NAME: usize = 64;
+
+/// A device name, trimmed: 1-64 characters, none of them control characters.
+fn device_name(name: &str) -> Result<&str> {
+    let name = name.trim();
+    if name.is_empty()
+        || name.chars().count() > MAX_DEVICE_NAME
+        || name.chars().any(char::is_control)
+    {
+        return Err(Error::bad_request(format!(
+            "deviceName must be 1-{MAX_DEVICE_NAME} characters, without control characters"
+        )));
+    }
+    Ok(name)
+}
+
+fn unknown_code() -> Error {
+    Error::not_found("no such pairing code")
+}
+
+impl Store {
+    /// A new one-time code for `member`, valid for ten minutes. The
+    /// member's expired codes go at the same time.
+    pub async fn create_pairing_code(&self, member: &Member, now: i64) -> Result<PairingCode> {
+        let code = Secret::generate(TokenKind::Pairing);
+        let expires_at = now + PAIRING_CODE_TTL_MS;
+        let mut tx = self.writer.begin().await?;
+        sqlx::query("DELETE FROM pairing_codes WHERE member_id = $1 AND expires_at <= $2")
+            .bind(member.id.as_str())
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
+        sqlx::query(
+            "INSERT INTO pairing_codes (hash, member_id, created_at, expires_at, used_at) VALUES ($1, $2, $3, $4, NULL)",
+        )
+        .bind(code.hash())
+        .bind(member.id.as_str())
+        .bind(now)
+        .bind(expires_at)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(PairingCode { code, expires_at })
+    }
+
+    /// Redeems `code` once for a member API token named `name`. Marking
+    /// the code used and minting the token are one transaction, and only
+    /// an unused code is marked: of two redeems at once, one wins. An
+    /// unknown or malformed code costs one lookup by hash.
+    pub async fn redeem_pairing_code(
+        &self,
+        code: &str,
+        name: &str,
+        now: i64,
+    ) -> Result<DeviceToken> {
+        let name = device_name(name)?;
+        let code = Secret::parse(TokenKind::Pairing, code).ok_or_else(unknown_code)?;
+        let hash = code.hash();
+        let mut tx = self.writer.begin().await?;
+        let member_id: Option<String> = sqlx::query_scalar(
+            "UPDATE pairing_codes SET used_at = $1 WHERE hash = $2 AND used_at IS NULL AND expires_at > $3 RETURNING member_id",
+        )
+        .bind(now)
+        .bind(&hash)
+        .bind(now)
+        .fetch_optional(&mut *tx)
+        .await?;
+        let Some(member_id) = member_id else {
+            let used: Option<Option<i64>> =
+                sqlx::query_scalar("SELECT used_at FROM pairing_codes WHERE hash = $1")
+                    .bind(&hash)
+                    .fetch_optional(&mut *tx)
+                    .await?;
+            return Err(match used {
+                None => unknown_code(),
+                Some(Some(_)) => Error::api(
+                    ErrorCode::PairingCodeUsed,
+                    "this pairing code was already used; ask for a new one",
+                ),
+                Some(None) => Error::api(
+                    ErrorCode::PairingCodeExpired,
+                    "this pairing code has expired; ask for a new one",
+                ),
+            });
+        };
+        let member_id = MemberId::from_db(member_id);
+        let token = Secret::generate(TokenKind::User);
+        let token_id = insert_member_token(&mut tx, &token, &member_id, name, now).await?;
+        let row = sqlx::query(
+            "SELECT m.id, m.email, m.role, w.id AS ws_id, w.name AS ws_name, t.id AS token_id
+             FROM members m JOIN workspaces w ON w.id = m.workspace_id JOIN tokens t ON t.subject_id = m.id
+             WHERE m.id = $1 AND t.id = $2",
+        )
+        .bind(member_id.as_str())
+        .bind(token_id.as_str())
+        .fetch_one(&mut *tx)
+        .await?;
+        let member = member_of(&row)?;
+        tx.commit().await?;
+        Ok(DeviceToken {
+            token,
+            token_id,
+            name: name.to_owned(),
+            member,
+        })
+    }
+
+    /// `member`'s API tokens, oldest first.
+    pub async fn list_member_tokens(&self, member: &Member, now: i64) -> Result<Vec<ApiToken>> {
+        let rows = sqlx::query(
+            "SELECT id, name, created_at, last_used_at FROM tokens
+             WHERE subject_id = $1 AND kind = 'user' AND id IS NOT NULL
+               AND (expires_at IS NULL OR expires_at > $2)
+             ORDER BY created_at, id",
+        )
+        .bind(member.id.as_str())
+        .bind(now)
+        .fetch_all(&self.reader)
+        .await?;
+        rows.iter()
+            .map(|row| {
+                let id = TokenId::from_db(row.try_get("id")?);
+                Ok(ApiToken {
+                    current: member.token_id.as_ref() == Some(&id),
+                    id,
+                    name: row
+                        .try_get::<Option<String>, _>("name")?
+                        .unwrap_or_default(),
+                    created_at: row.try_get("created_at")?,
+                    last_used_at: row.try_get("last_used_at")?,
+                })
+            })
+            .collect()
+    }
+
+    /// Revokes one of `member`'s own API tokens, at once (member tokens
+    /// are not cached). Another member's token is not found.
+    pub async fn revoke_member_token(&self, member: &Member, id: &str) -> Result<()> {
+        // The id is not echoed: a caller may have pasted a secret there.
+        let not_found = || Error::not_found("no such token of yours");
+        let id = TokenId::parse(id).ok_or_else(not_found)?;
+        let deleted = sqlx::query(
+            "DELETE FROM tokens WHERE id = $1 AND subject_id = $2 AND kind = 'user'",
+        )
+        .bind(id.as_str())
+        .bind(member.id.as_str())
+        .execute(&self.writer)
+        .await?;
+        if deleted.rows_affected() == 0 {
+            return Err(not_found());
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::device_name;
+
+    #[test]
+    fn device_names_are_short_printable_and_trimmed() {
+        assert_eq!(device_name("  laptop ").unwrap(), "laptop");
+        assert_eq!(device_name("Ana's Mac · 2").unwrap(), "Ana's Mac · 2");
+        for bad in ["", "   ", "a\nb", "tab\there", "\u{7f}"] {
+            assert!(device_name(bad).is_err(), "{bad:?}");
+        }
+        assert!(device_name(&"x".repeat(64)).is_ok());
+        assert!(device_name(&"x".repeat(65)).is_err());
+    }
+}
