@@ -337,6 +337,41 @@ impl Client {
         .await
     }
 
+    // ------------------------------------------------------------ pairing
+
+    /// A one-time pairing code (ten minutes) and its `drover://pair` link.
+    pub async fn pairing_code(&self) -> Result<wire::PairingCode, ClientError> {
+        self.call(Method::POST, "/v1/me/pairing-codes", None::<&()>, REQUEST_TIMEOUT)
+            .await
+    }
+
+    /// Redeems a pairing code for this device's own member token. The
+    /// code is the credential: this client's token is not needed.
+    pub async fn redeem_pairing_code(
+        &self,
+        code: &str,
+        device_name: &str,
+    ) -> Result<wire::DeviceToken, ClientError> {
+        self.post(
+            &format!("/v1/pairing-codes/{code}/redeem"),
+            &wire::RedeemPairingCode {
+                device_name: device_name.into(),
+            },
+        )
+        .await
+    }
+
+    /// The signed-in member's API tokens.
+    pub async fn tokens(&self) -> Result<wire::ApiTokenList, ClientError> {
+        self.get("/v1/me/tokens").await
+    }
+
+    /// Revokes one of the signed-in member's API tokens.
+    pub async fn revoke_token(&self, id: &str) -> Result<(), ClientError> {
+        self.call_empty(Method::DELETE, &format!("/v1/me/tokens/{id}"), None::<&()>)
+            .await
+    }
+
     pub async fn set_budget(&self, limit_seconds: Option<u64>) -> Result<wire::Usage, ClientError> {
         self.call(
             Method::PUT,

@@ -61,6 +61,19 @@ enum Command {
     /// Pools and their join tokens.
     #[command(subcommand)]
     Runtimes(RuntimesCommand),
+    /// Print a one-time link (ten minutes) that pairs a device to you.
+    PairLink,
+    /// Your API tokens: list and revoke.
+    #[command(subcommand)]
+    Tokens(TokensCommand),
+}
+
+#[derive(Subcommand)]
+enum TokensCommand {
+    /// Your API tokens: id, name, created, last used; `*` marks this one.
+    List,
+    /// Revoke one of your API tokens, at once.
+    Revoke { id: String },
 }
 
 #[derive(Args)]
@@ -273,6 +286,9 @@ enum RuntimesCommand {
         runtime: String,
         #[arg(long)]
         workspace: bool,
+        /// Print a `drover://join?…` link instead of the bare token.
+        #[arg(long)]
+        link: bool,
     },
 }
 
@@ -563,7 +579,23 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 RuntimesCommand::Create { name, workspace } => {
                     print_json(&client.create_runtime(scope(*workspace), name).await?)?
                 }
-                RuntimesCommand::JoinToken { runtime, workspace } => {
+                RuntimesCommand::JoinToken {
+                    runtime,
+                    workspace,
+                    link: true,
+                } => {
+                    let t = client.join_token(scope(*workspace), runtime).await?;
+                    let link = t
+                        .link
+                        .context("this coordinator does not make join links; upgrade it")?;
+                    println!("{link}");
+                    eprintln!("{}", expiry(t.expires_at));
+                }
+                RuntimesCommand::JoinToken {
+                    runtime,
+                    workspace,
+                    link: false,
+                } => {
                     let t = client.join_token(scope(*workspace), runtime).await?;
                     println!("{}", t.token);
                     eprintln!(
@@ -573,8 +605,44 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 }
             }
         }
+        Command::PairLink => {
+            let client = Client::new(&cli.url, token(&cli)?)?;
+            let code = client.pairing_code().await?;
+            println!("{}", code.link);
+            eprintln!("one use; {}", expiry(code.expires_at));
+        }
+        Command::Tokens(cmd) => {
+            let client = Client::new(&cli.url, token(&cli)?)?;
+            match cmd {
+                TokensCommand::List => {
+                    for t in client.tokens().await?.tokens {
+                        println!(
+                            "{} {}  {:<24} created {}  last used {}",
+                            if t.current { "*" } else { " " },
+                            t.id,
+                            t.name,
+                            t.created_at,
+                            t.last_used_at.map_or("never".into(), |at| at.to_string())
+                        );
+                    }
+                }
+                TokensCommand::Revoke { id } => {
+                    client.revoke_token(id).await?;
+                    println!("revoked {id}");
+                }
+            }
+        }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// "expires in N min", for a time in Unix milliseconds.
+fn expiry(expires_at: i64) -> String {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64);
+    let minutes = ((expires_at - now).max(0) as u64).div_ceil(60_000);
+    format!("expires in {minutes} min (at {expires_at} ms since the Unix epoch)")
 }
 
 #[tokio::main]
