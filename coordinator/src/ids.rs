@@ -232,7 +232,10 @@ mod tests {
         assert_eq!(a.hash().len(), 64);
         assert_ne!(a.hash(), a.expose());
         let code = Secret::generate(TokenKind::Pairing);
-        assert_eq!(Secret::parse(TokenKind::Pairing, code.expose()), Some(code.clone()));
+        assert_eq!(
+            Secret::parse(TokenKind::Pairing, code.expose()),
+            Some(code.clone())
+        );
         assert_eq!(Secret::parse(TokenKind::User, code.expose()), None);
         assert_eq!(Secret::parse(TokenKind::Pairing, "dpc_short"), None);
     }

@@ -6,7 +6,7 @@
 ALTER TABLE tokens ADD COLUMN id TEXT;
 ALTER TABLE tokens ADD COLUMN name TEXT;
 -- Updated at most once a minute per token.
-ALTER TABLE tokens ADD COLUMN last_used_at INTEGER;
+ALTER TABLE tokens ADD COLUMN last_used_at BIGINT;
 
 -- Tokens minted before this migration: an id from their hash (not the
 -- token: the hash is all the database ever had), and a plain name.
@@ -18,8 +18,8 @@ CREATE UNIQUE INDEX tokens_by_id ON tokens (id);
 CREATE TABLE pairing_codes (
     hash         TEXT PRIMARY KEY,
     member_id    TEXT NOT NULL REFERENCES members (id),
-    created_at   INTEGER NOT NULL,
-    expires_at   INTEGER NOT NULL,
-    used_at      INTEGER
+    created_at   BIGINT NOT NULL,
+    expires_at   BIGINT NOT NULL,
+    used_at      BIGINT
 );
 CREATE INDEX pairing_codes_by_member ON pairing_codes (member_id);

@@ -341,8 +341,13 @@ impl Client {
 
     /// A one-time pairing code (ten minutes) and its `drover://pair` link.
     pub async fn pairing_code(&self) -> Result<wire::PairingCode, ClientError> {
-        self.call(Method::POST, "/v1/me/pairing-codes", None::<&()>, REQUEST_TIMEOUT)
-            .await
+        self.call(
+            Method::POST,
+            "/v1/me/pairing-codes",
+            None::<&()>,
+            REQUEST_TIMEOUT,
+        )
+        .await
     }
 
     /// Redeems a pairing code for this device's own member token. The

@@ -6,7 +6,8 @@ use sqlx::Row;
 use super::{Store, on_unique};
 use crate::error::{Error, Result};
 use crate::ids::{
-    JobId, LeaseId, MemberId, REPLICA_PREFIX, RunnerId, RuntimeId, Secret, TokenId, TokenKind, WorkspaceId,
+    JobId, LeaseId, MemberId, REPLICA_PREFIX, RunnerId, RuntimeId, Secret, TokenId, TokenKind,
+    WorkspaceId,
 };
 use crate::refs::{DEFAULT_POOL, valid_segment};
 

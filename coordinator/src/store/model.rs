@@ -4,8 +4,8 @@
 
 use drover_wire::{Env, JobState};
 
-use super::jobs::JobSpec;
 use super::identity::Member;
+use super::jobs::JobSpec;
 use crate::ids::{JobId, LeaseId, RunnerId, RuntimeId, Secret, TokenId};
 
 /// A job as a member sees it.

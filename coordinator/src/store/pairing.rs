@@ -155,13 +155,12 @@ impl Store {
         // The id is not echoed: a caller may have pasted a secret there.
         let not_found = || Error::not_found("no such token of yours");
         let id = TokenId::parse(id).ok_or_else(not_found)?;
-        let deleted = sqlx::query(
-            "DELETE FROM tokens WHERE id = $1 AND subject_id = $2 AND kind = 'user'",
-        )
-        .bind(id.as_str())
-        .bind(member.id.as_str())
-        .execute(&self.writer)
-        .await?;
+        let deleted =
+            sqlx::query("DELETE FROM tokens WHERE id = $1 AND subject_id = $2 AND kind = 'user'")
+                .bind(id.as_str())
+                .bind(member.id.as_str())
+                .execute(&self.writer)
+                .await?;
         if deleted.rows_affected() == 0 {
             return Err(not_found());
         }
