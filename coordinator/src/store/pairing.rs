@@ -61,8 +61,8 @@ impl Store {
 
     /// Redeems `code` once for a member API token named `name`. Marking
     /// the code used and minting the token are one transaction, and only
-    /// an unused code is marked: of two redeems at once, one wins. An
-    /// unknown or malformed code costs one lookup by hash.
+    /// an unused code is marked: of two redeems at once, one wins. A
+    /// malformed code costs no lookup, an unknown one a read by hash.
     pub async fn redeem_pairing_code(
         &self,
         code: &str,
@@ -72,6 +72,15 @@ impl Store {
         let name = device_name(name)?;
         let code = Secret::parse(TokenKind::Pairing, code).ok_or_else(unknown_code)?;
         let hash = code.hash();
+        // Unknown codes (guesses) cost one read by hash, never a write.
+        let known: Option<i64> =
+            sqlx::query_scalar("SELECT expires_at FROM pairing_codes WHERE hash = $1")
+                .bind(&hash)
+                .fetch_optional(&self.reader)
+                .await?;
+        if known.is_none() {
+            return Err(unknown_code());
+        }
         let mut tx = self.writer.begin().await?;
         let member_id: Option<String> = sqlx::query_scalar(
             "UPDATE pairing_codes SET used_at = $1 WHERE hash = $2 AND used_at IS NULL AND expires_at > $3 RETURNING member_id",
