@@ -27,6 +27,9 @@ ensure_postgres() {
     fi
     as_postgres "psql -p $port -qtAc \"SELECT 1 FROM pg_roles WHERE rolname = 'drover'\"" | grep -q 1 \
       || as_postgres "psql -p $port -qc \"CREATE ROLE drover LOGIN PASSWORD 'drover' CREATEDB\""
+    # Dropping a test database WITH (FORCE) terminates what is connected to
+    # it, autovacuum workers included, which takes pg_signal_backend.
+    as_postgres "psql -p $port -qc \"GRANT pg_signal_backend TO drover\"" >/dev/null
     export DROVER_TEST_PG_URL="postgres://drover:drover@127.0.0.1:$port/postgres"
   fi
 }
