@@ -102,6 +102,26 @@ pub struct Member {
 }
 
 impl Coordinator {
+    /// Runs `sql` (one or more statements) on this coordinator's database,
+    /// from outside it: for tests and benches that age or seed rows.
+    pub async fn execute_sql(&self, sql: &str) {
+        use sqlx::Connection as _;
+        match self.options.backend {
+            Backend::Sqlite => {
+                let mut conn = sqlx::SqliteConnection::connect(&self.database)
+                    .await
+                    .expect("connect");
+                sqlx::raw_sql(sql).execute(&mut conn).await.expect(sql);
+            }
+            Backend::Postgres => {
+                let mut conn = sqlx::PgConnection::connect(&self.database)
+                    .await
+                    .expect("connect");
+                sqlx::raw_sql(sql).execute(&mut conn).await.expect(sql);
+            }
+        }
+    }
+
     pub async fn start() -> Self {
         Self::start_with(CoordinatorOptions::default()).await
     }

@@ -337,25 +337,6 @@ async fn wait_ready(c: &Coordinator, status: u16) -> serde_json::Value {
     .await
 }
 
-/// Runs `sql` on the coordinator's database, from outside it.
-async fn execute(c: &Coordinator, sql: &str) {
-    use sqlx::Connection as _;
-    match c.options.backend {
-        Backend::Sqlite => {
-            let mut conn = sqlx::SqliteConnection::connect(&c.database)
-                .await
-                .expect("connect");
-            sqlx::query(sql).execute(&mut conn).await.expect(sql);
-        }
-        Backend::Postgres => {
-            let mut conn = sqlx::PgConnection::connect(&c.database)
-                .await
-                .expect("connect");
-            sqlx::query(sql).execute(&mut conn).await.expect(sql);
-        }
-    }
-}
-
 fn database_name(c: &Coordinator) -> String {
     c.database.rsplit('/').next().unwrap().to_owned()
 }
@@ -389,8 +370,7 @@ async fn readyz_is_503_while_the_migrations_are_not_this_builds() {
     assert_eq!((status, body["status"].as_str()), (200, Some("ok")));
 
     // A newer coordinator migrated the database.
-    execute(
-        &c,
+    c.execute_sql(
         "INSERT INTO _sqlx_migrations (version, description, success, checksum, execution_time) \
          VALUES (99990001, 'from a newer coordinator', TRUE, CAST('x' AS BLOB), 0)"
             .replace(
@@ -410,7 +390,8 @@ async fn readyz_is_503_while_the_migrations_are_not_this_builds() {
     // Alive all the same.
     assert_eq!(get_json(format!("{}/healthz", c.url)).await.0, 200);
 
-    execute(&c, "DELETE FROM _sqlx_migrations WHERE version = 99990001").await;
+    c.execute_sql("DELETE FROM _sqlx_migrations WHERE version = 99990001")
+        .await;
     wait_ready(&c, 200).await;
 }
 

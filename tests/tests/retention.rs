@@ -12,25 +12,6 @@ use drover_tests::*;
 
 const DAY_MS: i64 = 24 * 3600 * 1000;
 
-/// Runs `sql` (several statements) on the coordinator's database.
-async fn execute(c: &Coordinator, sql: &str) {
-    use sqlx::Connection as _;
-    match c.options.backend {
-        Backend::Sqlite => {
-            let mut conn = sqlx::SqliteConnection::connect(&c.database)
-                .await
-                .expect("connect");
-            sqlx::raw_sql(sql).execute(&mut conn).await.expect(sql);
-        }
-        Backend::Postgres => {
-            let mut conn = sqlx::PgConnection::connect(&c.database)
-                .await
-                .expect("connect");
-            sqlx::raw_sql(sql).execute(&mut conn).await.expect(sql);
-        }
-    }
-}
-
 /// The single number `sql` answers.
 async fn count(c: &Coordinator, sql: &str) -> u64 {
     let rows = c.query_text(&format!("SELECT CAST(({sql}) AS TEXT)")).await;
@@ -227,8 +208,7 @@ async fn a_lease_is_served_while_a_large_purge_runs() {
     };
     c.stop().await;
     // Finished in 1970, each with a log chunk.
-    execute(
-        &c,
+    c.execute_sql(
         &format!(
             "INSERT INTO jobs (id, workspace_id, submitter_id, runtime_ref, runtime_id, state, priority,
                               requires, spec, attempt, max_attempts, created_at, finished_at)

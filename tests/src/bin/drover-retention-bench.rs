@@ -60,25 +60,6 @@ fn mib(bytes: u64) -> f64 {
     bytes as f64 / (1024.0 * 1024.0)
 }
 
-/// Runs `sql` on the database with the coordinator stopped.
-async fn execute(c: &Coordinator, sql: &str) {
-    use sqlx::Connection as _;
-    match c.options.backend {
-        Backend::Sqlite => {
-            let mut conn = sqlx::SqliteConnection::connect(&c.database)
-                .await
-                .expect("connect");
-            sqlx::raw_sql(sql).execute(&mut conn).await.expect(sql);
-        }
-        Backend::Postgres => {
-            let mut conn = sqlx::PgConnection::connect(&c.database)
-                .await
-                .expect("connect");
-            sqlx::raw_sql(sql).execute(&mut conn).await.expect(sql);
-        }
-    }
-}
-
 /// Inserts `n` finished jobs (with a log chunk each) whose finish times
 /// are spread evenly over the `span_ms` before `now`, a million at a time.
 async fn seed_history(c: &Coordinator, n: u64, span_ms: i64, now: i64) {
@@ -86,7 +67,7 @@ async fn seed_history(c: &Coordinator, n: u64, span_ms: i64, now: i64) {
     let sqlite = c.options.backend == Backend::Sqlite;
     if sqlite {
         // Bench setup, not the product: no journal while nothing else runs.
-        execute(c, "PRAGMA journal_mode = DELETE").await;
+        c.execute_sql("PRAGMA journal_mode = DELETE").await;
     }
     let mut from = 1;
     while from <= n {
@@ -119,11 +100,12 @@ async fn seed_history(c: &Coordinator, n: u64, span_ms: i64, now: i64) {
              FROM {series} h;
              COMMIT;"
         );
-        execute(c, &sql).await;
+        c.execute_sql(&sql).await;
         eprintln!("  seeded {to} of {n} finished jobs");
         from = to + 1;
     }
-    execute(c, if sqlite { "ANALYZE" } else { "VACUUM ANALYZE" }).await;
+    c.execute_sql(if sqlite { "ANALYZE" } else { "VACUUM ANALYZE" })
+        .await;
 }
 
 /// `n` protocol-level runners of the workspace pool.
