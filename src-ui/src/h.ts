@@ -43,19 +43,14 @@ export function relativeTime(ms: number, now = Date.now()): string {
   const diff = Math.round((now - ms) / 1000);
   const abs = Math.abs(diff);
   if (abs < 45) return "just now";
-  const steps: [number, string][] = [
-    [3600, "min"],
-    [86400, "h"],
-    [86400 * 30, "day"],
-  ];
-  let value = 0;
-  let unit = "";
-  if (abs < 3600) [value, unit] = [Math.max(1, Math.round(abs / 60)), steps[0][1]];
-  else if (abs < 86400) [value, unit] = [Math.round(abs / 3600), steps[1][1]];
-  else if (abs < 86400 * 30) [value, unit] = [Math.round(abs / 86400), steps[2][1]];
-  else return new Date(ms).toLocaleDateString();
-  if (unit === "day" && value !== 1) unit = "days";
-  return diff > 0 ? `${value} ${unit} ago` : `in ${value} ${unit}`;
+  let text: string;
+  if (abs < 3600) text = `${Math.max(1, Math.round(abs / 60))} min`;
+  else if (abs < 86400) text = `${Math.round(abs / 3600)} h`;
+  else if (abs < 86400 * 30) {
+    const days = Math.round(abs / 86400);
+    text = days === 1 ? "1 day" : `${days} days`;
+  } else return new Date(ms).toLocaleDateString();
+  return diff > 0 ? `${text} ago` : `in ${text}`;
 }
 
 /** Relative time of a wire timestamp (unix seconds). */
