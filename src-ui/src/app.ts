@@ -4,7 +4,7 @@
 
 import { listen, type UnlistenFn } from "@tauri-apps/api/event";
 import * as api from "./api";
-import { h, type Attrs } from "./h";
+import { h, refreshTimes, type Attrs } from "./h";
 import type {
   ApiError,
   ApiToken,
@@ -81,15 +81,16 @@ export class App {
   constructor(readonly root: HTMLElement) {}
 
   async start() {
-    this.unlisten.push(
-      await listen<AppState>("state-changed", (e) => this.setState(e.payload)),
-      await listen<PendingLink>("pending-link", (e) => {
-        this.state = { ...this.state, pending: e.payload };
-        this.render();
-      }),
-    );
+    try {
+      this.unlisten.push(
+        await listen<AppState>("state-changed", (e) => this.setState(e.payload)),
+        await listen<PendingLink>("pending-link", (e) => this.setState({ ...this.state, pending: e.payload })),
+      );
+    } catch (e) {
+      this.error = api.toApiError(e);
+    }
     // Keeps "3 min ago" true.
-    this.timer = setInterval(() => this.render(), 30_000);
+    this.timer = setInterval(() => refreshTimes(this.root), 20_000);
     this.render();
     await this.act("state", api.getState, (s) => {
       this.tab = s.account ? "machine" : "account";
@@ -104,6 +105,7 @@ export class App {
 
   /** Takes a new AppState; a different account forgets what was fetched. */
   setState(next: AppState) {
+    if (JSON.stringify(next) === JSON.stringify(this.state)) return;
     const who = (s: AppState) => (s.account ? `${s.account.coordinator} ${s.account.subject}` : "");
     const changed = who(next) !== who(this.state);
     this.state = next;

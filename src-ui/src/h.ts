@@ -53,11 +53,24 @@ export function relativeTime(ms: number, now = Date.now()): string {
   return diff > 0 ? `${text} ago` : `in ${text}`;
 }
 
-/** Relative time of a wire timestamp (unix seconds). */
-export const ago = (seconds: number) => relativeTime(seconds * 1000);
+/**
+ * A `<time>` saying how long ago (or until) `ms`, with the full date as its
+ * tooltip; `refreshTimes` keeps its text true without a re-render.
+ */
+export function when(ms: number) {
+  const date = new Date(ms);
+  return h("time", { "data-at": ms, datetime: date.toISOString(), title: date.toLocaleString() }, relativeTime(ms));
+}
 
-/** A full date for tooltips; unix milliseconds. */
-export const fullTime = (ms: number) => new Date(ms).toLocaleString();
+/** `when` for a wire timestamp (unix seconds). */
+export const whenSeconds = (seconds: number) => when(seconds * 1000);
+
+export function refreshTimes(root: ParentNode) {
+  for (const t of root.querySelectorAll<HTMLElement>("time[data-at]")) {
+    const text = relativeTime(Number(t.dataset.at));
+    if (t.textContent !== text) t.textContent = text;
+  }
+}
 
 /** "1 h 05 min", "12 min", "40 s". */
 export function duration(ms: number): string {

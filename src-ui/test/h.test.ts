@@ -1,5 +1,5 @@
-import { describe, expect, it } from "vitest";
-import { duration, h, relativeTime, splitList } from "../src/h";
+import { describe, expect, it, vi } from "vitest";
+import { duration, h, refreshTimes, relativeTime, splitList, when } from "../src/h";
 
 describe("helpers", () => {
   it("builds elements with test ids, listeners and children", () => {
@@ -28,5 +28,19 @@ describe("helpers", () => {
     expect(duration(12 * 60_000)).toBe("12 min");
     expect(duration(65 * 60_000)).toBe("1 h 05 min");
     expect(splitList(" gpu, os=linux ,, ")).toEqual(["gpu", "os=linux"]);
+  });
+
+  it("keeps relative times true without a re-render", () => {
+    vi.useFakeTimers();
+    try {
+      vi.setSystemTime(1_800_000_000_000);
+      const root = h("div", null, when(Date.now() - 5_000));
+      expect(root.textContent).toBe("just now");
+      vi.setSystemTime(1_800_000_000_000 + 5 * 60_000);
+      refreshTimes(root);
+      expect(root.textContent).toBe("5 min ago");
+    } finally {
+      vi.useRealTimers();
+    }
   });
 });

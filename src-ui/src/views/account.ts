@@ -3,7 +3,7 @@
 
 import type { App } from "../app";
 import * as api from "../api";
-import { ago, fullTime, h } from "../h";
+import { h, whenSeconds } from "../h";
 import type { Account } from "../types";
 
 export function accountPanel(app: App) {
@@ -93,11 +93,10 @@ function signedIn(app: App, account: Account) {
             h(
               "div",
               { class: "muted small" },
-              h("span", { title: fullTime(d.createdAt * 1000) }, `added ${ago(d.createdAt)}`),
+              "added ",
+              whenSeconds(d.createdAt),
               " · ",
-              d.lastUsedAt === null
-                ? "never used"
-                : h("span", { title: fullTime(d.lastUsedAt * 1000) }, `last used ${ago(d.lastUsedAt)}`),
+              d.lastUsedAt === null ? "never used" : ["last used ", whenSeconds(d.lastUsedAt)],
             ),
           ),
           h(

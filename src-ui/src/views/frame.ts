@@ -3,7 +3,7 @@
 
 import type { App, Tab } from "../app";
 import * as api from "../api";
-import { fullTime, h, relativeTime } from "../h";
+import { h, when } from "../h";
 import type { PendingLink } from "../types";
 
 const TAB_NAMES: Record<Tab, string> = {
@@ -67,7 +67,7 @@ export function activity(app: App) {
           "li",
           { testid: "activity-item", class: `activity-item kind-${a.kind}` },
           h("div", null, a.message),
-          h("time", { title: fullTime(a.at) }, relativeTime(a.at)),
+          when(a.at),
         ),
       ),
     ),
