@@ -112,7 +112,7 @@ function signedIn(app: App, account: Account) {
           ),
         ),
       ),
-      devices === null ? h("li", { class: "muted row" }, "Loading…") : null,
+      devices === null ? h("li", { class: "muted row" }, app.busy.has("devices") ? "Loading…" : "Could not load the devices.") : null,
     ),
     h(
       "div",

@@ -19,18 +19,30 @@ export function machinePanel(app: App) {
         disabled: app.busy.has(testid),
         onchange: (ev: Event) => set((ev.target as HTMLInputElement).checked),
       }),
-      h("span", null, label, h("small", { class: "muted" }, hint)),
+      h("span", null, label, hint ? h("small", { class: "muted" }, hint) : null),
     );
   return h(
     "section",
     { testid: "panel-machine", class: "panel" },
-    h("h2", null, "This machine"),
+    h(
+      "div",
+      { class: "row heading" },
+      h("h2", { class: "grow" }, "This machine"),
+      toggle("pause-all", paused, "Pause all", "", (on) => app.change("pause-all", () => api.setPaused(on))),
+    ),
+    pools.length
+      ? pools.map((p) => poolRow(app, p))
+      : h(
+          "p",
+          { class: "card muted" },
+          account
+            ? "This machine runs no pool yet. Lend it to one of your pools under My pools, or open a join link from a workspace admin."
+            : "Sign in or open a pairing link to run jobs on this machine.",
+        ),
+    h("h3", null, "Settings"),
     h(
       "div",
       { class: "card toggles" },
-      toggle("pause-all", paused, "Pause all runners", "Running jobs finish; no new job starts.", (on) =>
-        app.change("pause-all", () => api.setPaused(on)),
-      ),
       toggle("autostart", settings.autostart, "Start at login", "Drover starts in the tray when you log in.", (on) =>
         app.change("autostart", () => api.setSettings(on, settings.pauseOnBattery)),
       ),
@@ -42,16 +54,6 @@ export function machinePanel(app: App) {
         (on) => app.change("pause-on-battery", () => api.setSettings(settings.autostart, on)),
       ),
     ),
-    h("h3", null, "Pools on this machine"),
-    pools.length
-      ? pools.map((p) => poolRow(app, p))
-      : h(
-          "p",
-          { class: "card muted" },
-          account
-            ? "This machine runs no pool yet. Lend it to one of your pools under My pools, or open a join link from a workspace admin."
-            : "Sign in or open a pairing link to run jobs on this machine.",
-        ),
   );
 }
 

@@ -35,7 +35,7 @@ export function poolsPanel(app: App) {
       "ul",
       { testid: "my-pools", class: "card list" },
       (myPools ?? []).map((p) => poolRow(app, p)),
-      myPools === null ? h("li", { class: "row muted" }, "Loading…") : null,
+      myPools === null ? h("li", { class: "row muted" }, app.busy.has("myPools") ? "Loading…" : "Could not load the pools.") : null,
       myPools?.length === 0 ? h("li", { class: "row muted" }, "No personal pool yet.") : null,
     ),
     h(

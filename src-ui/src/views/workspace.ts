@@ -175,9 +175,9 @@ function rosterRow(app: App, r: Runner) {
     "tr",
     { testid: "ws-runner-row", "data-id": r.id },
     h("td", null, h("span", { class: r.online ? "badge-online" : "badge-offline" }, r.online ? "online" : "offline")),
-    h("td", null, h("strong", null, r.name), h("div", null, h("code", { class: "muted small" }, r.id))),
-    h("td", { class: "small" }, r.runtimeName),
-    h("td", { class: "chips" }, r.capabilities.map((c) => h("span", { class: "chip" }, c))),
+    h("td", { class: "nowrap" }, h("strong", null, r.name), h("div", null, h("code", { class: "muted small" }, r.id))),
+    h("td", { class: "small nowrap" }, r.runtimeName),
+    h("td", null, h("div", { class: "chips" }, r.capabilities.map((c) => h("span", { class: "chip" }, c)))),
     h(
       "td",
       { class: "small" },
