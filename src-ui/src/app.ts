@@ -92,10 +92,7 @@ export class App {
     // Keeps "3 min ago" true.
     this.timer = setInterval(() => refreshTimes(this.root), 20_000);
     this.render();
-    await this.act("state", api.getState, (s) => {
-      this.tab = s.account ? "machine" : "account";
-      this.setState(s);
-    });
+    await this.act("state", api.getState, (s) => this.setState(s));
   }
 
   stop() {
@@ -103,14 +100,18 @@ export class App {
     clearInterval(this.timer);
   }
 
-  /** Takes a new AppState; a different account forgets what was fetched. */
+  /**
+   * Takes a new AppState. A different account forgets what was fetched;
+   * signing in shows this machine, signing out the sign-in form.
+   */
   setState(next: AppState) {
     if (JSON.stringify(next) === JSON.stringify(this.state)) return;
     const who = (s: AppState) => (s.account ? `${s.account.coordinator} ${s.account.subject}` : "");
     const changed = who(next) !== who(this.state);
+    if (!this.state.account !== !next.account) this.tab = next.account ? "machine" : "account";
     this.state = next;
     if (changed) this.remote = { ...NOTHING };
-    if (!this.tabs().includes(this.tab)) this.tab = next.account ? "machine" : "account";
+    if (!this.tabs().includes(this.tab)) this.tab = "machine";
     this.render();
     if (changed) void this.load();
   }
