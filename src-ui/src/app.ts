@@ -71,7 +71,7 @@ export class App {
   tab: Tab = "account";
   error: ApiError | null = null;
   remote: Remote = { ...NOTHING };
-  /** Unsaved input, by field key, so that a re-render keeps it. */
+  /** What was typed and not saved, by field key, so that a re-render keeps it. */
   drafts = new Map<string, string>();
   /** Actions in flight, by key: their buttons are disabled. */
   busy = new Set<string>();
@@ -149,7 +149,7 @@ export class App {
           this.act("roster", api.wsRoster, (roster) => set({ roster })),
           this.act("usage", api.wsUsage, (usage) => {
             set({ usage });
-            this.drafts.delete("ws-budget-input");
+            this.forget("ws-budget-input");
           }),
         ]);
         break;
@@ -194,22 +194,22 @@ export class App {
     this.render();
   }
 
-  /** A text input whose value is kept in `drafts` under `key`. */
+  /**
+   * A text input under `key`. `initial` is its saved value; what the user
+   * typed over it survives re-renders (see `render`) until `forget(key)`.
+   */
   input(key: string, attrs: Attrs, initial = ""): HTMLInputElement {
-    const el: HTMLInputElement = h("input", {
-      ...attrs,
-      "data-key": key,
-      value: this.drafts.get(key) ?? initial,
-      oninput: () => this.drafts.set(key, el.value),
-    });
+    const el = h("input", { ...attrs, "data-key": key });
+    el.defaultValue = initial;
+    el.value = this.drafts.get(key) ?? initial;
     return el;
   }
 
-  /** A `<select>` of `[value, label]` options, kept in `drafts` like an input. */
+  /** A `<select>` of `[value, label]` options under `key`, kept like an input. */
   select(key: string, attrs: Attrs, options: [string, string][]): HTMLSelectElement {
-    const el: HTMLSelectElement = h(
+    const el = h(
       "select",
-      { ...attrs, "data-key": key, onchange: () => this.drafts.set(key, el.value) },
+      { ...attrs, "data-key": key },
       options.map(([value, label]) => h("option", { value }, label)),
     );
     const draft = this.drafts.get(key);
@@ -217,12 +217,35 @@ export class App {
     return el;
   }
 
-  /** The draft under `key`, or "" (for forms that are submitted). */
-  draft(key: string) {
-    return (this.drafts.get(key) ?? "").trim();
+  /** The field under `key` in the window now. */
+  field(key: string) {
+    return [...this.root.querySelectorAll<HTMLInputElement | HTMLSelectElement>("[data-key]")].find(
+      (e) => e.dataset.key === key,
+    );
+  }
+
+  /** The current value of the field under `key`, trimmed ("" when absent). */
+  value(key: string) {
+    return (this.field(key)?.value ?? this.drafts.get(key) ?? "").trim();
+  }
+
+  /** Drops what was typed under these keys: the fields show their saved values again. */
+  forget(...keys: string[]) {
+    for (const key of keys) {
+      this.drafts.delete(key);
+      const el = this.field(key);
+      if (el instanceof HTMLInputElement) el.value = el.defaultValue;
+    }
   }
 
   render() {
+    // Keep what was typed (inputs that differ from their saved value, and
+    // selections), and the focus, across the rebuild.
+    for (const el of this.root.querySelectorAll<HTMLInputElement | HTMLSelectElement>("[data-key]")) {
+      const key = el.dataset.key!;
+      if (el instanceof HTMLSelectElement || el.value !== el.defaultValue) this.drafts.set(key, el.value);
+      else this.drafts.delete(key);
+    }
     const focused = document.activeElement as HTMLInputElement | null;
     const focusKey = focused?.dataset?.key;
     const selection = focusKey ? [focused.selectionStart, focused.selectionEnd] : null;
@@ -249,12 +272,10 @@ export class App {
     const content = this.root.querySelector(".content");
     if (content) content.scrollTop = scroll;
     if (focusKey) {
-      const el = [...this.root.querySelectorAll<HTMLInputElement>("[data-key]")].find(
-        (e) => e.dataset.key === focusKey,
-      );
+      const el = this.field(focusKey);
       el?.focus();
       try {
-        if (el && selection) el.setSelectionRange(selection[0], selection[1]);
+        if (el instanceof HTMLInputElement && selection) el.setSelectionRange(selection[0], selection[1]);
       } catch {
         // Number inputs have no selection.
       }

@@ -262,4 +262,28 @@ describe("settings window", () => {
     await waitFor(() => expect($("status").textContent).toBe("busy"));
     expect($all("pool-row")).toHaveLength(1);
   });
+
+  it("a value set without an input event (as a script would) survives a re-render and is submitted", async () => {
+    const { called } = await start(appState(), { sign_in: () => signedIn() });
+    ($("signin-url") as HTMLInputElement).value = "https://set-by-script";
+    await emit("state-changed", appState({ activity: [{ at: Date.now(), kind: "info", message: "tick" }] }));
+    await waitFor(() => expect($all("activity-item")).toHaveLength(1));
+    expect(($("signin-url") as HTMLInputElement).value).toBe("https://set-by-script");
+    ($("signin-token") as HTMLInputElement).value = "drv_script";
+    await click("signin-submit");
+    expect(called("sign_in")).toEqual([{ url: "https://set-by-script", token: "drv_script" }]);
+  });
+
+  it("a saved field shows the saved value again, not what was typed", async () => {
+    await start(signedIn({ pools: [pool] }), {
+      set_pool_settings: ({ slots, labels }) => signedIn({ pools: [{ ...pool, slots: slots as number, labels: labels as string[] }] }),
+      set_runner_count: () => signedIn({ pools: [{ ...pool, slots: 8 }] }),
+    });
+    type("slots-input", "3");
+    await click("pool-save");
+    expect(($("slots-input") as HTMLInputElement).value).toBe("3");
+    // Saved elsewhere (the tray, another window): the field follows.
+    await click("runner-add");
+    expect(($("slots-input") as HTMLInputElement).value).toBe("8");
+  });
 });

@@ -18,17 +18,17 @@ export function accountPanel(app: App) {
 function signedOut(app: App) {
   const signIn = (ev: Event) => {
     ev.preventDefault();
-    const url = app.draft("signin-url");
-    const token = app.draft("signin-token");
+    const url = app.value("signin-url");
+    const token = app.value("signin-token");
     if (!url || !token) return app.fail("INVALID_INPUT", "enter the coordinator URL and an API token");
-    void app.change("signin", () => api.signIn(url, token), () => app.drafts.delete("signin-token"));
+    void app.change("signin", () => api.signIn(url, token), () => app.forget("signin-token"));
   };
   const openLink = (ev: Event) => {
     ev.preventDefault();
-    const link = app.draft("link-input");
+    const link = app.value("link-input");
     if (!link) return;
     void app.act("open-link", () => api.openLink(link), (pending) => {
-      app.drafts.delete("link-input");
+      app.forget("link-input");
       app.state = { ...app.state, pending };
     });
   };

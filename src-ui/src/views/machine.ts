@@ -64,12 +64,11 @@ function poolRow(app: App, p: LocalPool) {
   const labelsKey = `labels-input:${p.ref}`;
   const save = (ev: Event) => {
     ev.preventDefault();
-    const slots = Number(app.drafts.get(slotsKey) ?? p.slots);
+    const slots = Number(app.value(slotsKey));
     if (!Number.isInteger(slots) || slots < 1) return app.fail("INVALID_INPUT", "slots must be a whole number, at least 1");
-    const labels = splitList(app.drafts.get(labelsKey) ?? p.labels.join(", "));
+    const labels = splitList(app.value(labelsKey));
     void app.change(`save:${p.ref}`, () => api.setPoolSettings(p.ref, slots, labels), () => {
-      app.drafts.delete(slotsKey);
-      app.drafts.delete(labelsKey);
+      app.forget(slotsKey, labelsKey);
     });
   };
   return h(

@@ -13,10 +13,10 @@ export function poolsPanel(app: App) {
   const { myPools, jobs, selectedJob, logs } = app.remote;
   const create = (ev: Event) => {
     ev.preventDefault();
-    const name = app.draft("create-pool-name");
+    const name = app.value("create-pool-name");
     if (!name) return app.fail("INVALID_INPUT", "give the pool a name");
     void app.change("create-pool", () => api.createMyPool(name), () => {
-      app.drafts.delete("create-pool-name");
+      app.forget("create-pool-name");
       void app.load();
     });
   };

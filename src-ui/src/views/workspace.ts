@@ -25,33 +25,33 @@ export function workspacePanel(app: App) {
 
   const createPool = (ev: Event) => {
     ev.preventDefault();
-    const name = app.draft("ws-create-pool-name");
+    const name = app.value("ws-create-pool-name");
     if (!name) return app.fail("INVALID_INPUT", "give the pool a name");
     void app.act("ws-create", () => api.wsCreatePool(name), (p) => {
-      app.drafts.delete("ws-create-pool-name");
+      app.forget("ws-create-pool-name");
       app.remote.wsPools = [...pools, p];
     });
   };
   const pair = (ev: Event) => {
     ev.preventDefault();
-    const pool = app.drafts.get("ws-pair-pool") ?? options[0]?.[0];
+    const pool = app.value("ws-pair-pool");
     if (!pool) return app.fail("INVALID_INPUT", "create a pool first");
-    const name = app.draft("ws-pair-name") || undefined;
+    const name = app.value("ws-pair-name") || undefined;
     void app.act("ws-pair", () => api.wsPairRunner(pool, name), (result) => {
-      app.drafts.delete("ws-pair-name");
+      app.forget("ws-pair-name");
       app.remote.paired = result;
       app.remote.roster = [...(roster ?? []), result.runner];
     });
   };
   const join = (ev: Event) => {
     ev.preventDefault();
-    const pool = app.drafts.get("ws-join-pool") ?? options[0]?.[0];
+    const pool = app.value("ws-join-pool");
     if (!pool) return app.fail("INVALID_INPUT", "create a pool first");
     void app.act("ws-join", () => api.wsJoinToken(pool), (token) => (app.remote.joinToken = token));
   };
   const saveBudget = (ev: Event) => {
     ev.preventDefault();
-    const text = app.draft("ws-budget-input");
+    const text = app.value("ws-budget-input");
     const minutes = Number(text);
     if (text && !(Number.isFinite(minutes) && minutes >= 0)) {
       return app.fail("INVALID_INPUT", "the budget is a number of minutes, or empty for no limit");
@@ -59,7 +59,7 @@ export function workspacePanel(app: App) {
     const limit = text ? Math.round(minutes * 60) : null;
     void app.act("ws-budget", () => api.wsSetBudget(limit), (u) => {
       app.remote.usage = u;
-      app.drafts.delete("ws-budget-input");
+      app.forget("ws-budget-input");
     });
   };
 
