@@ -4,7 +4,11 @@
 //! once; its last tenth serves only the runner protocol, so a flood of member
 //! connections cannot keep runners out), a header timeout (which also ends
 //! idle keep-alive connections), and a shutdown deadline. Body timeouts and
-//! budgets live in `http::extract`.
+//! budgets live in `http::extract`. Each request learns its peer address.
+//!
+//! (Over 500 lines: the accept loop and what it wraps each connection in
+//! (the write timeout and error envelope of `EnvelopedErrors`, the peer
+//! address) are one piece, read together.)
 
 use std::io;
 use std::net::SocketAddr;
