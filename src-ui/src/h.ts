@@ -62,8 +62,6 @@ export function when(ms: number) {
   return h("time", { "data-at": ms, datetime: date.toISOString(), title: date.toLocaleString() }, relativeTime(ms));
 }
 
-/** `when` for a wire timestamp (unix seconds). */
-export const whenSeconds = (seconds: number) => when(seconds * 1000);
 
 export function refreshTimes(root: ParentNode) {
   for (const t of root.querySelectorAll<HTMLElement>("time[data-at]")) {

@@ -1,6 +1,6 @@
 // The app's commands and events (see /work/helpers/DESKTOP.md, mirrored in
 // desktop/src) and the coordinator's wire types (runner-core/wire/src/lib.rs).
-// Times on wire types are unix seconds; Activity.at is unix milliseconds.
+// Every time is unix milliseconds (wire types and Activity.at alike).
 
 export type Status = "signedOut" | "idle" | "busy" | "offline" | "paused";
 

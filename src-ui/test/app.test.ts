@@ -45,8 +45,8 @@ describe("settings window", () => {
 
   it("signed in: lists the devices, revokes one, signs out", async () => {
     let devices = [
-      { id: "tok_1", name: "ann-laptop", createdAt: 1_700_000_000, lastUsedAt: Math.floor(Date.now() / 1000) - 180, current: true },
-      { id: "tok_2", name: "old-desktop", createdAt: 1_700_000_000, lastUsedAt: null, current: false },
+      { id: "tok_1", name: "ann-laptop", createdAt: 1_700_000_000_000, lastUsedAt: Date.now() - 180_000, current: true },
+      { id: "tok_2", name: "old-desktop", createdAt: 1_700_000_000_000, lastUsedAt: null, current: false },
     ];
     const { called, app } = await start(signedIn(), {
       list_devices: () => devices,
@@ -174,7 +174,7 @@ describe("settings window", () => {
       ws_list_pools: () => [wsPool],
       ws_usage: () => usage,
       ws_set_budget: ({ limitSeconds }) => ({ ...usage, limitSeconds }),
-      ws_join_token: () => ({ token: "djt_x", runtime: wsPool, expiresAt: Math.floor(Date.now() / 1000) + 86400, link: "drover://join?url=u&ref=r&token=djt_x" }),
+      ws_join_token: () => ({ token: "djt_x", runtime: wsPool, expiresAt: Date.now() + 86_400_000, link: "drover://join?url=u&ref=r&token=djt_x" }),
     });
     await click("tab-workspace");
     expect(($("ws-budget-input") as HTMLInputElement).value).toBe("60");
@@ -193,7 +193,7 @@ describe("settings window", () => {
   });
 
   it("my pools: create a pool, list jobs, show a job's log", async () => {
-    const job = { id: "job_1", state: "failed", runtime: "laptop", runtimeId: "rt_1", submittedBy: "usr_ann", command: ["false"], requires: [], priority: 0, attempt: 1, maxAttempts: 1, exitCode: 1, cancelRequested: false, createdAt: 1_700_000_000 };
+    const job = { id: "job_1", state: "failed", runtime: "laptop", runtimeId: "rt_1", submittedBy: "usr_ann", command: ["false"], requires: [], priority: 0, attempt: 1, maxAttempts: 1, exitCode: 1, cancelRequested: false, createdAt: 1_700_000_000_000 };
     const { called } = await start(signedIn(), {
       create_my_pool: () => signedIn(),
       list_my_pools: () => [{ ...wsPool, id: "rt_1", name: "laptop", ref: "self:usr_ann:laptop" }],

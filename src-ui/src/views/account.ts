@@ -3,7 +3,7 @@
 
 import type { App } from "../app";
 import * as api from "../api";
-import { h, whenSeconds } from "../h";
+import { h, when } from "../h";
 import type { Account } from "../types";
 
 export function accountPanel(app: App) {
@@ -94,9 +94,9 @@ function signedIn(app: App, account: Account) {
               "div",
               { class: "muted small" },
               "added ",
-              whenSeconds(d.createdAt),
+              when(d.createdAt),
               " · ",
-              d.lastUsedAt === null ? "never used" : ["last used ", whenSeconds(d.lastUsedAt)],
+              d.lastUsedAt === null ? "never used" : ["last used ", when(d.lastUsedAt)],
             ),
           ),
           h(

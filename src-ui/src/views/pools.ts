@@ -3,7 +3,7 @@
 
 import type { App } from "../app";
 import * as api from "../api";
-import { h, whenSeconds } from "../h";
+import { h, when } from "../h";
 import type { Job, Runtime } from "../types";
 
 export function poolsPanel(app: App) {
@@ -113,6 +113,6 @@ function jobRow(app: App, j: Job, selected: boolean) {
     h("td", null, h("span", { class: `state state-${j.state}` }, j.state)),
     h("td", { class: "small" }, j.exitCode === undefined ? "" : `exit ${j.exitCode}`),
     h("td", { class: "cmd" }, h("code", { title: what }, what)),
-    h("td", { class: "muted small" }, whenSeconds(j.createdAt)),
+    h("td", { class: "muted small" }, when(j.createdAt)),
   );
 }

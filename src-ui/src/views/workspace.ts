@@ -3,7 +3,7 @@
 
 import type { App } from "../app";
 import * as api from "../api";
-import { duration, h, whenSeconds } from "../h";
+import { duration, h, when } from "../h";
 import type { Runner } from "../types";
 
 /** Copies text, quietly doing nothing where the clipboard is refused. */
@@ -134,7 +134,7 @@ export function workspacePanel(app: App) {
           ? h(
               "div",
               { class: "secret" },
-              h("p", { class: "small" }, `For ${joinToken.runtime.name}, expires `, whenSeconds(joinToken.expiresAt), ". Shown once."),
+              h("p", { class: "small" }, `For ${joinToken.runtime.name}, expires `, when(joinToken.expiresAt), ". Shown once."),
               h("code", { testid: "ws-join-token", class: "block" }, joinToken.token),
               h("code", { testid: "ws-join-link", class: "block" }, joinToken.link ?? ""),
               h("button", { testid: "ws-join-copy", type: "button", class: "small", onclick: (ev: Event) => copy(joinToken.link ?? joinToken.token, ev.currentTarget as HTMLButtonElement) }, "Copy"),
@@ -182,7 +182,7 @@ function rosterRow(app: App, r: Runner) {
       "td",
       { class: "small" },
       r.currentJobs.length ? `running ${r.currentJobs.join(", ")}` : "idle",
-      r.lastSeenAt ? h("div", { class: "muted" }, "seen ", whenSeconds(r.lastSeenAt)) : null,
+      r.lastSeenAt ? h("div", { class: "muted" }, "seen ", when(r.lastSeenAt)) : null,
     ),
     h(
       "td",
