@@ -102,7 +102,12 @@ pub async fn revoke_device(sup: Sup<'_>, id: String) -> AppResult<Vec<ApiToken>>
 
 #[tauri::command]
 pub async fn list_my_pools(sup: Sup<'_>) -> AppResult<Vec<Runtime>> {
-    Ok(sup.account_client().await?.runtimes(Scope::Me).await?.runtimes)
+    Ok(sup
+        .account_client()
+        .await?
+        .runtimes(Scope::Me)
+        .await?
+        .runtimes)
 }
 
 #[tauri::command]
@@ -133,12 +138,7 @@ pub async fn list_jobs(
     limit: Option<u32>,
 ) -> AppResult<Vec<Job>> {
     let limit = limit.unwrap_or(50).clamp(1, 500);
-    let jobs = sup
-        .account_client()
-        .await?
-        .jobs(None, limit)
-        .await?
-        .jobs;
+    let jobs = sup.account_client().await?.jobs(None, limit).await?.jobs;
     let Some(pool) = pool else { return Ok(jobs) };
     let state = sup.state().await;
     let id = state

@@ -50,14 +50,20 @@ impl Keychain {
         self.get(key)?
             .map(|text| {
                 serde_json::from_str(&text).map_err(|e| {
-                    io::Error::new(io::ErrorKind::InvalidData, format!("keychain item {key}: {e}"))
+                    io::Error::new(
+                        io::ErrorKind::InvalidData,
+                        format!("keychain item {key}: {e}"),
+                    )
                 })
             })
             .transpose()
     }
 
     pub fn set_json<T: serde::Serialize>(&self, key: &str, value: &T) -> io::Result<()> {
-        self.set(key, &serde_json::to_string(value).map_err(io::Error::other)?)
+        self.set(
+            key,
+            &serde_json::to_string(value).map_err(io::Error::other)?,
+        )
     }
 }
 
@@ -85,6 +91,9 @@ impl CredentialStore for Keychain {
     }
 
     fn describe(&self, key: &str) -> String {
-        format!("the keychain item service={SERVICE} username={}", runner_key(key))
+        format!(
+            "the keychain item service={SERVICE} username={}",
+            runner_key(key)
+        )
     }
 }

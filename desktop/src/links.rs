@@ -5,8 +5,15 @@ use crate::error::{AppError, AppResult};
 
 #[derive(Clone, PartialEq, Eq)]
 pub enum Link {
-    Pair { url: String, code: String },
-    Join { url: String, reference: String, token: String },
+    Pair {
+        url: String,
+        code: String,
+    },
+    Join {
+        url: String,
+        reference: String,
+        token: String,
+    },
 }
 
 impl std::fmt::Debug for Link {
@@ -80,7 +87,8 @@ mod tests {
 
     #[test]
     fn pair_and_join_links_parse() {
-        let pair = Link::parse("drover://pair?url=http%3A%2F%2F127.0.0.1%3A8080%2F&code=dpc_abc").unwrap();
+        let pair =
+            Link::parse("drover://pair?url=http%3A%2F%2F127.0.0.1%3A8080%2F&code=dpc_abc").unwrap();
         assert_eq!(
             pair,
             Link::Pair {
@@ -122,7 +130,11 @@ mod tests {
 
     #[test]
     fn the_link_is_found_among_arguments() {
-        let args = ["drover-desktop", "--flag", "drover://pair?url=http://c&code=dpc_a"];
+        let args = [
+            "drover-desktop",
+            "--flag",
+            "drover://pair?url=http://c&code=dpc_a",
+        ];
         assert_eq!(
             find_in_args(args.map(String::from)).as_deref(),
             Some("drover://pair?url=http://c&code=dpc_a")

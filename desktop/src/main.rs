@@ -18,12 +18,12 @@ fn main() {
         .init();
     let app = tauri::Builder::default()
         // First: a second launch hands its link over and exits.
-        .plugin(tauri_plugin_single_instance::init(|app, argv, _cwd| {
-            match links::find_in_args(argv) {
+        .plugin(tauri_plugin_single_instance::init(
+            |app, argv, _cwd| match links::find_in_args(argv) {
                 Some(link) => shell::open_link(app, link),
                 None => shell::show_window(app),
-            }
-        }))
+            },
+        ))
         .plugin(tauri_plugin_deep_link::init())
         .plugin(tauri_plugin_notification::init())
         .plugin(tauri_plugin_autostart::init(

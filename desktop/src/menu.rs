@@ -99,7 +99,11 @@ pub fn build(state: &AppState) -> Vec<Entry> {
     }
     menu.push(Entry::Separator);
     if !state.pools.is_empty() {
-        let label = if state.paused { "Resume all" } else { "Pause all" };
+        let label = if state.paused {
+            "Resume all"
+        } else {
+            "Pause all"
+        };
         menu.push(item("pause", label, !state.quitting));
     }
     menu.push(item("settings", "Settings…", true));
@@ -220,8 +224,14 @@ mod tests {
         s.quitting = true;
         s.pools[0].live[0].draining = true;
         let l = labels(&build(&s));
-        assert!(l.contains(&"Quit now (stop running jobs)".to_owned()), "{l:?}");
-        assert!(l.contains(&"    rn_1 — finishing job_1 [-]".to_owned()), "{l:?}");
+        assert!(
+            l.contains(&"Quit now (stop running jobs)".to_owned()),
+            "{l:?}"
+        );
+        assert!(
+            l.contains(&"    rn_1 — finishing job_1 [-]".to_owned()),
+            "{l:?}"
+        );
         assert!(l.contains(&"Add runner [-]".to_owned()), "{l:?}");
         assert!(l.contains(&"Pause all [-]".to_owned()), "{l:?}");
     }

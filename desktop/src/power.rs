@@ -50,7 +50,11 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("drover-power-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         assert!(!on_battery(&dir), "no directory: mains");
-        supply(&dir, "BAT0", &[("type", "Battery"), ("status", "Discharging")]);
+        supply(
+            &dir,
+            "BAT0",
+            &[("type", "Battery"), ("status", "Discharging")],
+        );
         supply(&dir, "AC", &[("type", "Mains"), ("online", "0")]);
         assert!(on_battery(&dir));
         supply(&dir, "AC", &[("type", "Mains"), ("online", "1")]);

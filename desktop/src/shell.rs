@@ -139,6 +139,7 @@ fn on_menu<R: Runtime>(app: &AppHandle<R>, id: &str) {
     let Some(action) = menu::action(id) else {
         return;
     };
+    let adding = id.starts_with("add:");
     let app = app.clone();
     tauri::async_runtime::spawn(async move {
         let sup = app.state::<Arc<Supervisor>>().inner().clone();
@@ -162,7 +163,7 @@ fn on_menu<R: Runtime>(app: &AppHandle<R>, id: &str) {
                     .iter()
                     .find(|p| p.reference == pool)
                     .map_or(0, |p| p.runners);
-                let count = if id.starts_with("add:") {
+                let count = if adding {
                     now + 1
                 } else {
                     now.saturating_sub(1)

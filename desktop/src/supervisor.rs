@@ -442,7 +442,11 @@ impl Supervisor {
         }
         if let (Ok(c), Some(id)) = (
             account_client(&inner),
-            inner.config.account.as_ref().and_then(|a| a.token_id.clone()),
+            inner
+                .config
+                .account
+                .as_ref()
+                .and_then(|a| a.token_id.clone()),
         ) {
             let _ = c.revoke_token(&id).await;
         }
@@ -796,7 +800,8 @@ impl Supervisor {
         }
         let mut inner = self.inner.lock().await;
         if inner.config.pool(reference).is_none() {
-            self.lend_personal_pool(&mut inner, reference, count).await?;
+            self.lend_personal_pool(&mut inner, reference, count)
+                .await?;
         } else {
             let result = self.scale(&mut inner, reference, count).await;
             self.save(&inner)?;
@@ -920,7 +925,11 @@ impl Supervisor {
             match result {
                 Ok(()) => {}
                 // Already revoked (or never known): nothing left to revoke.
-                Err(e) if matches!(e.code(), Some(ErrorCode::Unauthorized | ErrorCode::NotFound)) => {}
+                Err(e)
+                    if matches!(
+                        e.code(),
+                        Some(ErrorCode::Unauthorized | ErrorCode::NotFound)
+                    ) => {}
                 Err(e) => {
                     tracing::warn!(runner = d.runner_id, "revoking a removed runner: {e}");
                     kept.push(d);
@@ -965,10 +974,12 @@ impl Supervisor {
             )));
         }
         let mut inner = self.inner.lock().await;
-        let pool = inner
-            .config
-            .pool_mut(reference)
-            .ok_or_else(|| AppError::new("NOT_FOUND", format!("this machine does not lend to {reference}")))?;
+        let pool = inner.config.pool_mut(reference).ok_or_else(|| {
+            AppError::new(
+                "NOT_FOUND",
+                format!("this machine does not lend to {reference}"),
+            )
+        })?;
         pool.slots = slots;
         pool.labels = labels;
         let pool = pool.clone();
@@ -978,7 +989,10 @@ impl Supervisor {
         if let Some(old) = inner.pools.remove(reference) {
             old.fleet.stop_leasing();
             let departing: Vec<String> = old.leaving.keys().cloned().collect();
-            inner.config.departing.retain(|d| !departing.contains(&d.runner_id));
+            inner
+                .config
+                .departing
+                .retain(|d| !departing.contains(&d.runner_id));
             tokio::spawn(old.fleet.drain());
         }
         let result = self.launch(&mut inner, &pool).await;
@@ -1087,12 +1101,12 @@ impl Supervisor {
                     self.notify("Drover: coordinator unreachable", &message);
                 }
             }
-            EventKind::Reconnected | EventKind::Online => {
-                if inner.disconnected.remove(&event.runner) && inner.disconnected.is_empty() {
-                    let message = "connected to the coordinator again".to_owned();
-                    self.note(&mut inner, ActivityKind::Reconnected, message.clone());
-                    self.notify("Drover: back online", &message);
-                }
+            EventKind::Reconnected | EventKind::Online
+                if inner.disconnected.remove(&event.runner) && inner.disconnected.is_empty() =>
+            {
+                let message = "connected to the coordinator again".to_owned();
+                self.note(&mut inner, ActivityKind::Reconnected, message.clone());
+                self.notify("Drover: back online", &message);
             }
             EventKind::Stopped { error } => {
                 inner.disconnected.remove(&event.runner);
@@ -1160,6 +1174,12 @@ fn apply_pause(inner: &Inner) {
 fn sanitize(reference: &str) -> String {
     reference
         .chars()
-        .map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '_' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
         .collect()
 }

@@ -69,7 +69,10 @@ fn a_pairing_link_signs_in_lends_a_runner_and_keeps_secrets_in_the_keychain_only
 
         let state = paired(&sup, &ann).await;
         let account = state.account.clone().expect("signed in");
-        assert_eq!((account.email.as_str(), account.role.as_str()), ("ann@acme.test", "admin"));
+        assert_eq!(
+            (account.email.as_str(), account.role.as_str()),
+            ("ann@acme.test", "admin")
+        );
         assert_eq!(account.device_name.as_deref(), Some("laptop"));
         assert_eq!(state.pools.len(), 1);
         let pool = state.pools[0].clone();
@@ -83,7 +86,13 @@ fn a_pairing_link_signs_in_lends_a_runner_and_keeps_secrets_in_the_keychain_only
         // The runner runs the member's jobs on their personal pool.
         let job = submit(&ann, &pool.reference, "echo hello from the laptop").await;
         wait_state(&ann, &job, JobState::Succeeded).await;
-        assert!(ann.client.logs(&job).await.unwrap().contains("hello from the laptop"));
+        assert!(
+            ann.client
+                .logs(&job)
+                .await
+                .unwrap()
+                .contains("hello from the laptop")
+        );
 
         // The device token is a member token named after the device.
         let tokens = ann.client.tokens().await.unwrap().tokens;
@@ -92,21 +101,43 @@ fn a_pairing_link_signs_in_lends_a_runner_and_keeps_secrets_in_the_keychain_only
         // Secrets: in the keychain, never in the settings file.
         let items = service.items();
         assert!(items.contains("username = account"), "{items}");
-        assert!(items.contains(&format!("username = runner:{}-0", pool.reference)), "{items}");
-        let saved = Keychain.load(&format!("{}-0", pool.reference)).unwrap().unwrap();
+        assert!(
+            items.contains(&format!("username = runner:{}-0", pool.reference)),
+            "{items}"
+        );
+        let saved = Keychain
+            .load(&format!("{}-0", pool.reference))
+            .unwrap()
+            .unwrap();
         let config = support::config_path(&dir);
-        assert!(file_contains(&config, &pool.reference), "the pool is in the settings");
-        assert!(!file_contains(&config, &saved.token), "no runner token in the settings");
-        assert!(!file_contains(&config, "drv_"), "no member token in the settings");
+        assert!(
+            file_contains(&config, &pool.reference),
+            "the pool is in the settings"
+        );
+        assert!(
+            !file_contains(&config, &saved.token),
+            "no runner token in the settings"
+        );
+        assert!(
+            !file_contains(&config, "drv_"),
+            "no member token in the settings"
+        );
 
         // A used code is refused, and says so.
         let code = ann.client.pairing_code().await.unwrap();
-        ann.client.redeem_pairing_code(&code.code, "other").await.unwrap();
+        ann.client
+            .redeem_pairing_code(&code.code, "other")
+            .await
+            .unwrap();
         sup.sign_out().await.unwrap();
         sup.open_link(&code.link).await.unwrap();
         let e = sup.confirm_link().await.unwrap_err();
         assert_eq!(e.code, "PAIRING_CODE_USED", "{e:?}");
-        assert_eq!(sup.state().await.pending, None, "a refused code is not kept");
+        assert_eq!(
+            sup.state().await.pending,
+            None,
+            "a refused code is not kept"
+        );
     });
 }
 
@@ -129,17 +160,32 @@ fn a_removed_runner_finishes_its_job_then_is_revoked_and_forgotten() {
         let job = submit(
             &ann,
             &format!("self:{newest}"),
-            &format!("while [ ! -e {} ]; do sleep 0.05; done; echo done", gate.display()),
+            &format!(
+                "while [ ! -e {} ]; do sleep 0.05; done; echo done",
+                gate.display()
+            ),
         )
         .await;
         wait_state(&ann, &job, JobState::Running).await;
 
         let state = sup.set_runner_count(&reference, 1).await.unwrap();
         assert_eq!(state.pools[0].runners, 1);
-        let leaving = state.pools[0].live.iter().find(|r| r.id == newest).expect("still draining");
-        assert!(leaving.draining && leaving.current_jobs == [job.clone()], "{leaving:?}");
+        let leaving = state.pools[0]
+            .live
+            .iter()
+            .find(|r| r.id == newest)
+            .expect("still draining");
+        assert!(
+            leaving.draining && leaving.current_jobs == [job.clone()],
+            "{leaving:?}"
+        );
         // Still running, so still a runner at the coordinator.
-        let mine = ann.client.runners(RunnerListing::Mine).await.unwrap().runners;
+        let mine = ann
+            .client
+            .runners(RunnerListing::Mine)
+            .await
+            .unwrap()
+            .runners;
         assert!(mine.iter().any(|r| r.id == newest));
 
         std::fs::write(&gate, "").unwrap();
@@ -149,13 +195,17 @@ fn a_removed_runner_finishes_its_job_then_is_revoked_and_forgotten() {
             (!mine.iter().any(|r| r.id == newest)).then_some(())
         })
         .await;
-        eventually("its credential gone from the keychain", DEADLINE, || async {
-            let k = Keychain;
-            let gone = k.load(&format!("{reference}-1")).ok()?.is_none()
-                && k.get(&format!("departing:{newest}")).ok()?.is_none();
-            let state = sup.state().await;
-            (gone && state.pools[0].live.len() == 1).then_some(())
-        })
+        eventually(
+            "its credential gone from the keychain",
+            DEADLINE,
+            || async {
+                let k = Keychain;
+                let gone = k.load(&format!("{reference}-1")).ok()?.is_none()
+                    && k.get(&format!("departing:{newest}")).ok()?.is_none();
+                let state = sup.state().await;
+                (gone && state.pools[0].live.len() == 1).then_some(())
+            },
+        )
         .await;
         // The kept runner still works.
         let job = submit(&ann, &reference, "true").await;
@@ -228,12 +278,23 @@ fn runners_pools_and_settings_survive_a_restart() {
         sup.set_pool_settings(&reference, 2, vec!["gpu".into(), " ".into()])
             .await
             .unwrap();
-        let before: Vec<String> = online(&sup, 2).await.pools[0].live.iter().map(|r| r.id.clone()).collect();
-        let bad = sup.set_pool_settings(&reference, 0, vec![]).await.unwrap_err();
+        let before: Vec<String> = online(&sup, 2).await.pools[0]
+            .live
+            .iter()
+            .map(|r| r.id.clone())
+            .collect();
+        let bad = sup
+            .set_pool_settings(&reference, 0, vec![])
+            .await
+            .unwrap_err();
         assert_eq!(bad.code, "INVALID_INPUT");
-        let bad = sup.set_pool_settings(&reference, 1, vec!["no spaces".into()]).await.unwrap_err();
+        let bad = sup
+            .set_pool_settings(&reference, 1, vec!["no spaces".into()])
+            .await
+            .unwrap_err();
         assert_eq!(bad.code, "INVALID_INPUT");
         sup.set_paused(true).await.unwrap();
+        let job = submit(&ann, &reference, "true").await;
         sup.begin_quit().await;
         sup.wait_stopped().await;
         drop(sup);
@@ -242,12 +303,33 @@ fn runners_pools_and_settings_survive_a_restart() {
         let state = sup.state().await;
         assert!(state.paused && state.account.is_some());
         let pool = &state.pools[0];
-        assert_eq!((pool.runners, pool.slots, pool.labels.clone()), (2, 2, vec!["gpu".to_owned()]));
-        let after: Vec<String> = online(&sup, 2).await.pools[0].live.iter().map(|r| r.id.clone()).collect();
+        assert_eq!(
+            (pool.runners, pool.slots, pool.labels.clone()),
+            (2, 2, vec!["gpu".to_owned()])
+        );
+        let after: Vec<String> = online(&sup, 2).await.pools[0]
+            .live
+            .iter()
+            .map(|r| r.id.clone())
+            .collect();
         assert_eq!(before, after, "the same runners, from the keychain");
-        let mine = ann.client.runners(RunnerListing::Mine).await.unwrap().runners;
+        let mine = ann
+            .client
+            .runners(RunnerListing::Mine)
+            .await
+            .unwrap()
+            .runners;
         assert_eq!(mine.len(), 2, "no runner paired twice: {mine:?}");
-        assert!(mine.iter().all(|r| r.capabilities.contains(&"gpu".to_owned())), "{mine:?}");
+        assert!(
+            mine.iter()
+                .all(|r| r.capabilities.contains(&"gpu".to_owned())),
+            "{mine:?}"
+        );
+        // Restarted paused: online, yet leasing nothing until resumed.
+        assert_eq!(ann.client.job(&job).await.unwrap().state, JobState::Queued);
+        assert_eq!(c.waiting_leases().await, 0);
+        sup.set_paused(false).await.unwrap();
+        wait_state(&ann, &job, JobState::Succeeded).await;
     });
 }
 
@@ -268,12 +350,30 @@ fn signing_out_revokes_this_devices_tokens_and_empties_the_keychain() {
         assert_eq!(state.status, Status::SignedOut);
         assert!(state.pools.is_empty() && state.account.is_none());
         let e = device.tokens().await.unwrap_err();
-        assert_eq!(e.code(), Some(ErrorCode::Unauthorized), "the device token is revoked");
+        assert_eq!(
+            e.code(),
+            Some(ErrorCode::Unauthorized),
+            "the device token is revoked"
+        );
         let e = c.client(&runner.token).hello(&[]).await.unwrap_err();
-        assert_eq!(e.code(), Some(ErrorCode::Unauthorized), "the runner is revoked");
+        assert_eq!(
+            e.code(),
+            Some(ErrorCode::Unauthorized),
+            "the runner is revoked"
+        );
         let items = service.items();
-        assert!(!items.contains("username ="), "the keychain still holds: {items}");
-        assert!(ann.client.runners(RunnerListing::Mine).await.unwrap().runners.is_empty());
+        assert!(
+            !items.contains("username ="),
+            "the keychain still holds: {items}"
+        );
+        assert!(
+            ann.client
+                .runners(RunnerListing::Mine)
+                .await
+                .unwrap()
+                .runners
+                .is_empty()
+        );
         // Commands needing the account now say so.
         let e = sup.account_client().await.unwrap_err();
         assert_eq!(e.code, "NOT_SIGNED_IN");
@@ -286,28 +386,57 @@ fn a_join_link_lends_this_machine_to_a_workspace_pool() {
     runtime().block_on(async {
         let c = Coordinator::start().await;
         let ann = c.bootstrap("acme", "ann@acme.test");
-        let pool = ann.client.create_runtime(Scope::Workspace, "build").await.unwrap();
-        let join = ann.client.join_token(Scope::Workspace, &pool.id).await.unwrap();
+        let pool = ann
+            .client
+            .create_runtime(Scope::Workspace, "build")
+            .await
+            .unwrap();
+        let join = ann
+            .client
+            .join_token(Scope::Workspace, &pool.id)
+            .await
+            .unwrap();
         let dir = TempDir::new("desktop");
         let (sup, _) = supervisor(&dir).await;
 
-        let bad = sup.open_link("drover://join?url=http://x&ref=ws:acme:build&token=rnr_x").await;
+        let bad = sup
+            .open_link("drover://join?url=http://x&ref=ws:acme:build&token=rnr_x")
+            .await;
         assert_eq!(bad.unwrap_err().code, "BAD_LINK");
         let pending = sup.open_link(join.link.as_deref().unwrap()).await.unwrap();
-        assert_eq!((pending.kind, pending.pool.as_str()), ("join", pool.reference.as_str()));
+        assert_eq!(
+            (pending.kind, pending.pool.as_str()),
+            ("join", pool.reference.as_str())
+        );
         let state = sup.confirm_link().await.unwrap();
-        assert!(state.account.is_none(), "lending to a pool needs no sign-in");
+        assert!(
+            state.account.is_none(),
+            "lending to a pool needs no sign-in"
+        );
         assert_eq!(state.pools[0].reference, pool.reference);
         let id = online(&sup, 1).await.pools[0].live[0].id.clone();
-        let roster = ann.client.runners(RunnerListing::Roster).await.unwrap().runners;
-        assert!(roster.iter().any(|r| r.id == id && r.owner == "ws:acme"), "{roster:?}");
+        let roster = ann
+            .client
+            .runners(RunnerListing::Roster)
+            .await
+            .unwrap()
+            .runners;
+        assert!(
+            roster.iter().any(|r| r.id == id && r.owner == "ws:acme"),
+            "{roster:?}"
+        );
         let job = submit(&ann, &pool.reference, "echo on the team pool").await;
         wait_state(&ann, &job, JobState::Succeeded).await;
 
         // Removing it revokes it with its own credential (no admin token here).
         sup.set_runner_count(&pool.reference, 0).await.unwrap();
         eventually("the runner gone from the roster", DEADLINE, || async {
-            let roster = ann.client.runners(RunnerListing::Roster).await.ok()?.runners;
+            let roster = ann
+                .client
+                .runners(RunnerListing::Roster)
+                .await
+                .ok()?
+                .runners;
             (!roster.iter().any(|r| r.id == id)).then_some(())
         })
         .await;

@@ -61,7 +61,10 @@ impl SecretService {
         // Ready once the Secret Service answers.
         let end = std::time::Instant::now() + DEADLINE;
         while !has_owner("org.freedesktop.secrets") {
-            assert!(std::time::Instant::now() < end, "the Secret Service did not start");
+            assert!(
+                std::time::Instant::now() < end,
+                "the Secret Service did not start"
+            );
             std::thread::yield_now();
         }
         service
@@ -124,7 +127,10 @@ pub fn runner_settings(dir: &TempDir) -> RunnerSettings {
 }
 
 pub fn config_path(dir: &TempDir) -> PathBuf {
-    dir.path().join("config").join("drover").join("desktop.json")
+    dir.path()
+        .join("config")
+        .join("drover")
+        .join("desktop.json")
 }
 
 /// A supervisor whose notices are collected for the test to read.
