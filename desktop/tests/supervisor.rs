@@ -7,7 +7,7 @@
 mod support;
 
 use drover_desktop::keychain::Keychain;
-use drover_desktop::supervisor::{AppState, Status, Supervisor};
+use drover_desktop::supervisor::{ActivityKind, AppState, Status, Supervisor};
 use drover_tests::runner_core::client::{RunnerListing, Scope};
 use drover_tests::runner_core::credentials::CredentialStore;
 use drover_tests::runner_core::wire::{ErrorCode, JobState, SubmitJob};
@@ -440,5 +440,72 @@ fn a_join_link_lends_this_machine_to_a_workspace_pool() {
             (!roster.iter().any(|r| r.id == id)).then_some(())
         })
         .await;
+    });
+}
+
+#[test]
+fn losing_the_coordinator_notifies_and_loses_no_result_already_run() {
+    let _service = SecretService::start();
+    runtime().block_on(async {
+        let mut c = Coordinator::start().await;
+        let ann = c.bootstrap("acme", "ann@acme.test");
+        let dir = TempDir::new("desktop");
+        let (sup, notes) = supervisor(&dir).await;
+        let reference = paired(&sup, &ann).await.pools[0].reference.clone();
+        online(&sup, 1).await;
+        let gate = dir.path().join("gate");
+        let job = submit(
+            &ann,
+            &reference,
+            &format!("while [ ! -e {} ]; do sleep 0.05; done; echo finished", gate.display()),
+        )
+        .await;
+        wait_state(&ann, &job, JobState::Running).await;
+
+        c.stop().await;
+        let noted = |what: &'static str| {
+            let notes = notes.clone();
+            move || {
+                let seen = notes.lock().unwrap().iter().any(|n| n.contains(what));
+                async move { seen.then_some(()) }
+            }
+        };
+        eventually("an unreachable notification", DEADLINE, noted("unreachable")).await;
+        assert_eq!(sup.state().await.status, Status::Offline);
+        // The job ends while the coordinator is away; its result waits.
+        std::fs::write(&gate, "").unwrap();
+        c.restart().await;
+        wait_state(&ann, &job, JobState::Succeeded).await;
+        assert!(ann.client.logs(&job).await.unwrap().contains("finished"));
+        eventually("a back-online notification", DEADLINE, noted("back online")).await;
+        let state = online(&sup, 1).await;
+        assert_ne!(state.status, Status::Offline);
+        let kinds: Vec<_> = state.activity.iter().map(|a| a.kind).collect();
+        assert!(kinds.contains(&ActivityKind::Unreachable) && kinds.contains(&ActivityKind::Reconnected));
+    });
+}
+
+#[test]
+fn a_failed_job_is_noted_and_notified() {
+    let _service = SecretService::start();
+    runtime().block_on(async {
+        let c = Coordinator::start().await;
+        let ann = c.bootstrap("acme", "ann@acme.test");
+        let dir = TempDir::new("desktop");
+        let (sup, notes) = supervisor(&dir).await;
+        let reference = paired(&sup, &ann).await.pools[0].reference.clone();
+        let job = submit(&ann, &reference, "exit 3").await;
+        wait_state(&ann, &job, JobState::Failed).await;
+        eventually("a job-failed notification", DEADLINE, || {
+            let seen = notes
+                .lock()
+                .unwrap()
+                .iter()
+                .any(|n| n.contains("failed") && n.contains(&job) && n.contains("exit 3"));
+            async move { seen.then_some(()) }
+        })
+        .await;
+        let state = sup.state().await;
+        assert_eq!(state.activity[0].kind, ActivityKind::JobFailed);
     });
 }
