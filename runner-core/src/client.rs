@@ -366,6 +366,11 @@ impl Client {
         .await
     }
 
+    /// Who this client's member token belongs to, with the token itself.
+    pub async fn me(&self) -> Result<wire::Me, ClientError> {
+        self.get("/v1/me").await
+    }
+
     /// The signed-in member's API tokens.
     pub async fn tokens(&self) -> Result<wire::ApiTokenList, ClientError> {
         self.get("/v1/me/tokens").await
@@ -402,6 +407,13 @@ impl Client {
             REQUEST_TIMEOUT,
         )
         .await
+    }
+
+    /// This runner revokes itself: its credential stops working at once,
+    /// and any job it holds goes back to the queue.
+    pub async fn leave(&self) -> Result<(), ClientError> {
+        self.call_empty(Method::POST, "/v1/runner/leave", None::<&()>)
+            .await
     }
 
     /// Exchanges this client's join token for a runner credential.

@@ -37,6 +37,8 @@ impl std::fmt::Debug for StoredCredential {
 pub trait CredentialStore: Send + Sync {
     fn load(&self, key: &str) -> io::Result<Option<StoredCredential>>;
     fn save(&self, key: &str, credential: &StoredCredential) -> io::Result<()>;
+    /// Forgets a credential; forgetting one that is not there is no error.
+    fn delete(&self, key: &str) -> io::Result<()>;
     /// Where a credential is kept, for messages (never its content).
     fn describe(&self, key: &str) -> String;
 }
@@ -103,6 +105,13 @@ impl CredentialStore for FileStore {
         file.write_all(&serde_json::to_vec_pretty(credential).map_err(io::Error::other)?)?;
         file.sync_all()?;
         std::fs::rename(&tmp, &path)
+    }
+
+    fn delete(&self, key: &str) -> io::Result<()> {
+        match std::fs::remove_file(self.path(key)) {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+            other => other,
+        }
     }
 
     fn describe(&self, key: &str) -> String {

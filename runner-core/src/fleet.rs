@@ -25,6 +25,8 @@ pub struct Fleet {
     settings: Arc<RunnerSettings>,
     isolation: Arc<Prepared>,
     events: Events,
+    /// Holds new leases on every runner while true.
+    pause: watch::Sender<bool>,
     /// Runners in the order they were added.
     active: Vec<Member>,
     /// Runners removed by `scale_down`, finishing their jobs.
@@ -48,6 +50,7 @@ impl Fleet {
                 settings: Arc::new(settings),
                 isolation,
                 events,
+                pause: watch::Sender::new(false),
                 active: Vec::new(),
                 leaving: Vec::new(),
             },
@@ -76,6 +79,7 @@ impl Fleet {
         let task = tokio::spawn(runner.run(Controls {
             drain: drain_rx,
             kill: kill_rx,
+            pause: self.pause.subscribe(),
         }));
         self.active.push(Member {
             id,
@@ -110,6 +114,31 @@ impl Fleet {
         Some(id)
     }
 
+    /// Pauses (no new leases; running jobs go on) or resumes every runner,
+    /// those added later included.
+    pub fn set_paused(&self, paused: bool) {
+        self.pause.send_replace(paused);
+    }
+
+    pub fn paused(&self) -> bool {
+        *self.pause.borrow()
+    }
+
+    /// Runners removed by `scale_down` that have finished their jobs and
+    /// stopped, each once: their credentials may now be revoked.
+    pub async fn take_departed(&mut self) -> Vec<(String, Result<(), ClientError>)> {
+        let (done, still): (Vec<_>, Vec<_>) = std::mem::take(&mut self.leaving)
+            .into_iter()
+            .partition(|m| m.task.is_finished());
+        self.leaving = still;
+        let mut out = Vec::new();
+        for m in done {
+            // Already finished: this returns at once.
+            out.push((m.id, m.task.await.unwrap_or(Ok(()))));
+        }
+        out
+    }
+
     /// A snapshot of every runner still running, active first.
     pub fn status(&self) -> Vec<RunnerStatus> {
         self.active
@@ -122,16 +151,25 @@ impl Fleet {
 
     /// Graceful stop: no new leases; running jobs finish; then return.
     pub async fn drain(mut self) -> Vec<(String, Result<(), ClientError>)> {
+        self.stop_leasing();
+        self.active.append(&mut self.leaving);
+        self.join_all().await
+    }
+
+    /// Every runner stops leasing and stops once its jobs finish; unlike
+    /// `drain`, this returns at once (watch `status` empty out, or the
+    /// `Stopped` events). The runners stay members: nothing departs.
+    pub fn stop_leasing(&self) {
         for m in &self.active {
-            let _ = m.drain.send(true);
+            if m.drain.send_replace(true) {
+                continue;
+            }
             m.status.lock().expect("status lock").draining = true;
             let _ = self.events.send(Event {
                 runner: m.id.clone(),
                 kind: EventKind::Draining,
             });
         }
-        self.active.append(&mut self.leaving);
-        self.join_all().await
     }
 
     /// Forced stop: running jobs are killed (and re-queue when their lease expires).

@@ -66,6 +66,12 @@ enum Command {
     /// Your API tokens: list and revoke.
     #[command(subcommand)]
     Tokens(TokensCommand),
+    /// Who your token belongs to: workspace, email, role, and the token.
+    Whoami {
+        /// Print the coordinator's JSON.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Subcommand)]
@@ -610,6 +616,19 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let code = client.pairing_code().await?;
             println!("{}", code.link);
             eprintln!("one use; {}", expiry(code.expires_at));
+        }
+        Command::Whoami { json } => {
+            let client = Client::new(&cli.url, token(&cli)?)?;
+            let me = client.me().await?;
+            if *json {
+                print_json(&me)?;
+            } else {
+                println!("{} ({}) in workspace {}", me.email, me.role, me.workspace);
+                println!("subject {}", me.subject);
+                if let Some(t) = &me.token {
+                    println!("token   {} ({})", t.id, t.name);
+                }
+            }
         }
         Command::Tokens(cmd) => {
             let client = Client::new(&cli.url, token(&cli)?)?;

@@ -169,11 +169,13 @@ pub struct RunnerStatus {
     pub current_jobs: Vec<String>,
 }
 
-/// Drain (stop leasing, let jobs finish) and kill (stop jobs too).
+/// Drain (stop leasing, let jobs finish), kill (stop jobs too), and pause
+/// (hold new leases while true; running jobs go on).
 #[derive(Clone)]
 pub struct Controls {
     pub drain: watch::Receiver<bool>,
     pub kill: watch::Receiver<bool>,
+    pub pause: watch::Receiver<bool>,
 }
 
 /// The outcome of one step of a worker.
@@ -358,12 +360,23 @@ impl Runner {
         if *drain.borrow() {
             return Ok(Step::Drained);
         }
+        let mut pause = controls.pause.clone();
+        if *pause.borrow() {
+            tokio::select! {
+                // A dropped sender can pause no more.
+                _ = pause.wait_for(|p| !*p) => {}
+                _ = drain.wait_for(|d| *d) => return Ok(Step::Drained),
+            }
+        }
         let leased = tokio::select! {
             r = self.client.offer(self.settings.lease_wait) => {
                 self.link(&r);
                 r?
             }
             _ = drain.wait_for(|d| *d) => return Ok(Step::Drained),
+            // Paused while waiting: give up the poll (as a drain does), and
+            // wait above for the resume.
+            Ok(_) = pause.wait_for(|p| *p) => return Ok(Step::Idle),
         };
         let lease = match leased {
             None => return Ok(Step::Idle),
@@ -558,7 +571,7 @@ impl Runner {
             Some(StopReason::Cancelled) | None => {}
         }
         // The heartbeat keeps the lease alive until the result is taken.
-        // On the first try, unless draining, ask for the next job in the same
+        // On the first try, unless draining or paused, ask for the next job in the same
         // round trip (only one already queued: the long-poll stays with
         // `lease`). Not on a retry: the lost answer may have held a lease,
         // and a second one would be leased to no one until its TTL.
@@ -566,7 +579,8 @@ impl Runner {
             outcome: result.outcome,
             exit_code: result.exit_code,
             error: result.error,
-            next: (!*controls.drain.borrow()).then_some(LeaseRequest { wait_ms: 0 }),
+            next: (!*controls.drain.borrow() && !*controls.pause.borrow())
+                .then_some(LeaseRequest { wait_ms: 0 }),
         };
         let mut next = None;
         let mut backoff = self.backoff();

@@ -133,6 +133,17 @@ impl From<model::ApiToken> for wire::ApiToken {
     }
 }
 
+/// Who the caller is, with the token of the request.
+pub fn me(m: crate::store::Member, token: Option<model::ApiToken>) -> wire::Me {
+    wire::Me {
+        workspace: m.workspace_name,
+        email: m.email,
+        subject: m.id.to_string(),
+        role: m.role.as_str().to_owned(),
+        token: token.map(wire::ApiToken::from),
+    }
+}
+
 /// `s` for a URL's query: every byte but the unreserved ones
 /// (`A-Z a-z 0-9 - . _ ~`) as `%XX`.
 fn percent_encode(s: &str) -> String {

@@ -1,11 +1,12 @@
 //! Pairing a device: `/v1/me/pairing-codes`, their redemption (which needs
-//! no other credential), and the member's own tokens (`/v1/me/tokens`).
+//! no other credential), who the caller is (`/v1/me`), and the member's own
+//! tokens (`/v1/me/tokens`).
 
 use axum::Router;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
-use axum::routing::{delete, post};
+use axum::routing::{delete, get, post};
 use drover_wire as wire;
 
 use super::AppState;
@@ -15,10 +16,16 @@ use crate::error::Result;
 
 pub fn router() -> Router<AppState> {
     Router::new()
+        .route("/v1/me", get(me))
         .route("/v1/me/pairing-codes", post(create_code))
         .route("/v1/pairing-codes/{code}/redeem", post(redeem))
-        .route("/v1/me/tokens", axum::routing::get(list_tokens))
+        .route("/v1/me/tokens", get(list_tokens))
         .route("/v1/me/tokens/{id}", delete(revoke_token))
+}
+
+async fn me(State(st): State<AppState>, AuthMember(m): AuthMember) -> Result<axum::Json<wire::Me>> {
+    let token = st.store.current_token(&m).await?;
+    Ok(axum::Json(dto::me(m, token)))
 }
 
 async fn create_code(

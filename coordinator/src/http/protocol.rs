@@ -24,6 +24,7 @@ pub fn router() -> Router<AppState> {
         .route("/v1/runner/join", post(join))
         .route("/v1/runner/join-token", get(join_token))
         .route("/v1/runner/hello", post(hello))
+        .route("/v1/runner/leave", post(leave))
         .route("/v1/runner/lease", post(lease))
         .route("/v1/runner/leases/{lease}/heartbeat", post(heartbeat))
         .route("/v1/runner/leases/{lease}/logs", post(logs))
@@ -78,6 +79,17 @@ async fn hello(
         runner_id: r.runner_id.to_string(),
         runtime_id: r.runtime_id.to_string(),
     }))
+}
+
+/// The runner revokes itself, as an owner or admin would: its credential
+/// stops working at once and what it held goes back to the queue.
+async fn leave(State(st): State<AppState>, AuthRunner(r): AuthRunner) -> Result<StatusCode> {
+    let changed = st.store.leave(&r.runner_id, st.now()).await?;
+    st.announce(super::runners::revoked_signals(
+        changed,
+        r.runner_id.as_str(),
+    ));
+    Ok(StatusCode::NO_CONTENT)
 }
 
 async fn touch(st: &AppState, r: &RunnerAuth) -> Result<()> {

@@ -11,8 +11,9 @@ use super::AppState;
 use super::dto;
 use super::extract::{AuthMember, Json, OptionalJson};
 use crate::error::Result;
+use crate::ids::JobId;
 use crate::store::{Owner, RunnerScope};
-use crate::wake::Signal;
+use crate::wake::{Signal, Wake};
 
 pub fn router() -> Router<AppState> {
     Router::new()
@@ -60,6 +61,14 @@ async fn revoke(
     id: &str,
 ) -> Result<StatusCode> {
     let changed = st.store.revoke_runner(m, &owner, id, st.now()).await?;
+    st.announce(revoked_signals(changed, id));
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// What revoking runner `id` tells this coordinator and the others: the
+/// jobs that changed, who to wake for them, and that its credential is gone
+/// (so no cache keeps it).
+pub(super) fn revoked_signals(changed: Vec<(JobId, Option<Wake>)>, id: &str) -> Vec<Signal> {
     let mut signals = Vec::new();
     for (job, wake) in changed {
         signals.push(Signal::Job {
@@ -70,8 +79,7 @@ async fn revoke(
     signals.push(Signal::Revoked {
         runner: id.to_owned(),
     });
-    st.announce(signals);
-    Ok(StatusCode::NO_CONTENT)
+    signals
 }
 
 async fn revoke_mine(

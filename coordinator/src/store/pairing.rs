@@ -142,20 +142,24 @@ impl Store {
         .bind(now)
         .fetch_all(&self.reader)
         .await?;
-        rows.iter()
-            .map(|row| {
-                let id = TokenId::from_db(row.try_get("id")?);
-                Ok(ApiToken {
-                    current: member.token_id.as_ref() == Some(&id),
-                    id,
-                    name: row
-                        .try_get::<Option<String>, _>("name")?
-                        .unwrap_or_default(),
-                    created_at: row.try_get("created_at")?,
-                    last_used_at: row.try_get("last_used_at")?,
-                })
-            })
-            .collect()
+        rows.iter().map(|row| api_token(member, row)).collect()
+    }
+
+    /// The API token `member` signed in with, if it has an id (and still
+    /// exists: it may have been revoked since it was checked).
+    pub async fn current_token(&self, member: &Member) -> Result<Option<ApiToken>> {
+        let Some(id) = &member.token_id else {
+            return Ok(None);
+        };
+        let row = sqlx::query(
+            "SELECT id, name, created_at, last_used_at FROM tokens
+             WHERE id = $1 AND subject_id = $2 AND kind = 'user'",
+        )
+        .bind(id.as_str())
+        .bind(member.id.as_str())
+        .fetch_optional(&self.reader)
+        .await?;
+        row.map(|row| api_token(member, &row)).transpose()
     }
 
     /// Revokes one of `member`'s own API tokens, at once (member tokens
@@ -175,6 +179,20 @@ impl Store {
         }
         Ok(())
     }
+}
+
+/// A token from a row of `id, name, created_at, last_used_at`.
+fn api_token(member: &Member, row: &sqlx::any::AnyRow) -> Result<ApiToken> {
+    let id = TokenId::from_db(row.try_get("id")?);
+    Ok(ApiToken {
+        current: member.token_id.as_ref() == Some(&id),
+        id,
+        name: row
+            .try_get::<Option<String>, _>("name")?
+            .unwrap_or_default(),
+        created_at: row.try_get("created_at")?,
+        last_used_at: row.try_get("last_used_at")?,
+    })
 }
 
 #[cfg(test)]

@@ -322,11 +322,42 @@ impl Store {
         if done.rows_affected() == 0 {
             return Err(not_found());
         }
+        self.revoked(tx, &id, now).await
+    }
+
+    /// A runner revokes itself (`POST /v1/runner/leave`), with the same
+    /// effect as [`Store::revoke_runner`]. A runner already revoked is
+    /// UNAUTHORIZED, as its token is.
+    pub async fn leave(&self, id: &RunnerId, now: i64) -> Result<Vec<(JobId, Option<Wake>)>> {
+        let mut tx = self.writer.begin().await?;
+        let done =
+            sqlx::query("UPDATE runners SET revoked_at = $1 WHERE id = $2 AND revoked_at IS NULL")
+                .bind(now)
+                .bind(id.as_str())
+                .execute(&mut *tx)
+                .await?;
+        if done.rows_affected() == 0 {
+            return Err(Error::api(
+                ErrorCode::Unauthorized,
+                "this runner was revoked",
+            ));
+        }
+        self.revoked(tx, id, now).await
+    }
+
+    /// The rest of revoking runner `id`, just marked revoked in `tx`: its
+    /// token, its leases and the jobs pinned to it. Commits.
+    async fn revoked(
+        &self,
+        mut tx: sqlx::Transaction<'static, sqlx::Any>,
+        id: &RunnerId,
+        now: i64,
+    ) -> Result<Vec<(JobId, Option<Wake>)>> {
         sqlx::query("DELETE FROM tokens WHERE subject_id = $1 AND kind = 'runner'")
             .bind(id.as_str())
             .execute(&mut *tx)
             .await?;
-        let mut changed = release_leases_of_runner(&mut tx, self.dialect, &id, now).await?;
+        let mut changed = release_leases_of_runner(&mut tx, self.dialect, id, now).await?;
         let pinned: Vec<String> = sqlx::query_scalar(
             "UPDATE jobs SET state = 'lost', error = 'the runner it was pinned to was revoked', finished_at = $1
              WHERE pinned_runner_id = $2 AND state = 'queued' RETURNING id",
@@ -336,9 +367,8 @@ impl Store {
         .fetch_all(&mut *tx)
         .await?;
         tx.commit().await?;
-        changed.retain(
-            |(_, wake)| !matches!(wake, Some(Wake::Runner { runner, .. }) if *runner == id),
-        );
+        changed
+            .retain(|(_, wake)| !matches!(wake, Some(Wake::Runner { runner, .. }) if runner == id));
         changed.extend(pinned.into_iter().map(|job| (JobId::from_db(job), None)));
         Ok(changed)
     }

@@ -674,6 +674,20 @@ pub struct ApiTokenList {
     pub tokens: Vec<ApiToken>,
 }
 
+/// Who the caller is (`GET /v1/me`): the member behind a member API token.
+/// The member fields are those of [`MemberCredential`].
+#[derive(Serialize, Deserialize, Debug, Clone)]
+#[serde(rename_all = "camelCase")]
+pub struct Me {
+    pub workspace: String,
+    pub email: String,
+    pub subject: String,
+    pub role: String,
+    /// The token of this request (`current: true`); `None` for a token
+    /// without an id.
+    pub token: Option<ApiToken>,
+}
+
 // ---------------------------------------------------------------- admin
 
 /// What `drover-coordinator admin bootstrap|add-member --json` prints.
