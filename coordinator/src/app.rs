@@ -11,6 +11,7 @@ use tokio::sync::watch;
 
 use crate::clock::{Clock, SystemClock};
 use crate::dispatch::Hub;
+use crate::http::rate_limit::RateLimiter;
 use crate::http::{self, AppState, Probes, RequestLimits};
 use crate::ids::new_id;
 use crate::retention::{self, Retention};
@@ -137,6 +138,7 @@ impl Application {
             )),
             probes: Arc::new(Probes::new(config.metrics_token.as_deref())),
             public_url: public_url.into(),
+            redeem_limit: Arc::new(RateLimiter::for_redeems()),
         };
         Ok(Self {
             listener,

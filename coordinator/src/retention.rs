@@ -1,7 +1,8 @@
 //! The background purge of old history (`serve --retain-finished`): every
 //! `interval`, finished jobs older than the age go (with their logs and
-//! idempotency keys), then idempotency keys past their 24 hours, each in
-//! batches of `batch` (see `store::retention`). After each batch the task
+//! idempotency keys), then idempotency keys past their 24 hours, then
+//! pairing codes a day past their expiry, each in batches of `batch` (see
+//! `store::retention`). After each batch the task
 //! pauses as long as the batch took, so it holds the writer at most half
 //! the time and a lease never waits behind more than one batch.
 
@@ -72,6 +73,7 @@ pub async fn purge_in_background(st: AppState, policy: Retention) {
                 jobs = total.jobs,
                 log_chunks = total.log_chunks,
                 keys = total.keys,
+                pairing_codes = total.pairing_codes,
                 ms = started.elapsed().as_millis() as u64,
                 "purged old history"
             ),
@@ -107,6 +109,17 @@ async fn purge_all(
         let keys = st.store.purge_expired_keys(st.now(), policy.batch).await?;
         total.keys += keys;
         if (keys as usize) < policy.batch || !pause(st, t.elapsed()).await {
+            break;
+        }
+    }
+    loop {
+        let t = Instant::now();
+        let codes = st
+            .store
+            .purge_old_pairing_codes(st.now(), policy.batch)
+            .await?;
+        total.pairing_codes += codes;
+        if (codes as usize) < policy.batch || !pause(st, t.elapsed()).await {
             break;
         }
     }

@@ -4,9 +4,14 @@
 //! once; its last tenth serves only the runner protocol, so a flood of member
 //! connections cannot keep runners out), a header timeout (which also ends
 //! idle keep-alive connections), and a shutdown deadline. Body timeouts and
-//! budgets live in `http::extract`.
+//! budgets live in `http::extract`. Each request learns its peer address.
+//!
+//! (Over 500 lines: the accept loop and what it wraps each connection in
+//! (the write timeout and error envelope of `EnvelopedErrors`, the peer
+//! address) are one piece, read together.)
 
 use std::io;
+use std::net::SocketAddr;
 use std::pin::{Pin, pin};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -14,6 +19,7 @@ use std::task::{Context, Poll, ready};
 use std::time::{Duration, Instant};
 
 use axum::Router;
+use axum::extract::ConnectInfo;
 use hyper::server::conn::http1;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
@@ -136,7 +142,7 @@ pub async fn serve(
     let closed = Arc::new(AtomicUsize::new(0));
     let trimmer = tokio::spawn(give_back_memory_after_bursts(closed.clone()));
     loop {
-        let (tcp, _peer) = tokio::select! {
+        let (tcp, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok(a) => a,
                 Err(e) => {
@@ -169,7 +175,10 @@ pub async fn serve(
         } else {
             (http.clone(), &routers.all)
         };
-        let service = TowerToHyperService::new(router.clone());
+        let service = WithPeer {
+            inner: TowerToHyperService::new(router.clone()),
+            peer,
+        };
         let mut stopping = stop.subscribe();
         let closed = closed.clone();
         let write_timeout = limits.body_timeout;
@@ -219,6 +228,27 @@ pub async fn serve(
         );
     }
     stopping
+}
+
+/// Tells each request of a connection which address it came from, as
+/// `ConnectInfo<SocketAddr>` (what `axum::serve` would add).
+struct WithPeer<S> {
+    inner: S,
+    peer: SocketAddr,
+}
+
+impl<S, B> hyper::service::Service<hyper::Request<B>> for WithPeer<S>
+where
+    S: hyper::service::Service<hyper::Request<B>>,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = S::Future;
+
+    fn call(&self, mut req: hyper::Request<B>) -> Self::Future {
+        req.extensions_mut().insert(ConnectInfo(self.peer));
+        self.inner.call(req)
+    }
 }
 
 /// After a burst of connections (a flood of clients, stalled uploads) has

@@ -20,6 +20,13 @@ struct Member {
     task: JoinHandle<Result<(), ClientError>>,
 }
 
+impl Member {
+    /// The runner has stopped (its `Stopped` event is sent, or its task ended).
+    fn stopped(&self) -> bool {
+        self.task.is_finished() || self.status.lock().expect("status lock").stopped
+    }
+}
+
 pub struct Fleet {
     client: Client,
     settings: Arc<RunnerSettings>,
@@ -129,11 +136,11 @@ impl Fleet {
     pub async fn take_departed(&mut self) -> Vec<(String, Result<(), ClientError>)> {
         let (done, still): (Vec<_>, Vec<_>) = std::mem::take(&mut self.leaving)
             .into_iter()
-            .partition(|m| m.task.is_finished());
+            .partition(Member::stopped);
         self.leaving = still;
         let mut out = Vec::new();
         for m in done {
-            // Already finished: this returns at once.
+            // Stopped: its task returns at once.
             out.push((m.id, m.task.await.unwrap_or(Ok(()))));
         }
         out
@@ -144,7 +151,7 @@ impl Fleet {
         self.active
             .iter()
             .chain(&self.leaving)
-            .filter(|m| !m.task.is_finished())
+            .filter(|m| !m.stopped())
             .map(|m| m.status.lock().expect("status lock").clone())
             .collect()
     }

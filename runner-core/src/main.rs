@@ -18,6 +18,8 @@ use runner_core::isolation::{self, Isolation, Sandbox};
 use runner_core::runner::{Credential, EventKind, RunnerSettings};
 use runner_core::wire::{JobState, SubmitJob};
 
+mod human;
+
 #[derive(Parser)]
 #[command(
     name = "drover",
@@ -77,7 +79,11 @@ enum Command {
 #[derive(Subcommand)]
 enum TokensCommand {
     /// Your API tokens: id, name, created, last used; `*` marks this one.
-    List,
+    List {
+        /// Print the coordinator's JSON (times in Unix milliseconds).
+        #[arg(long)]
+        json: bool,
+    },
     /// Revoke one of your API tokens, at once.
     Revoke { id: String },
 }
@@ -633,15 +639,18 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Tokens(cmd) => {
             let client = Client::new(&cli.url, token(&cli)?)?;
             match cmd {
-                TokensCommand::List => {
+                TokensCommand::List { json: true } => print_json(&client.tokens().await?)?,
+                TokensCommand::List { json: false } => {
+                    let now = human::now_ms();
                     for t in client.tokens().await?.tokens {
                         println!(
                             "{} {}  {:<24} created {}  last used {}",
                             if t.current { "*" } else { " " },
                             t.id,
                             t.name,
-                            t.created_at,
-                            t.last_used_at.map_or("never".into(), |at| at.to_string())
+                            human::utc(t.created_at),
+                            t.last_used_at
+                                .map_or("never".into(), |at| human::ago(at, now))
                         );
                     }
                 }
@@ -655,13 +664,10 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// "expires in N min", for a time in Unix milliseconds.
+/// "expires in N min (at …)", for a time in Unix milliseconds.
 fn expiry(expires_at: i64) -> String {
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64);
-    let minutes = ((expires_at - now).max(0) as u64).div_ceil(60_000);
-    format!("expires in {minutes} min (at {expires_at} ms since the Unix epoch)")
+    let minutes = ((expires_at - human::now_ms()).max(0) as u64).div_ceil(60_000);
+    format!("expires in {minutes} min (at {})", human::utc(expires_at))
 }
 
 #[tokio::main]

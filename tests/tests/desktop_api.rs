@@ -1,6 +1,7 @@
 //! What the desktop app (issue 10) needs of the coordinator besides pairing:
-//! who a token belongs to (`GET /v1/me`, `drover whoami`), and a runner
-//! revoking itself (`POST /v1/runner/leave`) with only its own credential.
+//! who a token belongs to (`GET /v1/me`, `drover whoami`), a runner
+//! revoking itself (`POST /v1/runner/leave`) with only its own credential,
+//! and the limit on wrong pairing codes.
 
 use std::process::{Command, Output};
 use std::time::Duration;
@@ -212,4 +213,88 @@ async fn a_runner_joined_by_link_leaves_with_its_own_credential() {
         ),
         ErrorCode::NotFound
     );
+}
+
+/// Redeems `code` from source address `from`: (status, Retry-After, body).
+async fn redeem_from(
+    c: &Coordinator,
+    from: [u8; 4],
+    code: &str,
+) -> (u16, Option<u64>, serde_json::Value) {
+    let http = reqwest::Client::builder()
+        .local_address(std::net::IpAddr::from(from))
+        .build()
+        .unwrap();
+    let resp = http
+        .post(format!("{}/v1/pairing-codes/{code}/redeem", c.url))
+        .json(&serde_json::json!({ "deviceName": "laptop" }))
+        .send()
+        .await
+        .unwrap();
+    let retry_after = resp
+        .headers()
+        .get("retry-after")
+        .map(|v| v.to_str().unwrap().parse().unwrap());
+    (
+        resp.status().as_u16(),
+        retry_after,
+        resp.json().await.unwrap(),
+    )
+}
+
+#[tokio::test]
+async fn many_wrong_pairing_codes_from_one_client_are_rate_limited() {
+    let c = Coordinator::start().await;
+    let bob = c.bootstrap("acme", "bob@acme.test");
+    let code = bob.client.pairing_code().await.unwrap().code;
+    let guesser = [127, 0, 0, 2];
+    // Its burst of wrong codes is answered as usual; right codes from the
+    // same client before that cost it nothing.
+    let mine = bob.client.pairing_code().await.unwrap().code;
+    let (status, _, _) = redeem_from(&c, guesser, &mine).await;
+    assert_eq!(status, 201);
+    let mut answered = Vec::new();
+    for i in 0..40 {
+        let guess = format!("dpc_{i:052}");
+        let (status, retry_after, body) = redeem_from(&c, guesser, &guess).await;
+        if status == 429 {
+            assert_eq!(body["error"]["code"], "RATE_LIMITED", "{body}");
+            let retry_after = retry_after.expect("a Retry-After header");
+            assert!((1..=60).contains(&retry_after), "{retry_after}");
+            break;
+        }
+        assert_eq!(
+            (status, body["error"]["code"].as_str()),
+            (404, Some("NOT_FOUND"))
+        );
+        answered.push(i);
+    }
+    assert_eq!(answered.len(), 20, "the burst is 20 wrong codes");
+    // A used code is a wrong code too; and so is the right one, now.
+    let (status, _, body) = redeem_from(&c, guesser, &mine).await;
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (429, Some("RATE_LIMITED"))
+    );
+    let (status, _, _) = redeem_from(&c, guesser, &code).await;
+    assert_eq!(status, 429);
+
+    // Another client's right code is unaffected (and its wrong ones are its own).
+    let other = [127, 0, 0, 1];
+    let (status, _, _) = redeem_from(&c, other, &format!("dpc_{:052}", 7)).await;
+    assert_eq!(status, 404);
+    let (status, _, device) = redeem_from(&c, other, &code).await;
+    assert_eq!(status, 201, "{device}");
+    assert!(device["token"].as_str().unwrap().starts_with("drv_"));
+
+    // The guesser's bucket refills: one more guess after Retry-After, then
+    // it is limited again.
+    let status = eventually("a refilled token", DEADLINE, || async {
+        let (status, _, _) = redeem_from(&c, guesser, "dpc_nope").await;
+        (status != 429).then_some(status)
+    })
+    .await;
+    assert_eq!(status, 404);
+    let (status, _, _) = redeem_from(&c, guesser, "dpc_nope").await;
+    assert_eq!(status, 429);
 }

@@ -230,6 +230,27 @@ async fn members_list_and_revoke_their_own_tokens_at_once() {
         !list.contains("drv_") && !list.contains(&device.token),
         "{list}"
     );
+    // `--json` is the coordinator's answer, times in Unix milliseconds.
+    let json: wire::ApiTokenList = serde_json::from_str(&stdout(&drover(
+        &c,
+        &bob.token,
+        &["tokens", "list", "--json"],
+    )))
+    .unwrap();
+    assert_eq!(json.tokens.len(), 2);
+    assert!(json.tokens[0].current && json.tokens[1].id == device.token_id);
+    // The table's times are for people: when made, in UTC (as `date -u`
+    // reads it); when last used, how long ago.
+    for (line, token) in lines.iter().zip(&json.tokens) {
+        let made = Command::new("date")
+            .args(["-u", "-d", &format!("@{}", token.created_at / 1000)])
+            .arg("+%Y-%m-%d %H:%M UTC")
+            .output()
+            .unwrap();
+        let made = String::from_utf8(made.stdout).unwrap();
+        assert!(line.contains(&format!("created {}", made.trim())), "{list}");
+        assert!(line.ends_with("last used just now"), "{list}");
+    }
     let tokens = bob.client.tokens().await.unwrap().tokens;
     let listed = tokens.iter().find(|t| t.id == device.token_id).unwrap();
     assert!(listed.last_used_at.is_some(), "{listed:?}");

@@ -384,6 +384,21 @@ async fn a_revoke_on_one_replica_is_honoured_at_once_on_another() {
     assert_eq!(code(on_b.hello(&[]).await), ErrorCode::Unauthorized);
 }
 
+/// A runner that leaves through one replica is refused at once on another,
+/// which had its credential cached.
+#[tokio::test]
+async fn a_runner_leaving_through_one_replica_is_refused_at_once_on_another() {
+    let a = primary(20_000).await;
+    let b = a.replica().await;
+    let admin = a.bootstrap("acme", "admin@acme.test");
+    let leaving = pair(&admin, Scope::Workspace, None, "leaving", &[]).await;
+    let (on_a, on_b) = (a.client(&leaving.token), b.client(&leaving.token));
+    on_b.hello(&[]).await.unwrap();
+    on_a.leave().await.unwrap();
+    assert_eq!(code(on_b.hello(&[]).await), ErrorCode::Unauthorized);
+    assert_eq!(code(on_b.leave().await), ErrorCode::Unauthorized);
+}
+
 /// Lease times on PostgreSQL come from the database's clock, not each
 /// replica's. A replica whose clock runs a minute ahead neither expires a
 /// live, heartbeating lease (its reaper runs at least once a second), nor,

@@ -1,6 +1,7 @@
 //! Retention (issue 9): finished jobs older than `serve --retain-finished`
 //! are purged in the background, with their logs and idempotency keys, in
-//! small batches that leave the database free for leases. Jobs are aged
+//! small batches that leave the database free for leases; and (issue 10)
+//! pairing codes a day past their expiry. Jobs are aged
 //! with the coordinator's clock seam (`DROVER_CLOCK_SKEW_MS`) or seeded
 //! directly into the database with an old finish time.
 
@@ -296,4 +297,73 @@ async fn an_idempotency_key_goes_with_its_purged_job() {
     let new = admin.client.submit_with_key(&job, "order-7").await.unwrap();
     assert_ne!(new.id, first.id);
     assert_eq!(new.state, JobState::Queued);
+}
+
+/// Redeems `code` with no credential: the answer's status and error code.
+async fn redeem(c: &Coordinator, code: &str) -> (u16, String) {
+    let resp = reqwest::Client::new()
+        .post(format!("{}/v1/pairing-codes/{code}/redeem", c.url))
+        .json(&serde_json::json!({ "deviceName": "laptop" }))
+        .send()
+        .await
+        .unwrap();
+    let status = resp.status().as_u16();
+    let body: serde_json::Value = resp.json().await.unwrap();
+    (
+        status,
+        body["error"]["code"].as_str().unwrap_or("").to_owned(),
+    )
+}
+
+/// Pairing codes go a day after they expire, used or not; until then they
+/// still answer that they were used or have expired.
+#[tokio::test]
+async fn pairing_codes_are_purged_a_day_after_they_expire() {
+    let mut c = Coordinator::start().await;
+    let bob = c.bootstrap("acme", "bob@acme.test");
+    let used = bob.client.pairing_code().await.unwrap().code;
+    let unused = bob.client.pairing_code().await.unwrap().code;
+    assert_eq!(redeem(&c, &used).await.0, 201);
+
+    // 13 hours on: both expired 12 h 50 min ago, and are kept.
+    c.stop().await;
+    c.options.env = vec![("DROVER_CLOCK_SKEW_MS", (13 * 3600 * 1000).to_string())];
+    c.restart().await;
+    let later = bob.client.pairing_code().await.unwrap().code;
+    assert_eq!(
+        count(&c, "SELECT COUNT(*) FROM pairing_codes").await,
+        3,
+        "no code is a day past its expiry yet"
+    );
+    assert_eq!(redeem(&c, &used).await, (410, "PAIRING_CODE_USED".into()));
+    assert_eq!(
+        redeem(&c, &unused).await,
+        (410, "PAIRING_CODE_EXPIRED".into())
+    );
+
+    // 30 hours from the start: the first two are a day past their expiry
+    // and go; the one made at 13 hours stays (expired 16 h 50 min ago).
+    c.stop().await;
+    c.options.env = vec![("DROVER_CLOCK_SKEW_MS", (30 * 3600 * 1000).to_string())];
+    c.restart().await;
+    eventually("the old pairing codes to be purged", DEADLINE, || async {
+        (count(&c, "SELECT COUNT(*) FROM pairing_codes").await == 1).then_some(())
+    })
+    .await;
+    assert_eq!(redeem(&c, &used).await, (404, "NOT_FOUND".into()));
+    assert_eq!(redeem(&c, &unused).await, (404, "NOT_FOUND".into()));
+    assert_eq!(
+        redeem(&c, &later).await,
+        (410, "PAIRING_CODE_EXPIRED".into())
+    );
+    // The device token the used code gave is not purged with it.
+    assert_eq!(bob.client.tokens().await.unwrap().tokens.len(), 2);
+    // The log says so (its fields are coloured: drop the escapes).
+    let text = c.log_text();
+    let mut parts = text.split('\x1b');
+    let mut log = parts.next().unwrap_or_default().to_owned();
+    for part in parts {
+        log.push_str(part.split_once('m').map_or(part, |(_, rest)| rest));
+    }
+    assert!(log.contains("pairing_codes=2"), "{log}");
 }

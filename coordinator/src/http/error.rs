@@ -23,7 +23,7 @@ pub fn status_of(code: ErrorCode) -> StatusCode {
         ErrorCode::Conflict | ErrorCode::LeaseLost => StatusCode::CONFLICT,
         ErrorCode::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
         ErrorCode::PairingCodeUsed | ErrorCode::PairingCodeExpired => StatusCode::GONE,
-        ErrorCode::LeaseLimit => StatusCode::TOO_MANY_REQUESTS,
+        ErrorCode::LeaseLimit | ErrorCode::RateLimited => StatusCode::TOO_MANY_REQUESTS,
         ErrorCode::CapabilityMismatch => StatusCode::UNPROCESSABLE_ENTITY,
         ErrorCode::Overloaded | ErrorCode::NotReady => StatusCode::SERVICE_UNAVAILABLE,
         ErrorCode::Internal | ErrorCode::Unknown => StatusCode::INTERNAL_SERVER_ERROR,

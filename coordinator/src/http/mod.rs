@@ -8,6 +8,7 @@ mod health;
 mod jobs;
 mod pairing;
 mod protocol;
+pub mod rate_limit;
 mod runner_cache;
 mod runners;
 mod runtimes;
@@ -51,6 +52,8 @@ pub struct AppState {
     pub probes: Arc<Probes>,
     /// How this coordinator names itself in links (`serve --public-url`).
     pub public_url: Arc<str>,
+    /// Wrong pairing codes per client (see `rate_limit`).
+    pub redeem_limit: Arc<rate_limit::RateLimiter>,
 }
 
 /// Bounds on what requests in flight hold, so that a crowd of slow or

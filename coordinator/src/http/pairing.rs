@@ -2,17 +2,21 @@
 //! no other credential), who the caller is (`/v1/me`), and the member's own
 //! tokens (`/v1/me/tokens`).
 
-use axum::Router;
-use axum::extract::{Path, State};
-use axum::http::StatusCode;
-use axum::response::IntoResponse;
+use std::net::SocketAddr;
+use std::time::Instant;
+
+use axum::extract::{ConnectInfo, Path, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post};
-use drover_wire as wire;
+use axum::{Extension, Router};
+use drover_wire::{self as wire, ErrorCode};
 
 use super::AppState;
 use super::dto;
+use super::error::error_response;
 use super::extract::{AuthMember, Json};
-use crate::error::Result;
+use crate::error::{Error, Result};
 
 pub fn router() -> Router<AppState> {
     Router::new()
@@ -39,19 +43,48 @@ async fn create_code(
     ))
 }
 
+/// Redeems a code. A wrong code (unknown, used or expired) costs its client
+/// a token of the redeem limit, before any lookup: out of tokens, it is
+/// answered `429 RATE_LIMITED` with `Retry-After`.
 async fn redeem(
     State(st): State<AppState>,
+    peer: Option<Extension<ConnectInfo<SocketAddr>>>,
     Path(code): Path<String>,
     Json(req): Json<wire::RedeemPairingCode>,
-) -> Result<impl IntoResponse> {
-    let device = st
+) -> Response {
+    let ip = peer.map(|Extension(ConnectInfo(addr))| addr.ip());
+    if let Err(seconds) = st.redeem_limit.take(ip, Instant::now()) {
+        let mut response = error_response(
+            ErrorCode::RateLimited,
+            format!("too many wrong pairing codes from your address; retry after {seconds} s"),
+        );
+        response
+            .headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+        return response;
+    }
+    let redeemed = st
         .store
         .redeem_pairing_code(&code, &req.device_name, st.now())
-        .await?;
-    Ok((
-        StatusCode::CREATED,
-        axum::Json(wire::DeviceToken::from(device)),
-    ))
+        .await;
+    let wrong_code = matches!(
+        &redeemed,
+        Err(Error::Api { code, .. }) if matches!(
+            code,
+            ErrorCode::NotFound | ErrorCode::PairingCodeUsed | ErrorCode::PairingCodeExpired
+        )
+    );
+    if !wrong_code {
+        st.redeem_limit.give_back(ip, Instant::now());
+    }
+    match redeemed {
+        Ok(device) => (
+            StatusCode::CREATED,
+            axum::Json(wire::DeviceToken::from(device)),
+        )
+            .into_response(),
+        Err(e) => e.into_response(),
+    }
 }
 
 async fn list_tokens(

@@ -13,6 +13,10 @@ use crate::ids::{MemberId, Secret, TokenId, TokenKind};
 /// How long a pairing code works.
 pub const PAIRING_CODE_TTL_MS: i64 = 10 * 60 * 1000;
 
+/// How long after it expires a pairing code is kept (then retention
+/// purges it): so a late redeem still learns the code was used or expired.
+pub const PAIRING_CODE_GRACE_MS: i64 = 24 * 3600 * 1000;
+
 /// Longest device name, in characters.
 const MAX_DEVICE_NAME: usize = 64;
 
@@ -36,14 +40,15 @@ fn unknown_code() -> Error {
 
 impl Store {
     /// A new one-time code for `member`, valid for ten minutes. The
-    /// member's expired codes go at the same time.
+    /// member's codes a day past their expiry go at the same time (as
+    /// retention's purge would).
     pub async fn create_pairing_code(&self, member: &Member, now: i64) -> Result<PairingCode> {
         let code = Secret::generate(TokenKind::Pairing);
         let expires_at = now + PAIRING_CODE_TTL_MS;
         let mut tx = self.writer.begin().await?;
-        sqlx::query("DELETE FROM pairing_codes WHERE member_id = $1 AND expires_at <= $2")
+        sqlx::query("DELETE FROM pairing_codes WHERE member_id = $1 AND expires_at < $2")
             .bind(member.id.as_str())
-            .bind(now)
+            .bind(now - PAIRING_CODE_GRACE_MS)
             .execute(&mut *tx)
             .await?;
         sqlx::query(

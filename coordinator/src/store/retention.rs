@@ -10,11 +10,16 @@
 //! each locks its batch `FOR UPDATE SKIP LOCKED`, so they take different
 //! jobs, and every delete is idempotent anyway.
 //!
+//! Pairing codes go a day after they expire (used or not): until then a
+//! used code still answers PAIRING_CODE_USED, an unused one
+//! PAIRING_CODE_EXPIRED, rather than NOT_FOUND.
+//!
 //! On SQLite the file does not shrink: deleted pages go on the free list
 //! and new rows reuse them, so under a steady load the file stops growing
 //! (see ARCHITECTURE.md, "Retention").
 
 use super::idempotency::KEY_TTL_MS;
+use super::pairing::PAIRING_CODE_GRACE_MS;
 use super::{Store, placeholders};
 use crate::error::Result;
 
@@ -24,6 +29,7 @@ pub struct Purged {
     pub jobs: u64,
     pub log_chunks: u64,
     pub keys: u64,
+    pub pairing_codes: u64,
 }
 
 impl std::ops::AddAssign for Purged {
@@ -31,6 +37,7 @@ impl std::ops::AddAssign for Purged {
         self.jobs += other.jobs;
         self.log_chunks += other.log_chunks;
         self.keys += other.keys;
+        self.pairing_codes += other.pairing_codes;
     }
 }
 
@@ -84,6 +91,22 @@ impl Store {
             self.dialect.lock_skip_locked
         ))
         .bind(now - KEY_TTL_MS)
+        .bind(batch as i64)
+        .execute(&self.writer)
+        .await?;
+        Ok(done.rows_affected())
+    }
+
+    /// Deletes up to `batch` pairing codes that expired more than a day
+    /// before `now` (used or not), in one transaction; returns how many.
+    pub async fn purge_old_pairing_codes(&self, now: i64, batch: usize) -> Result<u64> {
+        let done = sqlx::query(&format!(
+            "DELETE FROM pairing_codes WHERE hash IN (
+                 SELECT hash FROM pairing_codes WHERE expires_at < $1
+                 ORDER BY expires_at LIMIT $2 {})",
+            self.dialect.lock_skip_locked
+        ))
+        .bind(now - PAIRING_CODE_GRACE_MS)
         .bind(batch as i64)
         .execute(&self.writer)
         .await?;

@@ -147,6 +147,9 @@ pub enum ErrorCode {
     PairingCodeUsed,
     /// The pairing code is older than its ten minutes.
     PairingCodeExpired,
+    /// Too many wrong pairing codes from this client; try again after the
+    /// `Retry-After` header's seconds.
+    RateLimited,
     #[serde(other)]
     Unknown,
 }
@@ -174,6 +177,7 @@ impl ErrorCode {
             Self::Internal => "INTERNAL",
             Self::PairingCodeUsed => "PAIRING_CODE_USED",
             Self::PairingCodeExpired => "PAIRING_CODE_EXPIRED",
+            Self::RateLimited => "RATE_LIMITED",
             Self::Unknown => "UNKNOWN",
         }
     }

@@ -1,0 +1,293 @@
+//! The settings window's commands. Each one delegates: to the supervisor
+//! (this machine's runners and secrets) or to the coordinator's API with
+//! the signed-in member's token. All fail with `{code, message}`.
+
+use std::sync::Arc;
+
+use drover_wire::{ApiToken, Job, JoinToken, PairRunner, Runner, Runtime, Usage};
+use runner_core::client::{RunnerListing, Scope};
+use serde::Serialize;
+use tauri::State;
+use tauri_plugin_autostart::ManagerExt as _;
+
+use crate::error::{AppError, AppResult};
+use crate::supervisor::{AppState, PendingLink, Settings, Supervisor};
+
+type Sup<'a> = State<'a, Arc<Supervisor>>;
+
+#[tauri::command]
+pub async fn get_state(sup: Sup<'_>) -> AppResult<AppState> {
+    Ok(sup.state().await)
+}
+
+#[tauri::command]
+pub async fn sign_in(sup: Sup<'_>, url: String, token: String) -> AppResult<AppState> {
+    sup.sign_in(&url, &token).await
+}
+
+#[tauri::command]
+pub async fn sign_out(sup: Sup<'_>) -> AppResult<AppState> {
+    sup.sign_out().await
+}
+
+#[tauri::command]
+pub async fn open_link(sup: Sup<'_>, link: String) -> AppResult<PendingLink> {
+    sup.open_link(&link).await
+}
+
+#[tauri::command]
+pub async fn confirm_link(sup: Sup<'_>) -> AppResult<AppState> {
+    sup.confirm_link().await
+}
+
+#[tauri::command]
+pub async fn dismiss_link(sup: Sup<'_>) -> AppResult<AppState> {
+    sup.dismiss_link().await
+}
+
+#[tauri::command]
+pub async fn set_runner_count(sup: Sup<'_>, pool: String, count: usize) -> AppResult<AppState> {
+    sup.set_runner_count(&pool, count).await
+}
+
+#[tauri::command]
+pub async fn set_pool_settings(
+    sup: Sup<'_>,
+    pool: String,
+    slots: usize,
+    labels: Vec<String>,
+) -> AppResult<AppState> {
+    sup.set_pool_settings(&pool, slots, labels).await
+}
+
+#[tauri::command]
+pub async fn set_paused(sup: Sup<'_>, paused: bool) -> AppResult<AppState> {
+    sup.set_paused(paused).await
+}
+
+#[tauri::command]
+pub async fn set_settings(
+    app: tauri::AppHandle,
+    sup: Sup<'_>,
+    autostart: bool,
+    pause_on_battery: bool,
+) -> AppResult<AppState> {
+    let launcher = app.autolaunch();
+    let result = if autostart {
+        launcher.enable()
+    } else {
+        launcher.disable()
+    };
+    result.map_err(|e| AppError::new("INTERNAL", format!("start at login: {e}")))?;
+    sup.set_settings(Settings {
+        autostart,
+        pause_on_battery,
+    })
+    .await
+}
+
+// ------------------------------------------------------------ account and own pools
+
+#[tauri::command]
+pub async fn list_devices(sup: Sup<'_>) -> AppResult<Vec<ApiToken>> {
+    Ok(sup.account_client().await?.tokens().await?.tokens)
+}
+
+#[tauri::command]
+pub async fn revoke_device(sup: Sup<'_>, id: String) -> AppResult<Vec<ApiToken>> {
+    let member = sup.account_client().await?;
+    member.revoke_token(&id).await?;
+    Ok(member.tokens().await?.tokens)
+}
+
+#[tauri::command]
+pub async fn list_my_pools(sup: Sup<'_>) -> AppResult<Vec<Runtime>> {
+    Ok(sup.account_client().await?.runtimes(Scope::Me).await?.runtimes)
+}
+
+#[tauri::command]
+pub async fn create_my_pool(sup: Sup<'_>, name: String) -> AppResult<AppState> {
+    let pool = sup
+        .account_client()
+        .await?
+        .create_runtime(Scope::Me, name.trim())
+        .await?;
+    sup.set_runner_count(&pool.reference, 1).await
+}
+
+#[tauri::command]
+pub async fn list_my_runners(sup: Sup<'_>) -> AppResult<Vec<Runner>> {
+    Ok(sup
+        .account_client()
+        .await?
+        .runners(RunnerListing::Mine)
+        .await?
+        .runners)
+}
+
+/// The member's newest jobs; with `pool` (a ref, or a pool id), those of that pool.
+#[tauri::command]
+pub async fn list_jobs(
+    sup: Sup<'_>,
+    pool: Option<String>,
+    limit: Option<u32>,
+) -> AppResult<Vec<Job>> {
+    let limit = limit.unwrap_or(50).clamp(1, 500);
+    let jobs = sup
+        .account_client()
+        .await?
+        .jobs(None, limit)
+        .await?
+        .jobs;
+    let Some(pool) = pool else { return Ok(jobs) };
+    let state = sup.state().await;
+    let id = state
+        .pools
+        .iter()
+        .find(|p| p.reference == pool)
+        .map(|p| p.runtime_id.clone());
+    Ok(jobs
+        .into_iter()
+        .filter(|j| j.runtime == pool || j.runtime_id == pool || Some(&j.runtime_id) == id.as_ref())
+        .collect())
+}
+
+#[tauri::command]
+pub async fn job_logs(sup: Sup<'_>, id: String) -> AppResult<String> {
+    Ok(sup.account_client().await?.logs(&id).await?)
+}
+
+// ------------------------------------------------------------ workspace (admins)
+
+#[tauri::command]
+pub async fn ws_list_pools(sup: Sup<'_>) -> AppResult<Vec<Runtime>> {
+    Ok(sup
+        .account_client()
+        .await?
+        .runtimes(Scope::Workspace)
+        .await?
+        .runtimes)
+}
+
+#[tauri::command]
+pub async fn ws_create_pool(sup: Sup<'_>, name: String) -> AppResult<Runtime> {
+    Ok(sup
+        .account_client()
+        .await?
+        .create_runtime(Scope::Workspace, name.trim())
+        .await?)
+}
+
+#[tauri::command]
+pub async fn ws_roster(sup: Sup<'_>) -> AppResult<Vec<Runner>> {
+    Ok(sup
+        .account_client()
+        .await?
+        .runners(RunnerListing::Roster)
+        .await?
+        .runners)
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PairedWorkspaceRunner {
+    runner: Runner,
+    /// Shown once.
+    token: String,
+    /// How to start it on a server (the token in the environment, not on
+    /// the command line, where other users could read it).
+    command: String,
+}
+
+#[tauri::command]
+pub async fn ws_pair_runner(
+    sup: Sup<'_>,
+    pool: String,
+    name: Option<String>,
+    labels: Option<Vec<String>>,
+) -> AppResult<PairedWorkspaceRunner> {
+    let admin = sup.account_client().await?;
+    let paired = admin
+        .pair_runner(
+            Scope::Workspace,
+            &PairRunner {
+                name: name.map(|n| n.trim().to_owned()).filter(|n| !n.is_empty()),
+                runtime: Some(pool),
+                labels: labels.unwrap_or_default(),
+            },
+        )
+        .await?;
+    let command = format!(
+        "DROVER_URL={} DROVER_TOKEN={} drover runner",
+        admin.base_url(),
+        paired.token
+    );
+    Ok(PairedWorkspaceRunner {
+        runner: paired.runner,
+        token: paired.token,
+        command,
+    })
+}
+
+#[tauri::command]
+pub async fn ws_revoke_runner(sup: Sup<'_>, id: String) -> AppResult<()> {
+    Ok(sup
+        .account_client()
+        .await?
+        .revoke_runner(Scope::Workspace, &id)
+        .await?)
+}
+
+#[tauri::command]
+pub async fn ws_join_token(sup: Sup<'_>, pool: String) -> AppResult<JoinToken> {
+    Ok(sup
+        .account_client()
+        .await?
+        .join_token(Scope::Workspace, &pool)
+        .await?)
+}
+
+#[tauri::command]
+pub async fn ws_usage(sup: Sup<'_>) -> AppResult<Usage> {
+    Ok(sup.account_client().await?.usage().await?)
+}
+
+#[tauri::command]
+pub async fn ws_set_budget(sup: Sup<'_>, limit_seconds: Option<u64>) -> AppResult<Usage> {
+    Ok(sup
+        .account_client()
+        .await?
+        .set_budget(limit_seconds)
+        .await?)
+}
+
+/// Every command, for the builder's invoke handler.
+pub fn handler() -> impl Fn(tauri::ipc::Invoke<tauri::Wry>) -> bool + Send + Sync + 'static {
+    tauri::generate_handler![
+        get_state,
+        sign_in,
+        sign_out,
+        open_link,
+        confirm_link,
+        dismiss_link,
+        set_runner_count,
+        set_pool_settings,
+        set_paused,
+        set_settings,
+        list_devices,
+        revoke_device,
+        list_my_pools,
+        create_my_pool,
+        list_my_runners,
+        list_jobs,
+        job_logs,
+        ws_list_pools,
+        ws_create_pool,
+        ws_roster,
+        ws_pair_runner,
+        ws_revoke_runner,
+        ws_join_token,
+        ws_usage,
+        ws_set_budget,
+    ]
+}

@@ -1,0 +1,148 @@
+//! The app's settings file, `$XDG_CONFIG_HOME/drover/desktop.json`: who is
+//! signed in where, the pools this machine lends to and how, and the
+//! toggles. Never a secret: those live in the OS keychain (`keychain`).
+
+use std::io;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase", default)]
+pub struct Config {
+    pub account: Option<Account>,
+    pub pools: Vec<PoolConfig>,
+    pub paused: bool,
+    pub autostart: bool,
+    pub pause_on_battery: bool,
+    /// Runners removed while their credential could not yet be revoked at
+    /// the coordinator: retried at start (their keychain items stay until then).
+    pub departing: Vec<Departing>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct Account {
+    pub coordinator: String,
+    pub workspace: String,
+    pub email: String,
+    pub subject: String,
+    pub role: String,
+    pub device_name: Option<String>,
+    pub token_id: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub enum PoolKind {
+    /// The signed-in member's own pool: runners are paired with the account.
+    Personal,
+    /// Lent through a join link: runners join with the pool's join token.
+    Workspace,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct PoolConfig {
+    pub coordinator: String,
+    #[serde(rename = "ref")]
+    pub reference: String,
+    pub runtime_id: String,
+    pub name: String,
+    pub kind: PoolKind,
+    /// Runners this machine lends to the pool.
+    pub runners: usize,
+    /// Jobs each runner runs at once.
+    pub slots: usize,
+    pub labels: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct Departing {
+    pub coordinator: String,
+    pub runner_id: String,
+    /// The keychain key of its credential.
+    pub key: String,
+}
+
+/// Where the settings file lives: `$XDG_CONFIG_HOME/drover/desktop.json`.
+pub fn default_path() -> Option<PathBuf> {
+    dirs::config_dir().map(|d| d.join("drover").join("desktop.json"))
+}
+
+impl Config {
+    /// The saved settings, or the defaults when there are none yet.
+    pub fn load(path: &Path) -> io::Result<Self> {
+        match std::fs::read(path) {
+            Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| {
+                io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!("{}: {e}", path.display()),
+                )
+            }),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(Self {
+                pause_on_battery: true,
+                ..Self::default()
+            }),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Written whole to a temporary file, then renamed over the old one.
+    pub fn save(&self, path: &Path) -> io::Result<()> {
+        use std::io::Write as _;
+        use std::os::unix::fs::OpenOptionsExt as _;
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        let tmp = path.with_extension("json.tmp");
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&tmp)?;
+        file.write_all(&serde_json::to_vec_pretty(self).map_err(io::Error::other)?)?;
+        file.sync_all()?;
+        std::fs::rename(&tmp, path)
+    }
+
+    pub fn pool(&self, reference: &str) -> Option<&PoolConfig> {
+        self.pools.iter().find(|p| p.reference == reference)
+    }
+
+    pub fn pool_mut(&mut self, reference: &str) -> Option<&mut PoolConfig> {
+        self.pools.iter_mut().find(|p| p.reference == reference)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn settings_round_trip_and_default_to_pause_on_battery() {
+        let dir = std::env::temp_dir().join(format!("drover-config-{}", std::process::id()));
+        let path = dir.join("desktop.json");
+        let fresh = Config::load(&path).unwrap();
+        assert!(fresh.pause_on_battery && fresh.pools.is_empty());
+        let config = Config {
+            pools: vec![PoolConfig {
+                coordinator: "http://c".into(),
+                reference: "self:u:default".into(),
+                runtime_id: "rt_1".into(),
+                name: "default".into(),
+                kind: PoolKind::Personal,
+                runners: 2,
+                slots: 1,
+                labels: vec!["gpu".into()],
+            }],
+            paused: true,
+            ..fresh
+        };
+        config.save(&path).unwrap();
+        assert_eq!(Config::load(&path).unwrap(), config);
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+}

@@ -1,0 +1,85 @@
+//! `drover-desktop`: the tray app. `drover-desktop 'drover://pair?…'`
+//! (or the OS opening such a link) hands the link to the running app.
+
+use std::sync::Arc;
+
+use drover_desktop::{config, links, shell, supervisor};
+use runner_core::runner::RunnerSettings;
+use tauri::{Manager as _, RunEvent};
+use tauri_plugin_autostart::MacosLauncher;
+
+fn main() {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("DROVER_LOG")
+                .unwrap_or_else(|_| "drover_desktop=info,runner_core=info,warn".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let app = tauri::Builder::default()
+        // First: a second launch hands its link over and exits.
+        .plugin(tauri_plugin_single_instance::init(|app, argv, _cwd| {
+            match links::find_in_args(argv) {
+                Some(link) => shell::open_link(app, link),
+                None => shell::show_window(app),
+            }
+        }))
+        .plugin(tauri_plugin_deep_link::init())
+        .plugin(tauri_plugin_notification::init())
+        .plugin(tauri_plugin_autostart::init(
+            MacosLauncher::LaunchAgent,
+            None,
+        ))
+        .manage(shell::TrayModel::default())
+        .invoke_handler(drover_desktop::commands::handler())
+        .setup(|app| {
+            let handle = app.handle().clone();
+            let options = supervisor::Options {
+                config_path: config::default_path().ok_or("no configuration directory")?,
+                device_name: runner_core::host::hostname(),
+                runner: RunnerSettings::default(),
+                hook: shell::hook(handle.clone()),
+            };
+            let sup = tauri::async_runtime::block_on(supervisor::Supervisor::start(options))?;
+            let state = tauri::async_runtime::block_on(sup.state());
+            app.manage(Arc::clone(&sup));
+            shell::create_tray(&handle, &state)?;
+            #[cfg(any(target_os = "linux", windows))]
+            {
+                use tauri_plugin_deep_link::DeepLinkExt as _;
+                // Development builds register drover:// themselves (the
+                // .deb's desktop file does it for installs).
+                if let Err(e) = app.deep_link().register_all() {
+                    tracing::debug!("registering drover:// links: {e}");
+                }
+            }
+            {
+                use tauri_plugin_deep_link::DeepLinkExt as _;
+                let h = handle.clone();
+                app.deep_link().on_open_url(move |event| {
+                    for url in event.urls() {
+                        shell::open_link(&h, url.to_string());
+                    }
+                });
+            }
+            match links::find_in_args(std::env::args()) {
+                Some(link) => shell::open_link(&handle, link),
+                None if state.account.is_none() && state.pools.is_empty() => {
+                    shell::show_window(&handle)
+                }
+                None => {}
+            }
+            Ok(())
+        })
+        .build(tauri::generate_context!())
+        .expect("building the app");
+    app.run(|app, event| {
+        if let RunEvent::ExitRequested { api, code, .. } = event {
+            // Closing the window keeps the tray; only Quit (code set) exits.
+            if code.is_none() {
+                api.prevent_exit();
+            }
+            let _ = app;
+        }
+    });
+}

@@ -1,0 +1,315 @@
+//! The desktop app's engine, without a display: a real coordinator, real
+//! runners in this process (runner-core's Fleet), and a real keychain
+//! (GNOME Keyring on a private bus). Pairing by link, lending to a
+//! workspace pool by link, adding and removing runners (with drain),
+//! pausing, restarting, signing out.
+
+mod support;
+
+use drover_desktop::keychain::Keychain;
+use drover_desktop::supervisor::{AppState, Status, Supervisor};
+use drover_tests::runner_core::client::{RunnerListing, Scope};
+use drover_tests::runner_core::credentials::CredentialStore;
+use drover_tests::runner_core::wire::{ErrorCode, JobState, SubmitJob};
+use drover_tests::*;
+use support::{SecretService, runtime, supervisor};
+
+/// Pairs a fresh supervisor with `member` through a `drover://pair` link.
+async fn paired(sup: &Supervisor, member: &Member) -> AppState {
+    let code = member.client.pairing_code().await.unwrap();
+    let pending = sup.open_link(&code.link).await.unwrap();
+    assert_eq!(pending.kind, "pair");
+    assert_eq!(pending.coordinator, member.client.base_url());
+    sup.confirm_link().await.unwrap()
+}
+
+/// Waits until the supervisor shows `n` runners online in its one pool.
+async fn online(sup: &Supervisor, n: usize) -> AppState {
+    eventually(&format!("{n} runners online"), DEADLINE, || async {
+        let state = sup.state().await;
+        let live = &state.pools.first()?.live;
+        (live.len() == n && live.iter().all(|r| r.online)).then_some(state)
+    })
+    .await
+}
+
+async fn wait_state(member: &Member, job: &str, want: JobState) {
+    eventually(&format!("{job} {}", want.as_str()), DEADLINE, || async {
+        (member.client.job(job).await.ok()?.state == want).then_some(())
+    })
+    .await
+}
+
+async fn submit(member: &Member, runtime: &str, script: &str) -> String {
+    member
+        .client
+        .submit(&SubmitJob {
+            runtime: runtime.into(),
+            script: Some(script.into()),
+            ..SubmitJob::default()
+        })
+        .await
+        .unwrap()
+        .id
+}
+
+fn file_contains(path: &std::path::Path, needle: &str) -> bool {
+    std::fs::read_to_string(path).is_ok_and(|text| text.contains(needle))
+}
+
+#[test]
+fn a_pairing_link_signs_in_lends_a_runner_and_keeps_secrets_in_the_keychain_only() {
+    let service = SecretService::start();
+    runtime().block_on(async {
+        let c = Coordinator::start().await;
+        let ann = c.bootstrap("acme", "ann@acme.test");
+        let dir = TempDir::new("desktop");
+        let (sup, notes) = supervisor(&dir).await;
+        assert_eq!(sup.state().await.status, Status::SignedOut);
+
+        let state = paired(&sup, &ann).await;
+        let account = state.account.clone().expect("signed in");
+        assert_eq!((account.email.as_str(), account.role.as_str()), ("ann@acme.test", "admin"));
+        assert_eq!(account.device_name.as_deref(), Some("laptop"));
+        assert_eq!(state.pools.len(), 1);
+        let pool = state.pools[0].clone();
+        assert_eq!(pool.runners, 1);
+        online(&sup, 1).await;
+        assert!(
+            notes.lock().unwrap().iter().any(|n| n.contains("paired")),
+            "a notification says so"
+        );
+
+        // The runner runs the member's jobs on their personal pool.
+        let job = submit(&ann, &pool.reference, "echo hello from the laptop").await;
+        wait_state(&ann, &job, JobState::Succeeded).await;
+        assert!(ann.client.logs(&job).await.unwrap().contains("hello from the laptop"));
+
+        // The device token is a member token named after the device.
+        let tokens = ann.client.tokens().await.unwrap().tokens;
+        assert!(tokens.iter().any(|t| t.name == "laptop"), "{tokens:?}");
+
+        // Secrets: in the keychain, never in the settings file.
+        let items = service.items();
+        assert!(items.contains("username = account"), "{items}");
+        assert!(items.contains(&format!("username = runner:{}-0", pool.reference)), "{items}");
+        let saved = Keychain.load(&format!("{}-0", pool.reference)).unwrap().unwrap();
+        let config = support::config_path(&dir);
+        assert!(file_contains(&config, &pool.reference), "the pool is in the settings");
+        assert!(!file_contains(&config, &saved.token), "no runner token in the settings");
+        assert!(!file_contains(&config, "drv_"), "no member token in the settings");
+
+        // A used code is refused, and says so.
+        let code = ann.client.pairing_code().await.unwrap();
+        ann.client.redeem_pairing_code(&code.code, "other").await.unwrap();
+        sup.sign_out().await.unwrap();
+        sup.open_link(&code.link).await.unwrap();
+        let e = sup.confirm_link().await.unwrap_err();
+        assert_eq!(e.code, "PAIRING_CODE_USED", "{e:?}");
+        assert_eq!(sup.state().await.pending, None, "a refused code is not kept");
+    });
+}
+
+#[test]
+fn a_removed_runner_finishes_its_job_then_is_revoked_and_forgotten() {
+    let _service = SecretService::start();
+    runtime().block_on(async {
+        let c = Coordinator::start().await;
+        let ann = c.bootstrap("acme", "ann@acme.test");
+        let dir = TempDir::new("desktop");
+        let (sup, _) = supervisor(&dir).await;
+        let reference = paired(&sup, &ann).await.pools[0].reference.clone();
+        let state = sup.set_runner_count(&reference, 2).await.unwrap();
+        assert_eq!(state.pools[0].runners, 2);
+        let state = online(&sup, 2).await;
+        let newest = state.pools[0].live[1].id.clone();
+
+        // A job on the newest runner that runs until the test lets it end.
+        let gate = dir.path().join("gate");
+        let job = submit(
+            &ann,
+            &format!("self:{newest}"),
+            &format!("while [ ! -e {} ]; do sleep 0.05; done; echo done", gate.display()),
+        )
+        .await;
+        wait_state(&ann, &job, JobState::Running).await;
+
+        let state = sup.set_runner_count(&reference, 1).await.unwrap();
+        assert_eq!(state.pools[0].runners, 1);
+        let leaving = state.pools[0].live.iter().find(|r| r.id == newest).expect("still draining");
+        assert!(leaving.draining && leaving.current_jobs == [job.clone()], "{leaving:?}");
+        // Still running, so still a runner at the coordinator.
+        let mine = ann.client.runners(RunnerListing::Mine).await.unwrap().runners;
+        assert!(mine.iter().any(|r| r.id == newest));
+
+        std::fs::write(&gate, "").unwrap();
+        wait_state(&ann, &job, JobState::Succeeded).await;
+        eventually("the removed runner revoked", DEADLINE, || async {
+            let mine = ann.client.runners(RunnerListing::Mine).await.ok()?.runners;
+            (!mine.iter().any(|r| r.id == newest)).then_some(())
+        })
+        .await;
+        eventually("its credential gone from the keychain", DEADLINE, || async {
+            let k = Keychain;
+            let gone = k.load(&format!("{reference}-1")).ok()?.is_none()
+                && k.get(&format!("departing:{newest}")).ok()?.is_none();
+            let state = sup.state().await;
+            (gone && state.pools[0].live.len() == 1).then_some(())
+        })
+        .await;
+        // The kept runner still works.
+        let job = submit(&ann, &reference, "true").await;
+        wait_state(&ann, &job, JobState::Succeeded).await;
+    });
+}
+
+#[test]
+fn pause_holds_new_leases_until_resumed_and_battery_power_pauses_too() {
+    let service = SecretService::start();
+    runtime().block_on(async {
+        let c = Coordinator::start().await;
+        let ann = c.bootstrap("acme", "ann@acme.test");
+        let dir = TempDir::new("desktop");
+        let (sup, _) = supervisor(&dir).await;
+        let reference = paired(&sup, &ann).await.pools[0].reference.clone();
+        online(&sup, 1).await;
+        c.wait_for_waiting(1).await;
+
+        let state = sup.set_paused(true).await.unwrap();
+        assert_eq!(state.status, Status::Paused);
+        // A paused runner gives up its long-poll and asks for nothing.
+        eventually("no lease long-poll waiting", DEADLINE, || async {
+            (c.waiting_leases().await == 0).then_some(())
+        })
+        .await;
+        let job = submit(&ann, &reference, "true").await;
+        assert_eq!(ann.client.job(&job).await.unwrap().state, JobState::Queued);
+
+        sup.set_paused(false).await.unwrap();
+        wait_state(&ann, &job, JobState::Succeeded).await;
+        drop(sup);
+
+        // On battery, with "pause on battery" (the default), a new start is paused.
+        let power = service.dir.path().join("power");
+        for (name, files) in [
+            ("BAT0", [("type", "Battery"), ("status", "Discharging")]),
+            ("AC", [("type", "Mains"), ("online", "0")]),
+        ] {
+            std::fs::create_dir_all(power.join(name)).unwrap();
+            for (file, text) in files {
+                std::fs::write(power.join(name).join(file), text).unwrap();
+            }
+        }
+        let (sup, _) = supervisor(&dir).await;
+        let state = sup.state().await;
+        assert!(state.on_battery && state.settings.pause_on_battery);
+        assert_eq!(state.status, Status::Paused);
+        let state = sup
+            .set_settings(drover_desktop::supervisor::Settings {
+                autostart: false,
+                pause_on_battery: false,
+            })
+            .await
+            .unwrap();
+        assert_ne!(state.status, Status::Paused);
+    });
+}
+
+#[test]
+fn runners_pools_and_settings_survive_a_restart() {
+    let _service = SecretService::start();
+    runtime().block_on(async {
+        let c = Coordinator::start().await;
+        let ann = c.bootstrap("acme", "ann@acme.test");
+        let dir = TempDir::new("desktop");
+        let (sup, _) = supervisor(&dir).await;
+        let reference = paired(&sup, &ann).await.pools[0].reference.clone();
+        sup.set_runner_count(&reference, 2).await.unwrap();
+        sup.set_pool_settings(&reference, 2, vec!["gpu".into(), " ".into()])
+            .await
+            .unwrap();
+        let before: Vec<String> = online(&sup, 2).await.pools[0].live.iter().map(|r| r.id.clone()).collect();
+        let bad = sup.set_pool_settings(&reference, 0, vec![]).await.unwrap_err();
+        assert_eq!(bad.code, "INVALID_INPUT");
+        let bad = sup.set_pool_settings(&reference, 1, vec!["no spaces".into()]).await.unwrap_err();
+        assert_eq!(bad.code, "INVALID_INPUT");
+        sup.set_paused(true).await.unwrap();
+        sup.begin_quit().await;
+        sup.wait_stopped().await;
+        drop(sup);
+
+        let (sup, _) = supervisor(&dir).await;
+        let state = sup.state().await;
+        assert!(state.paused && state.account.is_some());
+        let pool = &state.pools[0];
+        assert_eq!((pool.runners, pool.slots, pool.labels.clone()), (2, 2, vec!["gpu".to_owned()]));
+        let after: Vec<String> = online(&sup, 2).await.pools[0].live.iter().map(|r| r.id.clone()).collect();
+        assert_eq!(before, after, "the same runners, from the keychain");
+        let mine = ann.client.runners(RunnerListing::Mine).await.unwrap().runners;
+        assert_eq!(mine.len(), 2, "no runner paired twice: {mine:?}");
+        assert!(mine.iter().all(|r| r.capabilities.contains(&"gpu".to_owned())), "{mine:?}");
+    });
+}
+
+#[test]
+fn signing_out_revokes_this_devices_tokens_and_empties_the_keychain() {
+    let service = SecretService::start();
+    runtime().block_on(async {
+        let c = Coordinator::start().await;
+        let ann = c.bootstrap("acme", "ann@acme.test");
+        let dir = TempDir::new("desktop");
+        let (sup, _) = supervisor(&dir).await;
+        let reference = paired(&sup, &ann).await.pools[0].reference.clone();
+        online(&sup, 1).await;
+        let runner = Keychain.load(&format!("{reference}-0")).unwrap().unwrap();
+        let device = sup.account_client().await.unwrap();
+
+        let state = sup.sign_out().await.unwrap();
+        assert_eq!(state.status, Status::SignedOut);
+        assert!(state.pools.is_empty() && state.account.is_none());
+        let e = device.tokens().await.unwrap_err();
+        assert_eq!(e.code(), Some(ErrorCode::Unauthorized), "the device token is revoked");
+        let e = c.client(&runner.token).hello(&[]).await.unwrap_err();
+        assert_eq!(e.code(), Some(ErrorCode::Unauthorized), "the runner is revoked");
+        let items = service.items();
+        assert!(!items.contains("username ="), "the keychain still holds: {items}");
+        assert!(ann.client.runners(RunnerListing::Mine).await.unwrap().runners.is_empty());
+        // Commands needing the account now say so.
+        let e = sup.account_client().await.unwrap_err();
+        assert_eq!(e.code, "NOT_SIGNED_IN");
+    });
+}
+
+#[test]
+fn a_join_link_lends_this_machine_to_a_workspace_pool() {
+    let _service = SecretService::start();
+    runtime().block_on(async {
+        let c = Coordinator::start().await;
+        let ann = c.bootstrap("acme", "ann@acme.test");
+        let pool = ann.client.create_runtime(Scope::Workspace, "build").await.unwrap();
+        let join = ann.client.join_token(Scope::Workspace, &pool.id).await.unwrap();
+        let dir = TempDir::new("desktop");
+        let (sup, _) = supervisor(&dir).await;
+
+        let bad = sup.open_link("drover://join?url=http://x&ref=ws:acme:build&token=rnr_x").await;
+        assert_eq!(bad.unwrap_err().code, "BAD_LINK");
+        let pending = sup.open_link(join.link.as_deref().unwrap()).await.unwrap();
+        assert_eq!((pending.kind, pending.pool.as_str()), ("join", pool.reference.as_str()));
+        let state = sup.confirm_link().await.unwrap();
+        assert!(state.account.is_none(), "lending to a pool needs no sign-in");
+        assert_eq!(state.pools[0].reference, pool.reference);
+        let id = online(&sup, 1).await.pools[0].live[0].id.clone();
+        let roster = ann.client.runners(RunnerListing::Roster).await.unwrap().runners;
+        assert!(roster.iter().any(|r| r.id == id && r.owner == "ws:acme"), "{roster:?}");
+        let job = submit(&ann, &pool.reference, "echo on the team pool").await;
+        wait_state(&ann, &job, JobState::Succeeded).await;
+
+        // Removing it revokes it with its own credential (no admin token here).
+        sup.set_runner_count(&pool.reference, 0).await.unwrap();
+        eventually("the runner gone from the roster", DEADLINE, || async {
+            let roster = ann.client.runners(RunnerListing::Roster).await.ok()?.runners;
+            (!roster.iter().any(|r| r.id == id)).then_some(())
+        })
+        .await;
+    });
+}

@@ -1,0 +1,74 @@
+// One typed function per app command. Every rejection becomes an ApiError.
+
+import { invoke } from "@tauri-apps/api/core";
+import type {
+  ApiError,
+  ApiToken,
+  AppState,
+  Job,
+  JoinToken,
+  PairedWorkspaceRunner,
+  PendingLink,
+  Runner,
+  Runtime,
+  Usage,
+} from "./types";
+
+/** What a failed command rejects with: always `{code, message}`. */
+export function toApiError(e: unknown): ApiError {
+  if (e && typeof e === "object") {
+    const { code, message } = e as Record<string, unknown>;
+    if (typeof code === "string" && code) {
+      return { code, message: typeof message === "string" ? message : "" };
+    }
+    if (e instanceof Error) return { code: "INTERNAL", message: e.message };
+  }
+  return { code: "INTERNAL", message: typeof e === "string" ? e : String(e) };
+}
+
+export function isApiError(e: unknown): e is ApiError {
+  return !!e && typeof e === "object" && typeof (e as ApiError).code === "string";
+}
+
+async function call<T>(cmd: string, args?: Record<string, unknown>): Promise<T> {
+  try {
+    return await invoke<T>(cmd, args);
+  } catch (e) {
+    throw toApiError(e);
+  }
+}
+
+export const getState = () => call<AppState>("get_state");
+export const signIn = (url: string, token: string) => call<AppState>("sign_in", { url, token });
+export const signOut = () => call<AppState>("sign_out");
+export const openLink = (link: string) => call<PendingLink>("open_link", { link });
+export const confirmLink = () => call<AppState>("confirm_link");
+export const dismissLink = () => call<AppState>("dismiss_link");
+export const setRunnerCount = (pool: string, count: number) =>
+  call<AppState>("set_runner_count", { pool, count });
+export const setPoolSettings = (pool: string, slots: number, labels: string[]) =>
+  call<AppState>("set_pool_settings", { pool, slots, labels });
+export const setPaused = (paused: boolean) => call<AppState>("set_paused", { paused });
+export const setSettings = (autostart: boolean, pauseOnBattery: boolean) =>
+  call<AppState>("set_settings", { autostart, pauseOnBattery });
+
+export const listDevices = () => call<ApiToken[]>("list_devices");
+export const revokeDevice = (id: string) => call<ApiToken[]>("revoke_device", { id });
+export const listMyPools = () => call<Runtime[]>("list_my_pools");
+export const createMyPool = (name: string) => call<AppState>("create_my_pool", { name });
+export const listMyRunners = () => call<Runner[]>("list_my_runners");
+export const listJobs = (opts: { pool?: string; limit?: number } = {}) =>
+  call<Job[]>("list_jobs", opts);
+export const jobLogs = (id: string) => call<string>("job_logs", { id });
+
+export const wsListPools = () => call<Runtime[]>("ws_list_pools");
+export const wsCreatePool = (name: string) => call<Runtime>("ws_create_pool", { name });
+export const wsRoster = () => call<Runner[]>("ws_roster");
+export const wsPairRunner = (pool: string, name?: string, labels?: string[]) =>
+  call<PairedWorkspaceRunner>("ws_pair_runner", { pool, name, labels });
+export const wsRevokeRunner = (id: string) => call<null>("ws_revoke_runner", { id });
+export const wsJoinToken = (pool: string, ttlSeconds?: number) =>
+  call<JoinToken>("ws_join_token", { pool, ttlSeconds });
+export const wsUsage = () => call<Usage>("ws_usage");
+export const wsSetBudget = (limitSeconds: number | null) =>
+  call<Usage>("ws_set_budget", { limitSeconds });

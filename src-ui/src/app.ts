@@ -1,0 +1,291 @@
+// The settings window: one App object holds the app's state (from Rust), what
+// this window loaded from the coordinator, and the user's unsaved input. Every
+// change re-renders the whole window; input values and focus survive it.
+
+import { listen, type UnlistenFn } from "@tauri-apps/api/event";
+import * as api from "./api";
+import { h, refreshTimes, type Attrs } from "./h";
+import type {
+  ApiError,
+  ApiToken,
+  AppState,
+  Job,
+  JoinToken,
+  PairedWorkspaceRunner,
+  PendingLink,
+  Runner,
+  Runtime,
+  Usage,
+} from "./types";
+import { header, errorLine, activity, linkDialog } from "./views/frame";
+import { accountPanel } from "./views/account";
+import { machinePanel } from "./views/machine";
+import { poolsPanel } from "./views/pools";
+import { workspacePanel } from "./views/workspace";
+
+export type Tab = "account" | "machine" | "pools" | "workspace";
+
+const EMPTY: AppState = {
+  status: "signedOut",
+  paused: false,
+  onBattery: false,
+  quitting: false,
+  account: null,
+  pools: [],
+  settings: { autostart: false, pauseOnBattery: false },
+  pending: null,
+  activity: [],
+};
+
+/** What this window fetched from the coordinator (through the app). */
+interface Remote {
+  devices: ApiToken[] | null;
+  myPools: Runtime[] | null;
+  myRunners: Runner[] | null;
+  jobs: Job[] | null;
+  selectedJob: string | null;
+  logs: string | null;
+  wsPools: Runtime[] | null;
+  roster: Runner[] | null;
+  usage: Usage | null;
+  paired: PairedWorkspaceRunner | null;
+  joinToken: JoinToken | null;
+}
+
+const NOTHING: Remote = {
+  devices: null,
+  myPools: null,
+  myRunners: null,
+  jobs: null,
+  selectedJob: null,
+  logs: null,
+  wsPools: null,
+  roster: null,
+  usage: null,
+  paired: null,
+  joinToken: null,
+};
+
+export class App {
+  state: AppState = EMPTY;
+  tab: Tab = "account";
+  error: ApiError | null = null;
+  remote: Remote = { ...NOTHING };
+  /** What was typed and not saved, by field key, so that a re-render keeps it. */
+  drafts = new Map<string, string>();
+  /** Actions in flight, by key: their buttons are disabled. */
+  busy = new Set<string>();
+  private unlisten: UnlistenFn[] = [];
+  private timer: ReturnType<typeof setInterval> | undefined;
+
+  constructor(readonly root: HTMLElement) {}
+
+  async start() {
+    try {
+      this.unlisten.push(
+        await listen<AppState>("state-changed", (e) => this.setState(e.payload)),
+        await listen<PendingLink>("pending-link", (e) => this.setState({ ...this.state, pending: e.payload })),
+      );
+    } catch (e) {
+      this.error = api.toApiError(e);
+    }
+    // Keeps "3 min ago" true.
+    this.timer = setInterval(() => refreshTimes(this.root), 20_000);
+    this.render();
+    await this.act("state", api.getState, (s) => this.setState(s));
+  }
+
+  stop() {
+    this.unlisten.forEach((f) => f());
+    clearInterval(this.timer);
+  }
+
+  /**
+   * Takes a new AppState. A different account forgets what was fetched;
+   * signing in shows this machine, signing out the sign-in form.
+   */
+  setState(next: AppState) {
+    if (JSON.stringify(next) === JSON.stringify(this.state)) return;
+    const who = (s: AppState) => (s.account ? `${s.account.coordinator} ${s.account.subject}` : "");
+    const changed = who(next) !== who(this.state);
+    if (!this.state.account !== !next.account) this.tab = next.account ? "machine" : "account";
+    this.state = next;
+    if (changed) this.remote = { ...NOTHING };
+    if (!this.tabs().includes(this.tab)) this.tab = "machine";
+    this.render();
+    if (changed) void this.load();
+  }
+
+  tabs(): Tab[] {
+    const tabs: Tab[] = ["account", "machine", "pools"];
+    if (this.state.account?.role === "admin") tabs.push("workspace");
+    return tabs;
+  }
+
+  show(tab: Tab) {
+    this.tab = tab;
+    this.render();
+    void this.load();
+  }
+
+  /** Fetches what the current tab shows. */
+  async load() {
+    if (!this.state.account) return;
+    const set = (patch: Partial<Remote>) => Object.assign(this.remote, patch);
+    switch (this.tab) {
+      case "account":
+        await this.act("devices", api.listDevices, (devices) => set({ devices }));
+        break;
+      case "pools":
+        await Promise.all([
+          this.act("myPools", api.listMyPools, (myPools) => set({ myPools })),
+          this.act("myRunners", api.listMyRunners, (myRunners) => set({ myRunners })),
+          this.loadJobs(),
+        ]);
+        break;
+      case "workspace":
+        await Promise.all([
+          this.act("wsPools", api.wsListPools, (wsPools) => set({ wsPools })),
+          this.act("roster", api.wsRoster, (roster) => set({ roster })),
+          this.act("usage", api.wsUsage, (usage) => {
+            set({ usage });
+            this.forget("ws-budget-input");
+          }),
+        ]);
+        break;
+    }
+  }
+
+  loadJobs() {
+    return this.act("jobs", () => api.listJobs({ limit: 30 }), (jobs) => {
+      this.remote.jobs = jobs;
+    });
+  }
+
+  /**
+   * Runs one command: marks `key` busy, clears the error line, shows the
+   * command's error if it fails, and re-renders. Resolves once done.
+   */
+  async act<T>(key: string, run: () => Promise<T>, ok: (result: T) => void) {
+    this.busy.add(key);
+    this.error = null;
+    this.render();
+    try {
+      ok(await run());
+    } catch (e) {
+      this.error = api.toApiError(e);
+    } finally {
+      this.busy.delete(key);
+      this.render();
+    }
+  }
+
+  /** An action whose command answers with the new AppState. */
+  change(key: string, run: () => Promise<AppState>, after?: () => void) {
+    return this.act(key, run, (s) => {
+      this.setState(s);
+      after?.();
+    });
+  }
+
+  /** Shows an error found in this window (bad input) without a command. */
+  fail(code: string, message: string) {
+    this.error = { code, message };
+    this.render();
+  }
+
+  /**
+   * A text input under `key`. `initial` is its saved value; what the user
+   * typed over it survives re-renders (see `render`) until `forget(key)`.
+   */
+  input(key: string, attrs: Attrs, initial = ""): HTMLInputElement {
+    const el = h("input", { ...attrs, "data-key": key });
+    el.defaultValue = initial;
+    el.value = this.drafts.get(key) ?? initial;
+    return el;
+  }
+
+  /** A `<select>` of `[value, label]` options under `key`, kept like an input. */
+  select(key: string, attrs: Attrs, options: [string, string][]): HTMLSelectElement {
+    const el = h(
+      "select",
+      { ...attrs, "data-key": key },
+      options.map(([value, label]) => h("option", { value }, label)),
+    );
+    const draft = this.drafts.get(key);
+    if (draft !== undefined && options.some(([v]) => v === draft)) el.value = draft;
+    return el;
+  }
+
+  /** The field under `key` in the window now. */
+  field(key: string) {
+    return [...this.root.querySelectorAll<HTMLInputElement | HTMLSelectElement>("[data-key]")].find(
+      (e) => e.dataset.key === key,
+    );
+  }
+
+  /** The current value of the field under `key`, trimmed ("" when absent). */
+  value(key: string) {
+    return (this.field(key)?.value ?? this.drafts.get(key) ?? "").trim();
+  }
+
+  /** Drops what was typed under these keys: the fields show their saved values again. */
+  forget(...keys: string[]) {
+    for (const key of keys) {
+      this.drafts.delete(key);
+      const el = this.field(key);
+      if (el instanceof HTMLInputElement) el.value = el.defaultValue;
+    }
+  }
+
+  render() {
+    // Keep what was typed (inputs that differ from their saved value, and
+    // selections), and the focus, across the rebuild.
+    for (const el of this.root.querySelectorAll<HTMLInputElement | HTMLSelectElement>("[data-key]")) {
+      const key = el.dataset.key!;
+      if (el instanceof HTMLSelectElement || el.value !== el.defaultValue) this.drafts.set(key, el.value);
+      else this.drafts.delete(key);
+    }
+    const focused = document.activeElement as HTMLInputElement | null;
+    const focusKey = focused?.dataset?.key;
+    const selection = focusKey ? [focused.selectionStart, focused.selectionEnd] : null;
+    const scroll = this.root.querySelector(".content")?.scrollTop ?? 0;
+
+    const panels = {
+      account: accountPanel,
+      machine: machinePanel,
+      pools: poolsPanel,
+      workspace: workspacePanel,
+    };
+    this.root.replaceChildren(
+      header(this),
+      h(
+        "div",
+        { class: "body" },
+        h("main", { class: "content" }, panels[this.tab](this)),
+        activity(this),
+      ),
+      errorLine(this),
+    );
+    if (this.state.pending) this.root.append(linkDialog(this, this.state.pending));
+
+    const content = this.root.querySelector(".content");
+    if (content) content.scrollTop = scroll;
+    if (focusKey) {
+      const el = this.field(focusKey);
+      el?.focus();
+      try {
+        if (el instanceof HTMLInputElement && selection) el.setSelectionRange(selection[0], selection[1]);
+      } catch {
+        // Number inputs have no selection.
+      }
+    }
+  }
+}
+
+/** Starts the window in `root`. */
+export async function mount(root: HTMLElement): Promise<App> {
+  const app = new App(root);
+  await app.start();
+  return app;
+}

@@ -1,0 +1,4 @@
+import "./style.css";
+import { mount } from "./app";
+
+void mount(document.getElementById("app")!);

@@ -1,0 +1,169 @@
+// The app's commands and events (see /work/helpers/DESKTOP.md, mirrored in
+// desktop/src) and the coordinator's wire types (runner-core/wire/src/lib.rs).
+// Every time is unix milliseconds (wire types and Activity.at alike).
+
+export type Status = "signedOut" | "idle" | "busy" | "offline" | "paused";
+
+export interface ApiError {
+  code: string;
+  message: string;
+}
+
+export interface Account {
+  coordinator: string;
+  workspace: string;
+  email: string;
+  subject: string;
+  role: "admin" | "member";
+  deviceName: string | null;
+  tokenId: string | null;
+}
+
+export interface LocalRunner {
+  id: string;
+  online: boolean;
+  draining: boolean;
+  currentJobs: string[];
+}
+
+export interface LocalPool {
+  ref: string;
+  runtimeId: string;
+  name: string;
+  kind: "personal" | "workspace";
+  runners: number;
+  slots: number;
+  labels: string[];
+  live: LocalRunner[];
+}
+
+export interface Settings {
+  autostart: boolean;
+  pauseOnBattery: boolean;
+}
+
+export interface PendingLink {
+  kind: "pair" | "join";
+  coordinator: string;
+  pool: string;
+}
+
+export interface Activity {
+  /** Unix milliseconds. */
+  at: number;
+  kind: "paired" | "jobFailed" | "unreachable" | "reconnected" | "info";
+  message: string;
+}
+
+export interface AppState {
+  status: Status;
+  paused: boolean;
+  onBattery: boolean;
+  quitting: boolean;
+  account: Account | null;
+  pools: LocalPool[];
+  settings: Settings;
+  pending: PendingLink | null;
+  /** Newest first, at most 50. */
+  activity: Activity[];
+}
+
+export interface PairedWorkspaceRunner {
+  runner: Runner;
+  token: string;
+  /** `drover runner --url … --token …` */
+  command: string;
+}
+
+// ---------------------------------------------------------------- wire
+
+export interface Runtime {
+  id: string;
+  name: string;
+  /** `user:<subject>` or `ws:<workspace>`. */
+  owner: string;
+  /** The canonical ref that targets this pool. */
+  ref: string;
+  runners: number;
+  createdAt: number;
+}
+
+export interface Runner {
+  id: string;
+  name: string;
+  owner: string;
+  runtimeId: string;
+  runtimeName: string;
+  capabilities: string[];
+  online: boolean;
+  lastSeenAt?: number;
+  currentJobs: string[];
+  createdAt: number;
+}
+
+export type JobState =
+  | "queued"
+  | "leased"
+  | "running"
+  | "succeeded"
+  | "failed"
+  | "cancelled"
+  | "timed_out"
+  | "lost"
+  | "unknown";
+
+export interface Provenance {
+  ranBy: string;
+  by: string;
+  ranOn: string;
+  attempt: number;
+}
+
+export interface Job {
+  id: string;
+  state: JobState;
+  /** The ref as submitted. */
+  runtime: string;
+  runtimeId: string;
+  pinnedRunner?: string;
+  submittedBy: string;
+  command: string[];
+  script?: string;
+  requires: string[];
+  priority: number;
+  attempt: number;
+  maxAttempts: number;
+  exitCode?: number;
+  error?: string;
+  cancelRequested: boolean;
+  provenance?: Provenance;
+  createdAt: number;
+  finishedAt?: number;
+}
+
+export interface JoinToken {
+  /** Shown once. */
+  token: string;
+  runtime: Runtime;
+  expiresAt: number;
+  /** `drover://join?url=…&ref=…&token=…` */
+  link?: string;
+}
+
+export interface Usage {
+  workspace: string;
+  limitSeconds: number | null;
+  chargedMs: number;
+  ownPaysMs: number;
+  jobsCharged: number;
+  jobsOwnPays: number;
+}
+
+export interface ApiToken {
+  id: string;
+  name: string;
+  createdAt: number;
+  lastUsedAt: number | null;
+  /** Whether this is the token the request came with (this device). */
+  current: boolean;
+}

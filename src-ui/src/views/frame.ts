@@ -1,0 +1,136 @@
+// What every tab shares: the header with the status and the tabs, the
+// activity list, the error line and the link-confirmation dialog.
+
+import type { App, Tab } from "../app";
+import * as api from "../api";
+import { h, when } from "../h";
+import type { PendingLink } from "../types";
+
+const TAB_NAMES: Record<Tab, string> = {
+  account: "Account",
+  machine: "This machine",
+  pools: "My pools",
+  workspace: "Workspace",
+};
+
+const STATUS_HINTS: Record<string, string> = {
+  signedOut: "Not signed in",
+  idle: "Connected, waiting for jobs",
+  busy: "Running jobs",
+  offline: "Cannot reach the coordinator",
+  paused: "Paused: no new jobs start",
+};
+
+export function header(app: App) {
+  const { status, account } = app.state;
+  return h(
+    "header",
+    { class: "top" },
+    h("div", { class: "brand" }, h("span", { class: "mark" }), "Drover"),
+    h(
+      "nav",
+      { class: "tabs", role: "tablist" },
+      app.tabs().map((tab) =>
+        h(
+          "button",
+          {
+            testid: `tab-${tab}`,
+            role: "tab",
+            class: tab === app.tab ? "tab active" : "tab",
+            "aria-selected": String(tab === app.tab),
+            onclick: () => app.show(tab),
+          },
+          TAB_NAMES[tab],
+        ),
+      ),
+    ),
+    h(
+      "div",
+      { class: "who" },
+      account ? h("span", { class: "muted", title: account.coordinator }, account.workspace) : null,
+      h("span", { testid: "status", class: `status status-${status}`, title: STATUS_HINTS[status] }, status),
+    ),
+  );
+}
+
+export function activity(app: App) {
+  const items = app.state.activity;
+  return h(
+    "aside",
+    { class: "side" },
+    h("h3", null, "Activity"),
+    h(
+      "ul",
+      { testid: "activity", class: "activity" },
+      items.map((a) =>
+        h(
+          "li",
+          { testid: "activity-item", class: `activity-item kind-${a.kind}` },
+          h("div", null, a.message),
+          when(a.at),
+        ),
+      ),
+    ),
+    items.length ? null : h("p", { class: "muted" }, "Nothing yet."),
+  );
+}
+
+export function errorLine(app: App) {
+  const e = app.error;
+  return h(
+    "div",
+    { class: e ? "errorbar shown" : "errorbar", role: "alert" },
+    h("span", { testid: "error" }, e ? `${e.code}: ${e.message}` : ""),
+    e
+      ? h("button", { class: "plain", title: "Dismiss", onclick: () => ((app.error = null), app.render()) }, "×")
+      : null,
+  );
+}
+
+export function linkDialog(app: App, link: PendingLink) {
+  const pair = link.kind === "pair";
+  return h(
+    "div",
+    { class: "overlay" },
+    h(
+      "div",
+      { testid: "link-dialog", class: "dialog", role: "dialog", "aria-modal": "true" },
+      h("h2", null, pair ? "Pair this device?" : "Lend this machine to a pool?"),
+      h(
+        "p",
+        null,
+        pair
+          ? "Drover will sign this device in to your account and run your jobs here."
+          : "This machine will join a workspace pool and run its jobs.",
+      ),
+      h(
+        "dl",
+        { class: "facts" },
+        h("dt", null, "Coordinator"),
+        h("dd", null, h("code", { testid: "link-coordinator" }, link.coordinator)),
+        h("dt", null, "Pool"),
+        h("dd", null, h("code", { testid: "link-pool" }, link.pool)),
+      ),
+      h("p", { class: "muted" }, "Confirm only a link you asked for."),
+      h(
+        "div",
+        { class: "actions" },
+        h(
+          "button",
+          { testid: "link-cancel", disabled: app.busy.has("link"), onclick: () => app.change("link", api.dismissLink) },
+          "Cancel",
+        ),
+        h(
+          "button",
+          {
+            testid: "link-confirm",
+            class: "primary",
+            disabled: app.busy.has("link"),
+            onclick: () => app.change("link", api.confirmLink),
+          },
+          app.busy.has("link") ? "Connecting…" : "Confirm",
+        ),
+      ),
+    ),
+  );
+}

@@ -1,0 +1,124 @@
+// This machine: the pools it lends runners to (count, slots, labels, the live
+// runners), pause all, start at login, pause on battery.
+
+import type { App } from "../app";
+import * as api from "../api";
+import { h, splitList } from "../h";
+import type { LocalPool } from "../types";
+
+export function machinePanel(app: App) {
+  const { pools, paused, settings, onBattery, account } = app.state;
+  const toggle = (testid: string, checked: boolean, label: string, hint: string, set: (on: boolean) => void) =>
+    h(
+      "label",
+      { class: "toggle" },
+      h("input", {
+        type: "checkbox",
+        testid,
+        checked,
+        disabled: app.busy.has(testid),
+        onchange: (ev: Event) => set((ev.target as HTMLInputElement).checked),
+      }),
+      h("span", null, label, hint ? h("small", { class: "muted" }, hint) : null),
+    );
+  return h(
+    "section",
+    { testid: "panel-machine", class: "panel" },
+    h(
+      "div",
+      { class: "row heading" },
+      h("h2", { class: "grow" }, "This machine"),
+      toggle("pause-all", paused, "Pause all", "", (on) => app.change("pause-all", () => api.setPaused(on))),
+    ),
+    pools.length
+      ? pools.map((p) => poolRow(app, p))
+      : h(
+          "p",
+          { class: "card muted" },
+          account
+            ? "This machine runs no pool yet. Lend it to one of your pools under My pools, or open a join link from a workspace admin."
+            : "Sign in or open a pairing link to run jobs on this machine.",
+        ),
+    h("h3", null, "Settings"),
+    h(
+      "div",
+      { class: "card toggles" },
+      toggle("autostart", settings.autostart, "Start at login", "Drover starts in the tray when you log in.", (on) =>
+        app.change("autostart", () => api.setSettings(on, settings.pauseOnBattery)),
+      ),
+      toggle(
+        "pause-on-battery",
+        settings.pauseOnBattery,
+        "Pause on battery",
+        onBattery ? "On battery now: new jobs wait; running jobs go on." : "Holds new jobs on battery power; running jobs go on.",
+        (on) => app.change("pause-on-battery", () => api.setSettings(settings.autostart, on)),
+      ),
+    ),
+  );
+}
+
+function poolRow(app: App, p: LocalPool) {
+  const busy = app.busy.has(`count:${p.ref}`);
+  const setCount = (count: number) => app.change(`count:${p.ref}`, () => api.setRunnerCount(p.ref, count));
+  const slotsKey = `slots-input:${p.ref}`;
+  const labelsKey = `labels-input:${p.ref}`;
+  const save = (ev: Event) => {
+    ev.preventDefault();
+    const slots = Number(app.value(slotsKey));
+    if (!Number.isInteger(slots) || slots < 1) return app.fail("INVALID_INPUT", "slots must be a whole number, at least 1");
+    const labels = splitList(app.value(labelsKey));
+    void app.change(`save:${p.ref}`, () => api.setPoolSettings(p.ref, slots, labels), () => {
+      app.forget(slotsKey, labelsKey);
+    });
+  };
+  return h(
+    "div",
+    { testid: "pool-row", "data-ref": p.ref, class: "card pool" },
+    h(
+      "div",
+      { class: "row" },
+      h(
+        "div",
+        { class: "grow" },
+        h("strong", null, p.name),
+        h("span", { class: `tag tag-${p.kind}` }, p.kind),
+        h("div", null, h("code", { class: "muted small" }, p.ref)),
+      ),
+      h(
+        "div",
+        { class: "stepper", title: "Runners on this machine" },
+        h("button", { testid: "runner-remove", disabled: busy || p.runners < 1, title: "Remove a runner (it finishes its job first)", onclick: () => setCount(p.runners - 1) }, "−"),
+        h("span", { testid: "runner-count", class: "count" }, String(p.runners)),
+        h("button", { testid: "runner-add", disabled: busy, title: "Add a runner", onclick: () => setCount(p.runners + 1) }, "+"),
+      ),
+      h("span", { class: "muted small" }, p.runners === 1 ? "runner" : "runners"),
+    ),
+    h(
+      "form",
+      { class: "row settings", onsubmit: save },
+      h("label", null, "Slots each", app.input(slotsKey, { testid: "slots-input", type: "number", min: "1", step: "1", class: "narrow" }, String(p.slots))),
+      h("label", { class: "grow" }, "Labels", app.input(labelsKey, { testid: "labels-input", placeholder: "e.g. gpu, os=linux" }, p.labels.join(", "))),
+      h("button", { testid: "pool-save", type: "submit", disabled: app.busy.has(`save:${p.ref}`) }, "Save"),
+    ),
+    p.live.length
+      ? h(
+          "ul",
+          { class: "runners" },
+          p.live.map((r) =>
+            h(
+              "li",
+              { testid: "runner-row", "data-id": r.id },
+              h("span", { class: r.online ? "dot on" : "dot off", title: r.online ? "online" : "offline" }),
+              h("code", null, r.id),
+              h(
+                "span",
+                { class: "muted" },
+                r.draining ? "draining · " : "",
+                r.currentJobs.length ? `running ${r.currentJobs.join(", ")}` : "idle",
+              ),
+            ),
+          ),
+        )
+      : null,
+  );
+}

@@ -1,0 +1,205 @@
+// Workspace (admins): pools, the roster, pairing and revoking workspace
+// runners, join tokens and links, usage and the budget.
+
+import type { App } from "../app";
+import * as api from "../api";
+import { duration, h, when } from "../h";
+import type { Runner } from "../types";
+
+/** Copies text, quietly doing nothing where the clipboard is refused. */
+function copy(text: string, button: HTMLButtonElement) {
+  void navigator.clipboard?.writeText(text).then(
+    () => {
+      button.textContent = "Copied";
+      setTimeout(() => (button.textContent = "Copy"), 1500);
+    },
+    () => {},
+  );
+}
+
+export function workspacePanel(app: App) {
+  const { wsPools, roster, usage, paired, joinToken } = app.remote;
+  const pools = wsPools ?? [];
+  const options = pools.map((p): [string, string] => [p.id, p.name]);
+  const workspace = app.state.account?.workspace ?? "";
+
+  const createPool = (ev: Event) => {
+    ev.preventDefault();
+    const name = app.value("ws-create-pool-name");
+    if (!name) return app.fail("INVALID_INPUT", "give the pool a name");
+    void app.act("ws-create", () => api.wsCreatePool(name), (p) => {
+      app.forget("ws-create-pool-name");
+      app.remote.wsPools = [...pools, p];
+    });
+  };
+  const pair = (ev: Event) => {
+    ev.preventDefault();
+    const pool = app.value("ws-pair-pool");
+    if (!pool) return app.fail("INVALID_INPUT", "create a pool first");
+    const name = app.value("ws-pair-name") || undefined;
+    void app.act("ws-pair", () => api.wsPairRunner(pool, name), (result) => {
+      app.forget("ws-pair-name");
+      app.remote.paired = result;
+      app.remote.roster = [...(roster ?? []), result.runner];
+    });
+  };
+  const join = (ev: Event) => {
+    ev.preventDefault();
+    const pool = app.value("ws-join-pool");
+    if (!pool) return app.fail("INVALID_INPUT", "create a pool first");
+    void app.act("ws-join", () => api.wsJoinToken(pool), (token) => (app.remote.joinToken = token));
+  };
+  const saveBudget = (ev: Event) => {
+    ev.preventDefault();
+    const text = app.value("ws-budget-input");
+    const minutes = Number(text);
+    if (text && !(Number.isFinite(minutes) && minutes >= 0)) {
+      return app.fail("INVALID_INPUT", "the budget is a number of minutes, or empty for no limit");
+    }
+    const limit = text ? Math.round(minutes * 60) : null;
+    void app.act("ws-budget", () => api.wsSetBudget(limit), (u) => {
+      app.remote.usage = u;
+      app.forget("ws-budget-input");
+    });
+  };
+
+  return h(
+    "section",
+    { testid: "panel-workspace", class: "panel" },
+    h(
+      "h2",
+      { class: "row" },
+      h("span", { class: "grow" }, "Workspace ", h("span", { class: "muted" }, workspace)),
+      h("button", { testid: "ws-refresh", class: "small", onclick: () => app.load() }, "Refresh"),
+    ),
+
+    h("h3", null, "Pools"),
+    h(
+      "ul",
+      { testid: "ws-pools", class: "card list" },
+      pools.map((p) =>
+        h(
+          "li",
+          { testid: "ws-pool-row", "data-id": p.id, class: "row" },
+          h("strong", { class: "grow" }, p.name, h("code", { class: "muted small" }, ` ${p.ref}`)),
+          h("span", { class: "muted small" }, `${p.runners} ${p.runners === 1 ? "runner" : "runners"}`),
+        ),
+      ),
+      wsPools?.length === 0 ? h("li", { class: "row muted" }, "No pool yet.") : null,
+    ),
+    h(
+      "form",
+      { class: "row", onsubmit: createPool },
+      app.input("ws-create-pool-name", { testid: "ws-create-pool-name", placeholder: "New pool name", class: "grow", autocomplete: "off" }),
+      h("button", { testid: "ws-create-pool-submit", type: "submit", disabled: app.busy.has("ws-create") }, "Create pool"),
+    ),
+
+    h("h3", null, "Runners"),
+    h(
+      "table",
+      { testid: "ws-roster", class: "card roster" },
+      h("tbody", null, (roster ?? []).map((r) => rosterRow(app, r))),
+    ),
+    roster?.length === 0 ? h("p", { class: "muted" }, "No runner yet.") : null,
+
+    h(
+      "div",
+      { class: "columns" },
+      h(
+        "form",
+        { class: "card form", onsubmit: pair },
+        h("h4", null, "Pair a workspace runner"),
+        h("label", null, "Pool", app.select("ws-pair-pool", { testid: "ws-pair-pool" }, options)),
+        h("label", null, "Name", app.input("ws-pair-name", { testid: "ws-pair-name", placeholder: "optional, e.g. build-box-1", autocomplete: "off" })),
+        h("div", { class: "actions" }, h("button", { testid: "ws-pair-submit", type: "submit", class: "primary", disabled: app.busy.has("ws-pair") || !pools.length }, "Pair runner")),
+        paired
+          ? h(
+              "div",
+              { class: "secret" },
+              h("p", { class: "small" }, `Runner ${paired.runner.name} paired. Its token is shown once: copy it now.`),
+              h("code", { testid: "ws-pair-token", class: "block" }, paired.token),
+              h("code", { testid: "ws-pair-command", class: "block" }, paired.command),
+              h("button", { testid: "ws-pair-copy", type: "button", class: "small", onclick: (ev: Event) => copy(paired.command, ev.currentTarget as HTMLButtonElement) }, "Copy"),
+            )
+          : null,
+      ),
+      h(
+        "form",
+        { class: "card form", onsubmit: join },
+        h("h4", null, "Join token"),
+        h("p", { class: "muted small" }, "A link that lends a machine to a pool in one click, valid for a day."),
+        h("label", null, "Pool", app.select("ws-join-pool", { testid: "ws-join-pool" }, options)),
+        h("div", { class: "actions" }, h("button", { testid: "ws-join-submit", type: "submit", disabled: app.busy.has("ws-join") || !pools.length }, "Create join token")),
+        joinToken
+          ? h(
+              "div",
+              { class: "secret" },
+              h("p", { class: "small" }, `For ${joinToken.runtime.name}, expires `, when(joinToken.expiresAt), ". Shown once."),
+              h("code", { testid: "ws-join-token", class: "block" }, joinToken.token),
+              h("code", { testid: "ws-join-link", class: "block" }, joinToken.link ?? ""),
+              h("button", { testid: "ws-join-copy", type: "button", class: "small", onclick: (ev: Event) => copy(joinToken.link ?? joinToken.token, ev.currentTarget as HTMLButtonElement) }, "Copy"),
+            )
+          : null,
+      ),
+    ),
+
+    h("h3", null, "Usage and budget"),
+    h(
+      "form",
+      { class: "card row", onsubmit: saveBudget },
+      h(
+        "div",
+        { testid: "ws-usage", class: "grow" },
+        usage
+          ? `Charged ${duration(usage.chargedMs)} (${usage.jobsCharged} jobs) · members' own runners ${duration(usage.ownPaysMs)} (${usage.jobsOwnPays} jobs) · budget ${usage.limitSeconds === null ? "no limit" : duration(usage.limitSeconds * 1000)}`
+          : "…",
+      ),
+      h(
+        "label",
+        { class: "inline" },
+        "Budget",
+        app.input(
+          "ws-budget-input",
+          { testid: "ws-budget-input", type: "number", min: "0", step: "1", placeholder: "no limit", class: "narrow" },
+          usage?.limitSeconds != null ? String(usage.limitSeconds / 60) : "",
+        ),
+        "min",
+      ),
+      h("button", { testid: "ws-budget-save", type: "submit", disabled: app.busy.has("ws-budget") }, "Save"),
+    ),
+  );
+}
+
+function rosterRow(app: App, r: Runner) {
+  return h(
+    "tr",
+    { testid: "ws-runner-row", "data-id": r.id },
+    h("td", null, h("span", { class: r.online ? "badge-online" : "badge-offline" }, r.online ? "online" : "offline")),
+    h("td", { class: "nowrap" }, h("strong", null, r.name), h("div", null, h("code", { class: "muted small" }, r.id))),
+    h("td", { class: "small nowrap" }, r.runtimeName),
+    h("td", null, h("div", { class: "chips" }, r.capabilities.map((c) => h("span", { class: "chip" }, c)))),
+    h(
+      "td",
+      { class: "small" },
+      r.currentJobs.length ? `running ${r.currentJobs.join(", ")}` : "idle",
+      r.lastSeenAt ? h("div", { class: "muted" }, "seen ", when(r.lastSeenAt)) : null,
+    ),
+    h(
+      "td",
+      null,
+      h(
+        "button",
+        {
+          testid: "ws-revoke",
+          class: "small danger",
+          disabled: app.busy.has(`ws-revoke:${r.id}`),
+          onclick: () =>
+            app.act(`ws-revoke:${r.id}`, () => api.wsRevokeRunner(r.id), () => {
+              app.remote.roster = (app.remote.roster ?? []).filter((x) => x.id !== r.id);
+            }),
+        },
+        "Revoke",
+      ),
+    ),
+  );
+}

@@ -1,0 +1,289 @@
+import { afterEach, describe, expect, it } from "vitest";
+import { emit } from "@tauri-apps/api/event";
+import {
+  $,
+  $all,
+  admin,
+  appState,
+  choose,
+  click,
+  has,
+  member,
+  pool,
+  settle,
+  start,
+  stop,
+  type,
+  waitFor,
+  wsPool,
+  wsRunner,
+} from "./helpers";
+
+afterEach(() => stop());
+
+const signedIn = (patch = {}) => appState({ status: "idle", account: member, ...patch });
+
+describe("settings window", () => {
+  it("signed out: shows the sign-in form, and submitting signs in with the url and token", async () => {
+    const { called } = await start(appState(), {
+      sign_in: () => signedIn(),
+    });
+    expect($("status").textContent).toBe("signedOut");
+    expect(has("panel-account")).toBe(true);
+    expect(has("sign-out")).toBe(false);
+    type("signin-url", "https://drover.example.com");
+    type("signin-token", "drv_abc");
+    await click("signin-submit");
+    expect(called("sign_in")).toEqual([{ url: "https://drover.example.com", token: "drv_abc" }]);
+    await waitFor(() => expect(has("panel-machine")).toBe(true));
+    expect($("status").textContent).toBe("idle");
+    await click("tab-account");
+    expect($("signed-in-as").textContent).toBe("ann@acme.test");
+    expect($("role").textContent).toBe("member");
+    expect($("coordinator-url").textContent).toBe("https://drover.example.com");
+  });
+
+  it("signed in: lists the devices, revokes one, signs out", async () => {
+    let devices = [
+      { id: "tok_1", name: "ann-laptop", createdAt: 1_700_000_000_000, lastUsedAt: Date.now() - 180_000, current: true },
+      { id: "tok_2", name: "old-desktop", createdAt: 1_700_000_000_000, lastUsedAt: null, current: false },
+    ];
+    const { called, app } = await start(signedIn(), {
+      list_devices: () => devices,
+      revoke_device: ({ id }) => (devices = devices.filter((d) => d.id !== id)),
+      sign_out: () => appState(),
+    });
+    app.show("account");
+    await settle();
+    const rows = $all("device-row");
+    expect(rows.map((r) => r.dataset.id)).toEqual(["tok_1", "tok_2"]);
+    expect(rows[0].textContent).toContain("3 min ago");
+    await click("device-revoke", rows[1]);
+    expect(called("revoke_device")).toEqual([{ id: "tok_2" }]);
+    expect($all("device-row").map((r) => r.dataset.id)).toEqual(["tok_1"]);
+    await click("sign-out");
+    expect(called("sign_out")).toHaveLength(1);
+    expect(has("signin-url")).toBe(true);
+    expect($("status").textContent).toBe("signedOut");
+  });
+
+  it("a pending link shows the dialog naming coordinator and pool; confirm calls confirm_link", async () => {
+    const pending = { kind: "pair" as const, coordinator: "https://drover.example.com", pool: "self:usr_ann:default" };
+    const { called } = await start(appState({ pending }), {
+      confirm_link: () => signedIn({ pools: [pool] }),
+    });
+    expect($("link-coordinator").textContent).toBe("https://drover.example.com");
+    expect($("link-pool").textContent).toBe("self:usr_ann:default");
+    await click("link-confirm");
+    expect(called("confirm_link")).toEqual([{}]);
+    await waitFor(() => expect(has("link-dialog")).toBe(false));
+  });
+
+  it("cancel dismisses the link; a pending-link event opens the dialog", async () => {
+    const { called } = await start(appState(), { dismiss_link: () => appState() });
+    expect(has("link-dialog")).toBe(false);
+    await emit("pending-link", { kind: "join", coordinator: "https://c.example", pool: "ws:acme:builders" });
+    await waitFor(() => expect(has("link-dialog")).toBe(true));
+    expect($("link-pool").textContent).toBe("ws:acme:builders");
+    await click("link-cancel");
+    expect(called("dismiss_link")).toHaveLength(1);
+    expect(has("link-dialog")).toBe(false);
+  });
+
+  it("this machine: one row per pool with its runners; add and remove set the count ±1", async () => {
+    const { called } = await start(signedIn({ pools: [pool] }), {
+      set_runner_count: ({ count }) => signedIn({ pools: [{ ...pool, runners: count as number }] }),
+    });
+    expect(has("panel-machine")).toBe(true);
+    const row = $all("pool-row")[0];
+    expect(row.dataset.ref).toBe("self:usr_ann:laptop");
+    expect($("runner-count", row).textContent).toBe("2");
+    const runners = $all("runner-row", row);
+    expect(runners.map((r) => r.dataset.id)).toEqual(["rn_a", "rn_b"]);
+    expect(runners[0].textContent).toContain("job_7");
+    expect(runners[1].textContent).toContain("idle");
+
+    await click("runner-add", row);
+    expect(called("set_runner_count")).toEqual([{ pool: "self:usr_ann:laptop", count: 3 }]);
+    expect($("runner-count").textContent).toBe("3");
+    await click("runner-remove");
+    expect(called("set_runner_count")[1]).toEqual({ pool: "self:usr_ann:laptop", count: 2 });
+    expect($("runner-count").textContent).toBe("2");
+  });
+
+  it("this machine: saves slots and labels, and the toggles call their commands", async () => {
+    const { called } = await start(signedIn({ pools: [pool] }), {
+      set_pool_settings: () => signedIn({ pools: [pool] }),
+      set_paused: ({ paused }) => signedIn({ pools: [pool], paused: paused as boolean, status: "paused" }),
+      set_settings: (s) => signedIn({ pools: [pool], settings: s as never }),
+    });
+    expect(($("labels-input") as HTMLInputElement).value).toBe("gpu");
+    type("slots-input", "4");
+    type("labels-input", "gpu, os=linux");
+    await click("pool-save");
+    expect(called("set_pool_settings")).toEqual([{ pool: "self:usr_ann:laptop", slots: 4, labels: ["gpu", "os=linux"] }]);
+
+    await click("pause-all");
+    expect(called("set_paused")).toEqual([{ paused: true }]);
+    expect($("status").textContent).toBe("paused");
+    await click("pause-on-battery");
+    expect(called("set_settings")).toEqual([{ autostart: false, pauseOnBattery: true }]);
+    expect(($("pause-on-battery") as HTMLInputElement).checked).toBe(true);
+  });
+
+  it("the workspace tab is absent for members and present for admins", async () => {
+    await start(signedIn());
+    expect(has("tab-account") && has("tab-machine") && has("tab-pools")).toBe(true);
+    expect(has("tab-workspace")).toBe(false);
+    stop();
+    await start(signedIn({ account: admin }));
+    await click("tab-workspace");
+    expect(has("panel-workspace")).toBe(true);
+  });
+
+  it("pairing a workspace runner shows its token once and the command to copy", async () => {
+    const { called } = await start(signedIn({ account: admin }), {
+      ws_list_pools: () => [wsPool],
+      ws_roster: () => [],
+      ws_pair_runner: () => ({ runner: wsRunner, token: "drt_secret", command: "drover runner --url https://drover.example.com --token drt_secret" }),
+      ws_revoke_runner: () => null,
+    });
+    await click("tab-workspace");
+    expect($all("ws-pool-row").map((r) => r.dataset.id)).toEqual(["rt_ws"]);
+    choose("ws-pair-pool", "rt_ws");
+    type("ws-pair-name", "build-box");
+    await click("ws-pair-submit");
+    expect(called("ws_pair_runner")).toEqual([{ pool: "rt_ws", name: "build-box" }]);
+    expect($("ws-pair-token").textContent).toBe("drt_secret");
+    expect($("ws-pair-command").textContent).toBe("drover runner --url https://drover.example.com --token drt_secret");
+    expect(has("ws-pair-copy")).toBe(true);
+    await click("ws-pair-copy"); // no clipboard in jsdom: fails quietly
+
+    const row = $all("ws-runner-row")[0];
+    expect(row.dataset.id).toBe("rn_ws1");
+    expect(row.querySelector(".badge-online")).not.toBeNull();
+    expect(row.textContent).toContain("docker");
+    await click("ws-revoke", row);
+    expect(called("ws_revoke_runner")).toEqual([{ id: "rn_ws1" }]);
+    expect($all("ws-runner-row")).toHaveLength(0);
+  });
+
+  it("workspace: join token, usage and a budget in minutes", async () => {
+    const usage = { workspace: "acme", limitSeconds: 3600, chargedMs: 90_000, ownPaysMs: 0, jobsCharged: 2, jobsOwnPays: 0 };
+    const { called } = await start(signedIn({ account: admin }), {
+      ws_list_pools: () => [wsPool],
+      ws_usage: () => usage,
+      ws_set_budget: ({ limitSeconds }) => ({ ...usage, limitSeconds }),
+      ws_join_token: () => ({ token: "djt_x", runtime: wsPool, expiresAt: Date.now() + 86_400_000, link: "drover://join?url=u&ref=r&token=djt_x" }),
+    });
+    await click("tab-workspace");
+    expect(($("ws-budget-input") as HTMLInputElement).value).toBe("60");
+    expect($("ws-usage").textContent).toContain("2 jobs");
+    type("ws-budget-input", "90");
+    await click("ws-budget-save");
+    type("ws-budget-input", "");
+    await click("ws-budget-save");
+    expect(called("ws_set_budget")).toEqual([{ limitSeconds: 5400 }, { limitSeconds: null }]);
+    expect($("ws-usage").textContent).toContain("no limit");
+
+    await click("ws-join-submit");
+    expect(called("ws_join_token")[0]).toMatchObject({ pool: "rt_ws" });
+    expect($("ws-join-token").textContent).toBe("djt_x");
+    expect($("ws-join-link").textContent).toBe("drover://join?url=u&ref=r&token=djt_x");
+  });
+
+  it("my pools: create a pool, list jobs, show a job's log", async () => {
+    const job = { id: "job_1", state: "failed", runtime: "laptop", runtimeId: "rt_1", submittedBy: "usr_ann", command: ["false"], requires: [], priority: 0, attempt: 1, maxAttempts: 1, exitCode: 1, cancelRequested: false, createdAt: 1_700_000_000_000 };
+    const { called } = await start(signedIn(), {
+      create_my_pool: () => signedIn(),
+      list_my_pools: () => [{ ...wsPool, id: "rt_1", name: "laptop", ref: "self:usr_ann:laptop" }],
+      list_jobs: () => [job],
+      job_logs: () => "it failed\n",
+    });
+    await click("tab-pools");
+    expect($all("my-pool-row").map((r) => r.dataset.ref)).toEqual(["self:usr_ann:laptop"]);
+    type("create-pool-name", "gpu-box");
+    await click("create-pool-submit");
+    expect(called("create_my_pool")).toEqual([{ name: "gpu-box" }]);
+    const row = $all("job-row")[0];
+    expect(row.dataset.id).toBe("job_1");
+    expect(row.textContent).toContain("failed");
+    expect(row.textContent).toContain("exit 1");
+    await click("job-row");
+    expect(called("job_logs")).toEqual([{ id: "job_1" }]);
+    expect($("job-logs").tagName).toBe("PRE");
+    expect($("job-logs").textContent).toBe("it failed\n");
+    const before = called("list_jobs").length;
+    await click("jobs-refresh");
+    expect(called("list_jobs").length).toBe(before + 1);
+  });
+
+  it("an error from a command shows in the error line as CODE: message", async () => {
+    let tries = 0;
+    await start(appState(), {
+      sign_in: () => {
+        if (tries++ === 0) throw { code: "UNAUTHORIZED", message: "the token is not valid" };
+        return signedIn();
+      },
+    });
+    expect($("error").textContent).toBe("");
+    type("signin-url", "https://drover.example.com");
+    type("signin-token", "drv_bad");
+    await click("signin-submit");
+    expect($("error").textContent).toBe("UNAUTHORIZED: the token is not valid");
+    // The next command that succeeds clears it.
+    await click("signin-submit");
+    expect($("error").textContent).toBe("");
+    expect(has("panel-machine")).toBe(true);
+  });
+
+  it("a bare-string rejection shows as INTERNAL", async () => {
+    await start(signedIn({ pools: [pool] }), {
+      set_runner_count: () => {
+        throw "keychain locked";
+      },
+    });
+    await click("runner-add");
+    expect($("error").textContent).toBe("INTERNAL: keychain locked");
+  });
+
+  it("a state-changed event re-renders, keeping what is being typed", async () => {
+    await start(appState());
+    type("signin-url", "https://half-typed");
+    ($("signin-url") as HTMLInputElement).focus();
+    await emit("state-changed", appState({ activity: [{ at: Date.now() - 120_000, kind: "info", message: "hello" }] }));
+    await waitFor(() => expect($all("activity-item")).toHaveLength(1));
+    expect($all("activity-item")[0].textContent).toContain("hello");
+    expect($all("activity-item")[0].textContent).toContain("2 min ago");
+    expect(($("signin-url") as HTMLInputElement).value).toBe("https://half-typed");
+    expect(document.activeElement).toBe($("signin-url"));
+
+    await emit("state-changed", signedIn({ pools: [pool], status: "busy" }));
+    await waitFor(() => expect($("status").textContent).toBe("busy"));
+    expect($all("pool-row")).toHaveLength(1);
+  });
+
+  it("a value set without an input event (as a script would) survives a re-render and is submitted", async () => {
+    const { called } = await start(appState(), { sign_in: () => signedIn() });
+    ($("signin-url") as HTMLInputElement).value = "https://set-by-script";
+    await emit("state-changed", appState({ activity: [{ at: Date.now(), kind: "info", message: "tick" }] }));
+    await waitFor(() => expect($all("activity-item")).toHaveLength(1));
+    expect(($("signin-url") as HTMLInputElement).value).toBe("https://set-by-script");
+    ($("signin-token") as HTMLInputElement).value = "drv_script";
+    await click("signin-submit");
+    expect(called("sign_in")).toEqual([{ url: "https://set-by-script", token: "drv_script" }]);
+  });
+
+  it("a saved field shows the saved value again, not what was typed", async () => {
+    await start(signedIn({ pools: [pool] }), {
+      set_pool_settings: ({ slots, labels }) => signedIn({ pools: [{ ...pool, slots: slots as number, labels: labels as string[] }] }),
+      set_runner_count: () => signedIn({ pools: [{ ...pool, slots: 8 }] }),
+    });
+    type("slots-input", "3");
+    await click("pool-save");
+    expect(($("slots-input") as HTMLInputElement).value).toBe("3");
+    // Saved elsewhere (the tray, another window): the field follows.
+    await click("runner-add");
+    expect(($("slots-input") as HTMLInputElement).value).toBe("8");
+  });
+});
