@@ -29,6 +29,7 @@ desktop_debs=(
   "xdotool:/usr/bin/xdotool"
   "trayer:/usr/bin/trayer"
   "imagemagick:/usr/bin/import"
+  "x11-utils:/usr/bin/xwininfo"
 )
 
 ensure_desktop_debs() {

@@ -73,9 +73,20 @@ def outer(args):
     os.makedirs(runtime, mode=0o700)
     os.chmod(home, 0o700)
     inner_argv = [sys.executable, os.path.abspath(__file__), "--inner", "--bin", args.bin, "--out", args.out]
+    os.makedirs(os.path.join(args.out, "logs"), exist_ok=True)
     rc = 1
     try:
-        rc = subprocess.call(["dbus-run-session", "--", *inner_argv], env=env)
+        # The bus and what it starts (portals, at-spi) write to our stdout and
+        # stderr: to a log, all but the inner run's own lines.
+        with open(os.path.join(args.out, "logs", "session.log"), "a") as session_log:
+            session = subprocess.Popen(["dbus-run-session", "--", *inner_argv], env=env, stdout=subprocess.PIPE,
+                                       stderr=subprocess.STDOUT, text=True, errors="replace")
+            for line in session.stdout:
+                if line.startswith("e2e: "):
+                    print(line, end="", flush=True)
+                else:
+                    session_log.write(line)
+            rc = session.wait()
     finally:
         reap_orphans()
         with open("/proc/mounts") as f:
@@ -137,12 +148,19 @@ class Run:
         return self.el(testid, within).text.strip()
 
     def click(self, testid, within=None, timeout=20):
-        el = wait_for(
-            f"{testid} to be clickable",
-            lambda: (lambda e: e if e.is_displayed() and e.is_enabled() else None)(self.el(testid, within)),
-            timeout,
-        )
-        el.click()
+        """Clicks once it is shown and enabled. The window re-renders on every
+        state change, so `within` may be a function that finds the container
+        again, and a click on an element replaced meanwhile is retried."""
+
+        def attempt():
+            container = within() if callable(within) else within
+            el = self.el(testid, container)
+            if not (el.is_displayed() and el.is_enabled()):
+                return False
+            el.click()
+            return True
+
+        self.wait_ui(f"a click on {testid}", attempt, timeout, interval=0.2)
 
     def type(self, testid, value):
         el = wait_for(f"{testid} to be shown", lambda: self.el(testid).is_displayed() and self.el(testid))
@@ -159,10 +177,10 @@ class Run:
         except Exception:  # noqa: BLE001
             return ""
 
-    def wait_ui(self, what, check, timeout=30):
+    def wait_ui(self, what, check, timeout=30, interval=0.1):
         """wait_for, naming the app's last error when it fails."""
         try:
-            return wait_for(what, check, timeout)
+            return wait_for(what, check, timeout, interval)
         except Failure as e:
             err = self.ui_error()
             raise Failure(f"{e}; the app's error line: {err!r}" if err else str(e)) from None
@@ -196,7 +214,7 @@ def start_services(r):
 
     log("Xvfb")
     rfd, wfd = os.pipe()
-    r.procs.start("xvfb", ["Xvfb", "-displayfd", str(wfd), "-screen", "0", "1280x800x24", "-nolisten", "tcp"], pass_fds=(wfd,))
+    xvfb = r.procs.start("xvfb", ["Xvfb", "-displayfd", str(wfd), "-screen", "0", "1280x800x24", "-nolisten", "tcp", "-noreset"], pass_fds=(wfd,))
     os.close(wfd)
     number = b""
     deadline = time.monotonic() + 20
@@ -209,12 +227,25 @@ def start_services(r):
         number += chunk
     os.close(rfd)
     env["DISPLAY"] = f":{number.decode().strip()}"
+
+    def display_up():
+        if xvfb.poll() is not None:
+            raise Failure(f"Xvfb exited {xvfb.returncode}; see {r.procs.log_path('xvfb')}")
+        return subprocess.run(["xdpyinfo"], env=env, capture_output=True, timeout=10).returncode == 0
+
+    wait_for(f"display {env['DISPLAY']} to answer", display_up, 20)
     log(f"display {env['DISPLAY']}")
 
     log("trayer (an XEmbed tray host)")
-    r.procs.start("trayer", ["trayer", "--edge", "top", "--align", "left", "--widthtype", "request", "--height", "32",
+    trayer = r.procs.start("trayer", ["trayer", "--edge", "bottom", "--align", "right", "--widthtype", "request", "--height", "32",
                              "--SetDockType", "false", "--transparent", "false", "--tint", "0x2b2b2b"])
-    r.trayer = wait_for("trayer's window", lambda: xdotool(env, "search", "--onlyvisible", "--class", "trayer").split("\n")[0], 20)
+
+    def trayer_window():
+        if trayer.poll() is not None:
+            raise Failure(f"trayer exited {trayer.returncode}; see {r.procs.log_path('trayer')}")
+        return xdotool(env, "search", "--onlyvisible", "--class", "trayer").split("\n")[0]
+
+    r.trayer = wait_for("trayer's window", trayer_window, 20)
 
     log("coordinator")
     os.makedirs(os.path.join(r.run, "coordinator"))
@@ -295,7 +326,7 @@ def step1_pairing_link(r):
     r.wait_ui("runner-count 1", lambda: r.text("runner-count", r.els("pool-row")[0]) == "1")
     runners = wait_for("one runner online at the coordinator", lambda: online_runners(r, 1), 30)
     log(f"   pool {r.pool_ref}: runner {runners[0]['id']} online")
-    assert r.text("status") in ("idle", "busy"), r.text("status")
+    r.wait_ui("status idle", lambda: r.text("status") == "idle")
 
 
 def online_runners(r, n):
@@ -305,7 +336,7 @@ def online_runners(r, n):
 
 def step2_second_runner(r):
     log("2. a second runner")
-    r.click("runner-add", r.els("pool-row")[0])
+    r.click("runner-add", lambda: r.els("pool-row")[0])
     r.wait_ui("runner-count 2", lambda: r.text("runner-count", r.els("pool-row")[0]) == "2")
     r.wait_ui("two runner rows", lambda: len(r.els("runner-row")) == 2)
     runners = wait_for("two runners online at the coordinator", lambda: online_runners(r, 2), 30)
@@ -330,9 +361,10 @@ def step3_job(r):
             r.click("jobs-refresh")
         return rows and rows[0]
 
-    r.wait_ui(f"job {job} in the jobs list", row, 30)
+    r.wait_ui(f"job {job} in the jobs list", row, 30, 0.5)
     r.wait_ui(f"job {job} succeeded", lambda: "succeeded" in row().text)
-    row().click()
+    # WebKitWebDriver finds a <tr> itself not interactable: click its first cell.
+    r.wait_ui("a click on the job's row", lambda: row().find_element("css selector", "td").click() or True, 20, 0.2)
     r.wait_ui("its log", lambda: JOB_OUTPUT in r.text("job-logs"))
     log(f"   {job} succeeded; its log shows {JOB_OUTPUT!r}")
     r.screenshot("pools")
@@ -381,9 +413,9 @@ def step4_workspace(r):
         r.click("ws-refresh")
         return None
 
-    r.wait_ui("the workspace runner online in the roster", online_in_roster, 30)
+    r.wait_ui("the workspace runner online in the roster", online_in_roster, 30, 0.5)
     r.screenshot("workspace")
-    r.click("ws-revoke", roster_row())
+    r.click("ws-revoke", roster_row)
 
     def gone():
         row = roster_row()
@@ -408,10 +440,11 @@ def step_account(r):
 
 def step5_keychain(r):
     log("5. the tokens are in the keychain, and in no file under HOME")
-    found = subprocess.run(["secret-tool", "search", "--all", "service", "drover"], env=r.env,
-                           capture_output=True, text=True, timeout=20)
+    # secret-tool prints attributes on stderr: both line-buffered, one pipe, in order.
+    found = subprocess.run(["stdbuf", "-oL", "-eL", "secret-tool", "search", "--all", "service", "drover"], env=r.env,
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=20)
     items, current = [], {}
-    for line in (found.stdout + found.stderr).splitlines():
+    for line in found.stdout.splitlines():
         if line.startswith("["):
             current = {}
             items.append(current)
