@@ -73,6 +73,8 @@ def outer(args):
     os.makedirs(runtime, mode=0o700)
     os.chmod(home, 0o700)
     inner_argv = [sys.executable, os.path.abspath(__file__), "--inner", "--bin", args.bin, "--out", args.out]
+    if args.app:
+        inner_argv += ["--app", args.app]
     os.makedirs(os.path.join(args.out, "logs"), exist_ok=True)
     rc = 1
     try:
@@ -108,6 +110,7 @@ class Run:
 
     def __init__(self, args):
         self.bin = os.path.abspath(args.bin)
+        self.app = os.path.abspath(args.app or self.exe("drover-desktop"))
         self.out = os.path.abspath(args.out)
         self.run = os.environ["E2E_RUN"]
         self.home = os.environ["HOME"]
@@ -281,17 +284,23 @@ def start_app(r):
     log("the app, through WebDriver")
     options = ArgOptions()
     options.set_capability("browserName", "wry")
-    options.set_capability("tauri:options", {"application": r.exe("drover-desktop")})
+    options.set_capability("tauri:options", {"application": r.app})
     r.driver = webdriver.Remote(command_executor=r.driver_url, options=options)
     # Signed out at first start: the window shows the sign-in form.
-    r.wait_ui("the sign-in form", lambda: r.el("signin-url").is_displayed(), 60)
+    try:
+        r.wait_ui("the sign-in form", lambda: r.el("signin-url").is_displayed(), 60)
+    except Failure:
+        if "Could not connect to localhost" in r.driver.page_source:
+            raise Failure("the window loads tauri.conf.json's build.devUrl instead of the embedded src-ui/dist: "
+                          "a cargo build without tauri's custom-protocol feature is a dev build") from None
+        raise
     assert r.text("status") == "signedOut", r.text("status")
     r.app_pid = wait_for("the app's process", lambda: app_pid(r), 10)
 
 
 def app_pid(r):
     """The app started by WebKitWebDriver: our binary, in this run's session."""
-    exe = os.path.realpath(r.exe("drover-desktop"))
+    exe = os.path.realpath(r.app)
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
@@ -310,7 +319,7 @@ def step1_pairing_link(r):
     log("1. a pairing link, handed to the running app by a second launch")
     link = r.cli("pair-link").stdout.strip()
     assert link.startswith("drover://pair?"), link
-    second = r.procs.start("second-launch", [r.exe("drover-desktop"), link])
+    second = r.procs.start("second-launch", [r.app, link])
     wait_for("the second launch to hand its link over and exit", lambda: second.poll() is not None, 30)
     assert second.returncode == 0, f"the second launch exited {second.returncode}"
     r.wait_ui("the link dialog", lambda: r.el("link-dialog").is_displayed())
@@ -524,7 +533,7 @@ def memory(r):
     window = xdotool(r.env, "search", "--onlyvisible", "--name", "^Drover$").split("\n")[0]
     assert window, "the app's window is not found by its title"
     close_window(r.env["DISPLAY"], window)
-    wait_for("the web process to exit", lambda: not any(n.startswith("WebKitWebProces") for _, n, _, _ in tree_memory(r.app_pid)), 30)
+    wait_for("the web process to exit", lambda: not any(n == "WebKitWebProcess" for _, n, _, _ in tree_memory(r.app_pid)), 30)
     wait_for("the window to go", lambda: not xdotool(r.env, "search", "--onlyvisible", "--name", "^Drover$"), 10)
     assert os.path.exists(f"/proc/{r.app_pid}"), "the app exited when its window closed"
     # Let what the window's end set off settle (freed memory, exited helpers).
@@ -534,7 +543,7 @@ def memory(r):
     for title, rows in (("window open", shown), ("window closed", closed)):
         rss, pss = sum(x[2] for x in rows) / 1024, sum(x[3] for x in rows) / 1024
         lines.append(f"{title}: {len(rows)} processes, RSS {rss:.0f} MiB, PSS {pss:.0f} MiB")
-        lines += [f"    {name:<20} pid {pid:<7} RSS {rs / 1024:6.1f} MiB  PSS {ps / 1024:6.1f} MiB" for pid, name, rs, ps in rows]
+        lines += [f"    {name:<22} pid {pid:<7} RSS {rs / 1024:6.1f} MiB  PSS {ps / 1024:6.1f} MiB" for pid, name, rs, ps in rows]
     with open(os.path.join(r.out, "memory.txt"), "w") as f:
         f.write("\n".join(lines) + "\n")
     for line in lines:
@@ -591,6 +600,7 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("--bin", required=True, help="the directory of drover-desktop, drover and drover-coordinator")
     p.add_argument("--out", required=True, help="screenshots, memory.txt and logs/ go here")
+    p.add_argument("--app", help="the app's binary (default: BIN/drover-desktop), e.g. a release build")
     p.add_argument("--inner", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--keep", action="store_true", help="keep the throwaway home if the run fails")
     args = p.parse_args()

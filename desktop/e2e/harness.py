@@ -265,9 +265,10 @@ def close_window(display, window):
 
 
 def comm(pid):
+    """The program's name (its file name: /proc/PID/comm stops at 15 bytes)."""
     try:
-        with open(f"/proc/{pid}/comm") as f:
-            return f.read().strip()
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return os.path.basename(f.read().split(b"\0")[0].decode(errors="replace")) or "?"
     except OSError:
         return "?"
 

@@ -6,6 +6,8 @@
 #   DROVER_E2E_OUT=DIR  where the run's screenshots, memory.txt and logs go
 #                       (default $CARGO_TARGET_DIR/e2e, else target/e2e)
 #   DROVER_E2E_KEEP=1   keep the throwaway home of a failed run
+#   DROVER_E2E_APP=PATH another build of the app, e.g. target/release/drover-desktop
+#                       (for its memory figure; built by you)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -27,7 +29,8 @@ out=${DROVER_E2E_OUT:-$target/e2e}
 rm -rf "$out"
 mkdir -p "$out"
 step "desktop end to end (logs in $out/logs)"
-"$E2E_PYTHON" desktop/e2e/e2e.py --bin "$target/debug" --out "$out" ${DROVER_E2E_KEEP:+--keep}
+"$E2E_PYTHON" desktop/e2e/e2e.py --bin "$target/debug" --out "$out" ${DROVER_E2E_KEEP:+--keep} \
+  ${DROVER_E2E_APP:+--app "$DROVER_E2E_APP"}
+mkdir -p docs
 cp "$out"/desktop-*.png docs/
-echo "screenshots copied to docs/: $(cd "$out" && echo desktop-*.png)"
-cat "$out/memory.txt"
+echo "screenshots copied to docs/: $(cd "$out" && echo desktop-*.png); memory figures in $out/memory.txt"
