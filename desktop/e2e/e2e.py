@@ -22,6 +22,7 @@ import tempfile
 import time
 import urllib.request
 
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (  # noqa: E402
     Failure,
@@ -536,9 +537,7 @@ def memory(r):
     wait_for("the web process to exit", lambda: not any(n == "WebKitWebProcess" for _, n, _, _ in tree_memory(r.app_pid)), 30)
     wait_for("the window to go", lambda: not xdotool(r.env, "search", "--onlyvisible", "--name", "^Drover$"), 10)
     assert os.path.exists(f"/proc/{r.app_pid}"), "the app exited when its window closed"
-    # Let what the window's end set off settle (freed memory, exited helpers).
-    time.sleep(2)
-    closed = tree_memory(r.app_pid)
+    closed = settled_memory(r.app_pid)
     lines = []
     for title, rows in (("window open", shown), ("window closed", closed)):
         rss, pss = sum(x[2] for x in rows) / 1024, sum(x[3] for x in rows) / 1024
@@ -552,6 +551,20 @@ def memory(r):
     mx, my, mw, mh = open_tray_menu(r)
     log(f"   tray menu still opens with the window closed ({mw}x{mh})")
     xdotool(r.env, "key", "Escape")
+
+
+def settled_memory(pid):
+    """The tree's memory once the window's end has settled: two readings
+    half a second apart within 1 MiB of each other."""
+    last = [None]
+
+    def steady():
+        rows = tree_memory(pid)
+        total = sum(x[2] for x in rows)
+        prev, last[0] = last[0], total
+        return rows if prev is not None and abs(total - prev) < 1024 else None
+
+    return wait_for("the app's memory to settle", steady, 30, 0.5)
 
 
 def failure_evidence(r):
