@@ -30,6 +30,7 @@ desktop_debs=(
   "trayer:/usr/bin/trayer"
   "imagemagick:/usr/bin/import"
   "x11-utils:/usr/bin/xwininfo"
+  "libglib2.0-bin:/usr/bin/gdbus"
 )
 
 ensure_desktop_debs() {
