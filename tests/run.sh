@@ -4,6 +4,8 @@
 #
 # The end-to-end suite runs twice: on SQLite (the embedded default) and on
 # PostgreSQL (the scale-out backend); the multi-replica tests run on PostgreSQL.
+# The desktop app (desktop/, src-ui/) adds its front-end build and unit tests,
+# and last its end-to-end run in a real window (`npm run e2e`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -34,14 +36,29 @@ ensure_postgres
 psql "$DROVER_TEST_PG_URL" -qtAc "SELECT datname FROM pg_database WHERE datname LIKE 'drover_t_%'" 2>/dev/null \
   | while read -r db; do psql "$DROVER_TEST_PG_URL" -qc "DROP DATABASE IF EXISTS $db WITH (FORCE)" >/dev/null 2>&1 || true; done
 
+# The desktop app: WebKitGTK and the rest to build it, Xvfb, a tray host,
+# gnome-keyring, xdotool and WebKitWebDriver to drive it; npm packages,
+# tauri-driver, and a venv with selenium.
+. tests/desktop-deps.sh
+ensure_desktop_debs
+ensure_node_modules
+ensure_tauri_driver
+ensure_e2e_venv
+
+# The desktop crate embeds src-ui/dist at compile time: build it first.
+ensure_ui_built
 step "format"
 cargo fmt --all -- --check
 step "clippy"
 cargo clippy --workspace --all-targets --quiet -- -D warnings
 step "build the binaries the end-to-end tests run"
 cargo build --workspace --bins
+step "front-end unit tests (npm test)"
+npm test
 step "tests on SQLite"
 DROVER_TEST_DATABASE=sqlite cargo nextest run --workspace --no-fail-fast -E 'not binary(replicas)'
 step "tests on PostgreSQL (the store's own tests too, and the schema check), and several replicas sharing it"
 DROVER_TEST_DATABASE=postgres cargo nextest run --workspace --no-fail-fast \
   -E 'package(drover-tests) | (package(drover-coordinator) & test(/^store::/))'
+step "desktop app end to end, in a real window (npm run e2e)"
+npm run e2e

@@ -1,0 +1,624 @@
+"""The desktop app end to end, in a real window: a real coordinator, the
+real app under Xvfb with a tray host, driven through tauri-driver and
+WebKitWebDriver (selenium), the tray through xdotool.
+
+    e2e.py --bin target/debug --out DIR
+
+makes a throwaway HOME (and XDG dirs), runs itself again with --inner
+inside `dbus-run-session`, then ends and reaps whatever was left. The
+inner run starts gnome-keyring (Secret Service, throwaway password), Xvfb,
+trayer, the coordinator and tauri-driver, and goes through issue 10's
+steps (see main()). Screenshots, logs and the memory figure go to DIR.
+"""
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import (  # noqa: E402
+    Failure,
+    Procs,
+    become_subreaper,
+    close_window,
+    free_port,
+    http_ok,
+    mapped_toplevels,
+    reap_orphans,
+    tree_memory,
+    wait_for,
+    xdotool,
+)
+
+KEYRING_PASSWORD = "e2e-throwaway"
+JOB_OUTPUT = "hello from the desktop e2e"
+TOKEN_RE = re.compile(r"\b(?:drv|rnr|djt)_[0-9a-z]{20,}")
+
+
+def log(msg):
+    print(f"e2e: {msg}", flush=True)
+
+
+# ---------------------------------------------------------------- outer
+
+
+def outer(args):
+    """A throwaway home, one private session bus, and no orphan left."""
+    become_subreaper()
+    run = tempfile.mkdtemp(prefix="drover-e2e-")
+    home = os.path.join(run, "home")
+    runtime = os.path.join(run, "runtime")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("XDG_", "DBUS_", "DROVER_", "WAYLAND_"))}
+    env.pop("DISPLAY", None)
+    env.update(
+        HOME=home,
+        XDG_CONFIG_HOME=os.path.join(home, ".config"),
+        XDG_DATA_HOME=os.path.join(home, ".local/share"),
+        XDG_CACHE_HOME=os.path.join(home, ".cache"),
+        XDG_STATE_HOME=os.path.join(home, ".local/state"),
+        # Outside HOME: the document portal mounts a FUSE file system here.
+        XDG_RUNTIME_DIR=runtime,
+        NO_AT_BRIDGE="1",
+        E2E_RUN=run,
+    )
+    for d in ("XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_CACHE_HOME", "XDG_STATE_HOME"):
+        os.makedirs(env[d], exist_ok=True)
+    os.makedirs(runtime, mode=0o700)
+    os.chmod(home, 0o700)
+    inner_argv = [sys.executable, os.path.abspath(__file__), "--inner", "--bin", args.bin, "--out", args.out]
+    if args.app:
+        inner_argv += ["--app", args.app]
+    os.makedirs(os.path.join(args.out, "logs"), exist_ok=True)
+    rc = 1
+    try:
+        # The bus and what it starts (portals, at-spi) write to our stdout and
+        # stderr: to a log, all but the inner run's own lines.
+        with open(os.path.join(args.out, "logs", "session.log"), "a") as session_log:
+            session = subprocess.Popen(["dbus-run-session", "--", *inner_argv], env=env, stdout=subprocess.PIPE,
+                                       stderr=subprocess.STDOUT, text=True, errors="replace")
+            for line in session.stdout:
+                if line.startswith("e2e: "):
+                    print(line, end="", flush=True)
+                else:
+                    session_log.write(line)
+            rc = session.wait()
+    finally:
+        reap_orphans()
+        with open("/proc/mounts") as f:
+            mounts = [line.split()[1] for line in f if line.split()[1].startswith(run)]
+        for m in sorted(mounts, reverse=True):
+            subprocess.call(["fusermount", "-u", "-z", m])
+        if rc == 0 or not args.keep:
+            shutil.rmtree(run, ignore_errors=True)
+        else:
+            log(f"kept the run's home and logs in {run}")
+    return rc
+
+
+# ---------------------------------------------------------------- inner
+
+
+class Run:
+    """What the steps share."""
+
+    def __init__(self, args):
+        self.bin = os.path.abspath(args.bin)
+        self.app = os.path.abspath(args.app or self.exe("drover-desktop"))
+        self.out = os.path.abspath(args.out)
+        self.run = os.environ["E2E_RUN"]
+        self.home = os.environ["HOME"]
+        self.logs = os.path.join(self.out, "logs")
+        os.makedirs(self.logs, exist_ok=True)
+        self.env = dict(os.environ)
+        self.procs = Procs(self.logs, self.env)
+        self.driver = None
+        self.url = None
+        self.admin = None
+        self.secrets_shown = []  # tokens the app showed once (never to be stored)
+
+    def exe(self, name):
+        return os.path.join(self.bin, name)
+
+    # -- the coordinator, as the admin
+    def cli(self, *args, timeout=60, check=True):
+        env = dict(self.env, DROVER_URL=self.url, DROVER_TOKEN=self.admin["token"])
+        return self.procs.run("cli", [self.exe("drover"), *args], env=env, timeout=timeout, check=check)
+
+    def api(self, path):
+        req = urllib.request.Request(self.url + path, headers={"Authorization": f"Bearer {self.admin['token']}"})
+        with urllib.request.urlopen(req, timeout=10) as r:
+            return json.load(r)
+
+    # -- the window
+    def el(self, testid, within=None):
+        from selenium.webdriver.common.by import By
+
+        return (within or self.driver).find_element(By.CSS_SELECTOR, f'[data-testid="{testid}"]')
+
+    def els(self, testid, within=None):
+        from selenium.webdriver.common.by import By
+
+        return (within or self.driver).find_elements(By.CSS_SELECTOR, f'[data-testid="{testid}"]')
+
+    def text(self, testid, within=None):
+        return self.el(testid, within).text.strip()
+
+    def click(self, testid, within=None, timeout=20):
+        """Clicks once it is shown and enabled. The window re-renders on every
+        state change, so `within` may be a function that finds the container
+        again, and a click on an element replaced meanwhile is retried."""
+
+        def attempt():
+            container = within() if callable(within) else within
+            el = self.el(testid, container)
+            if not (el.is_displayed() and el.is_enabled()):
+                return False
+            el.click()
+            return True
+
+        self.wait_ui(f"a click on {testid}", attempt, timeout, interval=0.2)
+
+    def type(self, testid, value):
+        el = wait_for(f"{testid} to be shown", lambda: self.el(testid).is_displayed() and self.el(testid))
+        el.clear()
+        el.send_keys(value)
+
+    def tab(self, name):
+        self.click(f"tab-{name}")
+        wait_for(f"panel-{name}", lambda: self.el(f"panel-{name}").is_displayed())
+
+    def ui_error(self):
+        try:
+            return self.text("error")
+        except Exception:  # noqa: BLE001
+            return ""
+
+    def wait_ui(self, what, check, timeout=30, interval=0.1):
+        """wait_for, naming the app's last error when it fails."""
+        try:
+            return wait_for(what, check, timeout, interval)
+        except Failure as e:
+            err = self.ui_error()
+            raise Failure(f"{e}; the app's error line: {err!r}" if err else str(e)) from None
+
+    def screenshot(self, name):
+        # The DOM is ready when we get here; give the compositor a frame or
+        # two (a capture right after a change can show the old frame).
+        time.sleep(1.0)
+        path = os.path.join(self.out, f"desktop-{name}.png")
+        self.driver.get_screenshot_as_file(path)
+        log(f"screenshot {path}")
+
+
+def start_services(r):
+    env = r.env
+    has_owner = lambda name: "true" in subprocess.run(  # noqa: E731
+        ["gdbus", "call", "--session", "--dest", "org.freedesktop.DBus", "--object-path", "/org/freedesktop/DBus",
+         "--method", "org.freedesktop.DBus.NameHasOwner", name],
+        env=env, capture_output=True, text=True, timeout=10,
+    ).stdout
+    # XEmbed tray: with a StatusNotifierWatcher the icon would go there instead.
+    if has_owner("org.kde.StatusNotifierWatcher"):
+        raise Failure("a StatusNotifierWatcher runs on the session bus; the tray icon would not go to trayer")
+
+    log("gnome-keyring (Secret Service), unlocked with a throwaway password")
+    keyring = r.procs.start("gnome-keyring", ["gnome-keyring-daemon", "--foreground", "--unlock", "--components=secrets"],
+                            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL)
+    keyring.stdin.write(KEYRING_PASSWORD.encode())
+    keyring.stdin.close()
+    wait_for("gnome-keyring to own org.freedesktop.secrets", lambda: has_owner("org.freedesktop.secrets"), 20)
+
+    log("Xvfb")
+    rfd, wfd = os.pipe()
+    xvfb = r.procs.start("xvfb", ["Xvfb", "-displayfd", str(wfd), "-screen", "0", "1280x800x24", "-nolisten", "tcp", "-noreset"], pass_fds=(wfd,))
+    os.close(wfd)
+    number = b""
+    deadline = time.monotonic() + 20
+    while not number.endswith(b"\n"):
+        if time.monotonic() > deadline:
+            raise Failure("Xvfb did not report its display within 20 s")
+        chunk = os.read(rfd, 16)
+        if not chunk:
+            raise Failure(f"Xvfb exited; see {r.procs.log_path('xvfb')}")
+        number += chunk
+    os.close(rfd)
+    env["DISPLAY"] = f":{number.decode().strip()}"
+
+    def display_up():
+        if xvfb.poll() is not None:
+            raise Failure(f"Xvfb exited {xvfb.returncode}; see {r.procs.log_path('xvfb')}")
+        return subprocess.run(["xdpyinfo"], env=env, capture_output=True, timeout=10).returncode == 0
+
+    wait_for(f"display {env['DISPLAY']} to answer", display_up, 20)
+    log(f"display {env['DISPLAY']}")
+
+    log("trayer (an XEmbed tray host)")
+    trayer = r.procs.start("trayer", ["trayer", "--edge", "bottom", "--align", "right", "--widthtype", "request", "--height", "32",
+                             "--SetDockType", "false", "--transparent", "false", "--tint", "0x2b2b2b"])
+
+    def trayer_window():
+        if trayer.poll() is not None:
+            raise Failure(f"trayer exited {trayer.returncode}; see {r.procs.log_path('trayer')}")
+        return xdotool(env, "search", "--onlyvisible", "--class", "trayer").split("\n")[0]
+
+    r.trayer = wait_for("trayer's window", trayer_window, 20)
+
+    log("coordinator")
+    os.makedirs(os.path.join(r.run, "coordinator"))
+    database = f"sqlite://{r.run}/coordinator/drover.db"
+    coordinator = r.procs.start("coordinator", [r.exe("drover-coordinator"), "serve", "--listen", "127.0.0.1:0", "--database", database])
+    stdout_log = r.procs.log_path("coordinator")
+
+    def listening():
+        if coordinator.poll() is not None:
+            raise Failure(f"the coordinator exited; see {stdout_log}")
+        with open(stdout_log, errors="replace") as f:
+            m = re.search(r"listening on (http://\S+)", f.read())
+        return m and m.group(1)
+
+    r.url = wait_for("the coordinator's URL", listening, 30)
+    wait_for("the coordinator to be ready", lambda: http_ok(r.url + "/readyz"), 30)
+    boot = r.procs.run("bootstrap", [r.exe("drover-coordinator"), "admin", "bootstrap", "--workspace", "e2e",
+                                     "--email", "admin@e2e.test", "--database", database, "--json"])
+    r.admin = json.loads(boot.stdout)
+    log(f"coordinator {r.url}, admin {r.admin['email']} ({r.admin['subject']})")
+
+    log("tauri-driver")
+    port, native = free_port(), free_port()
+    r.procs.start("tauri-driver", ["tauri-driver", "--port", str(port), "--native-port", str(native)])
+    wait_for("tauri-driver", lambda: http_ok(f"http://127.0.0.1:{port}/status"), 30)
+    r.driver_url = f"http://127.0.0.1:{port}"
+
+
+def start_app(r):
+    from selenium import webdriver
+    from selenium.webdriver.common.options import ArgOptions
+
+    log("the app, through WebDriver")
+    options = ArgOptions()
+    options.set_capability("browserName", "wry")
+    options.set_capability("tauri:options", {"application": r.app})
+    r.driver = webdriver.Remote(command_executor=r.driver_url, options=options)
+    # Signed out at first start: the window shows the sign-in form.
+    try:
+        r.wait_ui("the sign-in form", lambda: r.el("signin-url").is_displayed(), 60)
+    except Failure:
+        if "Could not connect to localhost" in r.driver.page_source:
+            raise Failure("the window loads tauri.conf.json's build.devUrl instead of the embedded src-ui/dist: "
+                          "a cargo build without tauri's custom-protocol feature is a dev build") from None
+        raise
+    assert r.text("status") == "signedOut", r.text("status")
+    r.app_pid = wait_for("the app's process", lambda: app_pid(r), 10)
+
+
+def app_pid(r):
+    """The app started by WebKitWebDriver: our binary, in this run's session."""
+    exe = os.path.realpath(r.app)
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            if os.path.realpath(f"/proc/{entry}/exe") != exe:
+                continue
+            with open(f"/proc/{entry}/environ", "rb") as f:
+                if f"E2E_RUN={r.run}".encode() in f.read().split(b"\0"):
+                    return int(entry)
+        except OSError:
+            continue
+    return None
+
+
+def step1_pairing_link(r):
+    log("1. a pairing link, handed to the running app by a second launch")
+    link = r.cli("pair-link").stdout.strip()
+    assert link.startswith("drover://pair?"), link
+    second = r.procs.start("second-launch", [r.app, link])
+    wait_for("the second launch to hand its link over and exit", lambda: second.poll() is not None, 30)
+    assert second.returncode == 0, f"the second launch exited {second.returncode}"
+    r.wait_ui("the link dialog", lambda: r.el("link-dialog").is_displayed())
+    coordinator, pool = r.text("link-coordinator"), r.text("link-pool")
+    assert r.url in coordinator, f"link dialog names {coordinator!r}, not {r.url}"
+    assert pool, "the link dialog names no pool"
+    log(f"   dialog: coordinator {coordinator!r}, pool {pool!r}")
+    r.click("link-confirm")
+    r.wait_ui("the link dialog to close", lambda: not r.els("link-dialog") or not r.el("link-dialog").is_displayed())
+    r.tab("machine")
+    row = r.wait_ui("a pool row", lambda: r.els("pool-row") and r.els("pool-row")[0])
+    r.pool_ref = row.get_attribute("data-ref")
+    r.wait_ui("runner-count 1", lambda: r.text("runner-count", r.els("pool-row")[0]) == "1")
+    runners = wait_for("one runner online at the coordinator", lambda: online_runners(r, 1), 30)
+    log(f"   pool {r.pool_ref}: runner {runners[0]['id']} online")
+    r.wait_ui("status idle", lambda: r.text("status") == "idle")
+
+
+def online_runners(r, n):
+    runners = [x for x in r.api("/v1/me/runners")["runners"] if x["online"]]
+    return runners if len(runners) == n else None
+
+
+def step2_second_runner(r):
+    log("2. a second runner")
+    r.click("runner-add", lambda: r.els("pool-row")[0])
+    r.wait_ui("runner-count 2", lambda: r.text("runner-count", r.els("pool-row")[0]) == "2")
+    r.wait_ui("two runner rows", lambda: len(r.els("runner-row")) == 2)
+    runners = wait_for("two runners online at the coordinator", lambda: online_runners(r, 2), 30)
+    roster = r.cli("runners", "list").stdout
+    for x in runners:
+        assert re.search(rf"{x['id']}\s.*\sonline\s", roster), f"`drover runners list` does not show {x['id']} online:\n{roster}"
+    log(f"   runners {', '.join(x['id'] for x in runners)} online (drover runners list agrees)")
+    r.screenshot("machine")
+
+
+def step3_job(r):
+    log(f"3. a job from the CLI on {r.pool_ref}")
+    out = r.cli("submit", "--runtime", r.pool_ref, "--wait", "--", "sh", "-c", f"echo {JOB_OUTPUT}", timeout=120).stdout
+    job = out.split("\n")[0].strip()
+    assert job.startswith("job_") and JOB_OUTPUT in out, out
+    r.tab("pools")
+    r.wait_ui("my-pool-row", lambda: any(x.get_attribute("data-ref") == r.pool_ref for x in r.els("my-pool-row")))
+
+    def row():
+        rows = [x for x in r.els("job-row") if x.get_attribute("data-id") == job]
+        if not rows:
+            r.click("jobs-refresh")
+        return rows and rows[0]
+
+    r.wait_ui(f"job {job} in the jobs list", row, 30, 0.5)
+    r.wait_ui(f"job {job} succeeded", lambda: "succeeded" in row().text)
+    # WebKitWebDriver finds a <tr> itself not interactable: click its first cell.
+    r.wait_ui("a click on the job's row", lambda: row().find_element("css selector", "td").click() or True, 20, 0.2)
+    r.wait_ui("its log", lambda: JOB_OUTPUT in r.text("job-logs"))
+    log(f"   {job} succeeded; its log shows {JOB_OUTPUT!r}")
+    r.screenshot("pools")
+
+
+def step4_workspace(r):
+    log("4. as an admin: pair and revoke a workspace runner")
+    assert r.els("tab-workspace"), "no Workspace tab for an admin"
+    r.tab("workspace")
+    r.wait_ui("the workspace pools", lambda: r.els("ws-pools"))
+    if not r.els("ws-pool-row"):
+        r.type("ws-create-pool-name", "builders")
+        r.click("ws-create-pool-submit")
+        r.wait_ui("the new pool", lambda: r.els("ws-pool-row"))
+    from selenium.webdriver.support.ui import Select
+
+    pool_id = r.els("ws-pool-row")[0].get_attribute("data-id")
+    Select(r.el("ws-pair-pool")).select_by_value(pool_id)
+    r.type("ws-pair-name", "build-box-1")
+    r.click("ws-pair-submit")
+    token = r.wait_ui("the paired runner's token", lambda: r.els("ws-pair-token") and r.text("ws-pair-token"))
+    command = r.text("ws-pair-command")
+    assert token.startswith("rnr_"), "ws-pair-token is not a runner token"
+    assert "drover runner" in command and token in command, "ws-pair-command is not the `drover runner` command"
+    r.secrets_shown.append(token)
+    runner = next(x for x in r.api("/v1/workspace/runners")["runners"] if x["name"] == "build-box-1")
+    log(f"   paired {runner['id']}; token and `drover runner …` command shown")
+
+    # Run it, as the admin would on a build server (its own home: a
+    # headless runner keeps its own files).
+    box = os.path.join(r.run, "build-box")
+    os.makedirs(box)
+    with open(os.path.join(box, "token"), "w") as f:
+        f.write(token)
+    box_env = dict(r.env, HOME=box, XDG_DATA_HOME=box, XDG_CONFIG_HOME=box)
+    headless = r.procs.start("build-box", [r.exe("drover"), "runner", "--url", r.url, "--token-file", os.path.join(box, "token")], env=box_env)
+
+    def roster_row():
+        rows = [x for x in r.els("ws-runner-row") if x.get_attribute("data-id") == runner["id"]]
+        return rows and rows[0]
+
+    def online_in_roster():
+        row = roster_row()
+        if row and row.find_elements("css selector", ".badge-online"):
+            return row
+        r.click("ws-refresh")
+        return None
+
+    r.wait_ui("the workspace runner online in the roster", online_in_roster, 30, 0.5)
+    r.screenshot("workspace")
+    r.click("ws-revoke", roster_row)
+
+    def gone():
+        row = roster_row()
+        if not row or row.find_elements("css selector", ".badge-offline") or "revoked" in row.text:
+            return True
+        return None
+
+    r.wait_ui("the revoked runner to leave the roster", gone, 30)
+    ids = [x["id"] for x in r.api("/v1/workspace/runners")["runners"]]
+    assert runner["id"] not in ids, f"the coordinator still lists {runner['id']}"
+    assert runner["id"] not in r.cli("runners", "list").stdout, "`drover runners list` still shows the revoked runner"
+    wait_for("the revoked headless runner to stop", lambda: headless.poll() is not None, 60)
+    log(f"   revoked {runner['id']}: gone from the roster and from `drover runners list`; its runner stopped")
+
+
+def step_account(r):
+    r.tab("account")
+    r.wait_ui("signed in as the admin", lambda: r.text("signed-in-as") == r.admin["email"])
+    r.wait_ui("this device in the device list", lambda: r.els("device-row"))
+    r.screenshot("account")
+
+
+def step5_keychain(r):
+    log("5. the tokens are in the keychain, and in no file under HOME")
+    # secret-tool prints attributes on stderr: both line-buffered, one pipe, in order.
+    found = subprocess.run(["stdbuf", "-oL", "-eL", "secret-tool", "search", "--all", "service", "drover"], env=r.env,
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=20)
+    items, current = [], {}
+    for line in found.stdout.splitlines():
+        if line.startswith("["):
+            current = {}
+            items.append(current)
+        elif " = " in line:
+            key, value = line.split(" = ", 1)
+            current[key.strip()] = value
+    by_user = {i.get("attribute.username"): i for i in items}
+    log(f"   keychain items: {sorted(k for k in by_user if k)}")
+    assert "account" in by_user, "no `account` item in the keychain"
+    runner_items = [k for k in by_user if k and k.startswith(f"runner:{r.pool_ref}-")]
+    assert len(runner_items) == 2, f"expected two runner credentials for {r.pool_ref}, found {runner_items}"
+    tokens = sorted({t for i in items for t in TOKEN_RE.findall(i.get("secret", ""))})
+    device = TOKEN_RE.findall(by_user["account"].get("secret", ""))
+    assert device and device[0].startswith("drv_") and device[0] != r.admin["token"], "the account item holds no device token"
+    assert len([t for t in tokens if t.startswith("rnr_")]) == 2, "the runner items hold no runner tokens"
+    needles = tokens + r.secrets_shown
+    hits = subprocess.run(["grep", "-rlF", "-D", "skip", *sum((["-e", t] for t in needles), []), r.home],
+                          capture_output=True, text=True, timeout=120)
+    assert hits.returncode == 1, f"a token is in a file under HOME: {hits.stdout.strip() or hits.stderr.strip()}"
+    config = os.path.join(r.env["XDG_CONFIG_HOME"], "drover", "desktop.json")
+    assert os.path.exists(config), f"no {config}"
+    log(f"   {len(tokens)} tokens in the keychain (1 device, {len(tokens) - 1} runners); "
+        f"none of them nor the workspace runner's token in any file under HOME ({config} holds none)")
+
+
+# ---------------------------------------------------------------- tray
+
+
+def open_tray_menu(r):
+    """Clicks the tray icon; returns the menu's window geometry."""
+    x, y, w, h = map(int, re.findall(r"-?\d+", xdotool(r.env, "getwindowgeometry", r.trayer))[1:5])
+    before = mapped_toplevels(r.env)
+    # The only icon in trayer: its middle.
+    xdotool(r.env, "mousemove", str(x + h // 2), str(y + h // 2), "click", "1")
+
+    def menu():
+        new = {k: v for k, v in mapped_toplevels(r.env).items() if k not in before}
+        tall = [v for v in new.values() if v[3] > 3 * h]
+        return tall and tall[0]
+
+    return wait_for("the tray menu to open", menu, 10)
+
+
+def tray(r):
+    log("tray: the icon's menu in trayer, driven with xdotool")
+    wait_for("the tray icon in trayer", lambda: tray_width(r) > 1, 20)
+    r.tab("machine")
+    mx, my, mw, mh = open_tray_menu(r)
+    log(f"   menu open at {mw}x{mh}+{mx}+{my}")
+    # 2 pools rows + 2 runner rows + add/remove + pause/settings/quit + status: 9 items and 2 separators.
+    assert mh >= 9 * 18, f"the menu is {mh} px high: too short for the expected items"
+    time.sleep(0.5)  # let the menu paint before the capture
+    full = os.path.join(r.logs, "tray-full.png")
+    subprocess.run(["import", "-window", "root", full], env=r.env, check=True, timeout=30)
+    tx, ty, tw, th = map(int, re.findall(r"-?\d+", xdotool(r.env, "getwindowgeometry", r.trayer))[1:5])
+    left, top = min(tx, mx), min(ty, my)
+    right, bottom = max(tx + tw, mx + mw), max(ty + th, my + mh)
+    crop = f"{right - left + 16}x{bottom - top + 16}+{max(left - 8, 0)}+{max(top - 8, 0)}"
+    subprocess.run(["convert", full, "-crop", crop, "+repage", os.path.join(r.out, "desktop-tray.png")], check=True, timeout=30)
+    log(f"   screenshot {os.path.join(r.out, 'desktop-tray.png')}")
+    # Enabled items, top down: Add runner, Remove runner, Pause all, Settings…, Quit.
+    xdotool(r.env, "key", "--delay", "100", "Down", "Down", "Down", "Return")
+    r.wait_ui("status paused after the tray's Pause all", lambda: r.text("status") == "paused", 15)
+    assert r.el("pause-all").is_selected(), "pause-all is not checked after the tray paused"
+    log("   tray's Pause all: the app is paused")
+    r.click("pause-all")
+    r.wait_ui("status idle after resuming in the window", lambda: r.text("status") == "idle", 15)
+
+
+def tray_width(r):
+    return int(re.findall(r"(\d+)x\d+", xdotool(r.env, "getwindowgeometry", r.trayer))[0])
+
+
+def memory(r):
+    log("memory with the window closed")
+    shown = tree_memory(r.app_pid)
+    window = xdotool(r.env, "search", "--onlyvisible", "--name", "^Drover$").split("\n")[0]
+    assert window, "the app's window is not found by its title"
+    close_window(r.env["DISPLAY"], window)
+    wait_for("the web process to exit", lambda: not any(n == "WebKitWebProcess" for _, n, _, _ in tree_memory(r.app_pid)), 30)
+    wait_for("the window to go", lambda: not xdotool(r.env, "search", "--onlyvisible", "--name", "^Drover$"), 10)
+    assert os.path.exists(f"/proc/{r.app_pid}"), "the app exited when its window closed"
+    closed = settled_memory(r.app_pid)
+    lines = []
+    for title, rows in (("window open", shown), ("window closed", closed)):
+        rss, pss = sum(x[2] for x in rows) / 1024, sum(x[3] for x in rows) / 1024
+        lines.append(f"{title}: {len(rows)} processes, RSS {rss:.0f} MiB, PSS {pss:.0f} MiB")
+        lines += [f"    {name:<22} pid {pid:<7} RSS {rs / 1024:6.1f} MiB  PSS {ps / 1024:6.1f} MiB" for pid, name, rs, ps in rows]
+    with open(os.path.join(r.out, "memory.txt"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+    for line in lines:
+        log("   " + line)
+    # The tray keeps working without the window.
+    mx, my, mw, mh = open_tray_menu(r)
+    log(f"   tray menu still opens with the window closed ({mw}x{mh})")
+    xdotool(r.env, "key", "Escape")
+
+
+def settled_memory(pid):
+    """The tree's memory once the window's end has settled: two readings
+    half a second apart within 1 MiB of each other."""
+    last = [None]
+
+    def steady():
+        rows = tree_memory(pid)
+        total = sum(x[2] for x in rows)
+        prev, last[0] = last[0], total
+        return rows if prev is not None and abs(total - prev) < 1024 else None
+
+    return wait_for("the app's memory to settle", steady, 30, 0.5)
+
+
+def failure_evidence(r):
+    try:
+        if r.driver:
+            r.driver.get_screenshot_as_file(os.path.join(r.logs, "failure-window.png"))
+            with open(os.path.join(r.logs, "failure-page.html"), "w") as f:
+                f.write(r.driver.page_source)
+    except Exception as e:  # noqa: BLE001
+        log(f"(no window screenshot: {e})")
+    if r.env.get("DISPLAY"):
+        subprocess.run(["import", "-window", "root", os.path.join(r.logs, "failure-screen.png")], env=r.env, timeout=30)
+
+
+def inner(args):
+    r = Run(args)
+    started = time.monotonic()
+    try:
+        start_services(r)
+        start_app(r)
+        step1_pairing_link(r)
+        step2_second_runner(r)
+        step3_job(r)
+        step4_workspace(r)
+        step_account(r)
+        step5_keychain(r)
+        tray(r)
+        memory(r)
+        log(f"passed in {time.monotonic() - started:.0f} s")
+        return 0
+    except (Failure, AssertionError, Exception) as e:  # noqa: BLE001
+        log(f"FAILED: {type(e).__name__}: {e}")
+        failure_evidence(r)
+        log(f"logs and screenshots in {r.logs}")
+        return 1
+    finally:
+        if r.driver:
+            try:
+                r.driver.quit()
+            except Exception as e:  # noqa: BLE001
+                log(f"(ending the WebDriver session: {e})")
+        r.procs.stop_all()
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--bin", required=True, help="the directory of drover-desktop, drover and drover-coordinator")
+    p.add_argument("--out", required=True, help="screenshots, memory.txt and logs/ go here")
+    p.add_argument("--app", help="the app's binary (default: BIN/drover-desktop), e.g. a release build")
+    p.add_argument("--inner", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--keep", action="store_true", help="keep the throwaway home if the run fails")
+    args = p.parse_args()
+    sys.exit(inner(args) if args.inner else outer(args))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# `npm run e2e`: the desktop app end to end in a real window (Xvfb, a tray
+# host, gnome-keyring, a real coordinator, tauri-driver + WebKitWebDriver).
+# Builds what it needs (a no-op after tests/run.sh), runs desktop/e2e/e2e.py,
+# and on success copies its screenshots into docs/.
+#   DROVER_E2E_OUT=DIR  where the run's screenshots, memory.txt and logs go
+#                       (default $CARGO_TARGET_DIR/e2e, else target/e2e)
+#   DROVER_E2E_KEEP=1   keep the throwaway home of a failed run
+#   DROVER_E2E_APP=PATH another build of the app, e.g. target/release/drover-desktop
+#                       (for its memory figure; built by you)
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+step() { printf '\n==> %s\n' "$*"; }
+missing() { echo "desktop/e2e/run.sh: $*" >&2; exit 1; }
+
+target=${CARGO_TARGET_DIR:-target}
+. tests/desktop-deps.sh
+ensure_desktop_debs
+ensure_node_modules
+ensure_tauri_driver
+ensure_e2e_venv
+
+ensure_ui_built
+step "the app, the CLI and the coordinator (cargo build --workspace --bins)"
+cargo build --workspace --bins
+
+out=${DROVER_E2E_OUT:-$target/e2e}
+rm -rf "$out"
+mkdir -p "$out"
+step "desktop end to end (logs in $out/logs)"
+"$E2E_PYTHON" desktop/e2e/e2e.py --bin "$target/debug" --out "$out" ${DROVER_E2E_KEEP:+--keep} \
+  ${DROVER_E2E_APP:+--app "$DROVER_E2E_APP"}
+mkdir -p docs
+cp "$out"/desktop-*.png docs/
+echo "screenshots copied to docs/: $(cd "$out" && echo desktop-*.png); memory figures in $out/memory.txt"
