@@ -457,7 +457,10 @@ fn losing_the_coordinator_notifies_and_loses_no_result_already_run() {
         let job = submit(
             &ann,
             &reference,
-            &format!("while [ ! -e {} ]; do sleep 0.05; done; echo finished", gate.display()),
+            &format!(
+                "while [ ! -e {} ]; do sleep 0.05; done; echo finished",
+                gate.display()
+            ),
         )
         .await;
         wait_state(&ann, &job, JobState::Running).await;
@@ -470,7 +473,12 @@ fn losing_the_coordinator_notifies_and_loses_no_result_already_run() {
                 async move { seen.then_some(()) }
             }
         };
-        eventually("an unreachable notification", DEADLINE, noted("unreachable")).await;
+        eventually(
+            "an unreachable notification",
+            DEADLINE,
+            noted("unreachable"),
+        )
+        .await;
         assert_eq!(sup.state().await.status, Status::Offline);
         // The job ends while the coordinator is away; its result waits.
         std::fs::write(&gate, "").unwrap();
@@ -481,7 +489,10 @@ fn losing_the_coordinator_notifies_and_loses_no_result_already_run() {
         let state = online(&sup, 1).await;
         assert_ne!(state.status, Status::Offline);
         let kinds: Vec<_> = state.activity.iter().map(|a| a.kind).collect();
-        assert!(kinds.contains(&ActivityKind::Unreachable) && kinds.contains(&ActivityKind::Reconnected));
+        assert!(
+            kinds.contains(&ActivityKind::Unreachable)
+                && kinds.contains(&ActivityKind::Reconnected)
+        );
     });
 }
 

@@ -1,0 +1,301 @@
+//! Signing in (a pairing link, or a pasted token) and out, and the
+//! `drover://` links held until the user confirms them.
+
+use super::*;
+
+impl Supervisor {
+    // -------------------------------------------------------- the account
+
+    /// A client with the signed-in member's token.
+    pub async fn account_client(&self) -> AppResult<Client> {
+        let inner = self.inner.lock().await;
+        account_client(&inner)
+    }
+
+    /// Signs in with a pasted member API token (the fallback to pairing).
+    pub async fn sign_in(&self, url: &str, token: &str) -> AppResult<AppState> {
+        let url = url.trim().trim_end_matches('/');
+        let token = token.trim();
+        if token.is_empty() {
+            return Err(AppError::invalid("paste an API token"));
+        }
+        let member = client(url, Token::new(token))?;
+        let me = member.me().await?;
+        let mut inner = self.inner.lock().await;
+        if let Some(a) = &inner.config.account {
+            return Err(already_signed_in(a));
+        }
+        self.keychain
+            .set_json(
+                keychain::ACCOUNT,
+                &AccountSecret {
+                    url: url.to_owned(),
+                    token: token.to_owned(),
+                },
+            )
+            .map_err(io_err)?;
+        inner.account_token = Some(Token::new(token));
+        inner.config.account = Some(Account {
+            coordinator: url.to_owned(),
+            workspace: me.workspace,
+            email: me.email.clone(),
+            subject: me.subject,
+            role: me.role,
+            device_name: me.token.as_ref().map(|t| t.name.clone()),
+            token_id: me.token.map(|t| t.id),
+        });
+        self.save(&inner)?;
+        self.note(
+            &mut inner,
+            ActivityKind::Paired,
+            format!("signed in as {} on {url}", me.email),
+        );
+        drop(inner);
+        self.changed().await;
+        Ok(self.state().await)
+    }
+
+    /// Stops every runner at once, revokes this device's runners and
+    /// token at the coordinator, and deletes every secret and setting.
+    pub async fn sign_out(&self) -> AppResult<AppState> {
+        let mut inner = self.inner.lock().await;
+        let pools: Vec<(String, Running)> = inner.pools.drain().collect();
+        let mut revoke = Vec::new();
+        for (reference, running) in pools {
+            running.fleet.kill();
+            let url = inner
+                .config
+                .pool(&reference)
+                .map(|p| p.coordinator.clone())
+                .unwrap_or_default();
+            for (_, token) in running.members.into_iter().chain(running.leaving) {
+                revoke.push((url.clone(), token));
+            }
+            running.fleet.wait().await;
+        }
+        for d in std::mem::take(&mut inner.config.departing) {
+            if let Ok(Some(c)) = self.keychain.get_json::<StoredCredential>(&d.key) {
+                revoke.push((d.coordinator.clone(), Token::new(c.token)));
+            }
+            let _ = self.keychain.remove(&d.key);
+        }
+        for (url, token) in revoke {
+            if let Ok(c) = client(&url, token) {
+                let _ = c.leave().await;
+            }
+        }
+        if let (Ok(c), Some(id)) = (
+            account_client(&inner),
+            inner
+                .config
+                .account
+                .as_ref()
+                .and_then(|a| a.token_id.clone()),
+        ) {
+            let _ = c.revoke_token(&id).await;
+        }
+        for pool in &inner.config.pools {
+            for i in 0..pool.runners {
+                self.keychain
+                    .delete(&credentials::credential_key(&pool.reference, i))
+                    .map_err(io_err)?;
+            }
+            self.keychain
+                .remove(&keychain::join_key(&pool.reference))
+                .map_err(io_err)?;
+        }
+        self.keychain.remove(keychain::ACCOUNT).map_err(io_err)?;
+        inner.account_token = None;
+        inner.disconnected.clear();
+        inner.config = Config {
+            autostart: inner.config.autostart,
+            pause_on_battery: inner.config.pause_on_battery,
+            ..Config::default()
+        };
+        self.save(&inner)?;
+        self.note(&mut inner, ActivityKind::Info, "signed out".into());
+        drop(inner);
+        self.changed().await;
+        Ok(self.state().await)
+    }
+
+    // -------------------------------------------------------- links
+
+    /// Holds a `drover://` link until the user confirms it.
+    pub async fn open_link(&self, text: &str) -> AppResult<PendingLink> {
+        let link = Link::parse(text)?;
+        let mut inner = self.inner.lock().await;
+        inner.pending = Some(link);
+        let pending = self.snapshot(&inner).pending.expect("just set");
+        drop(inner);
+        self.changed().await;
+        Ok(pending)
+    }
+
+    pub async fn dismiss_link(&self) -> AppResult<AppState> {
+        self.inner.lock().await.pending = None;
+        self.changed().await;
+        Ok(self.state().await)
+    }
+
+    /// Pairs (`drover://pair`) or lends to the pool (`drover://join`).
+    pub async fn confirm_link(&self) -> AppResult<AppState> {
+        let mut inner = self.inner.lock().await;
+        let link = inner
+            .pending
+            .take()
+            .ok_or_else(|| AppError::new("NO_PENDING_LINK", "there is no link to confirm"))?;
+        let result = match &link {
+            Link::Pair { url, code } => self.pair(&mut inner, url, code).await,
+            Link::Join {
+                url,
+                reference,
+                token,
+            } => self.join(&mut inner, url, reference, token).await,
+        };
+        if let Err(e) = &result {
+            // A refused code stays refused; anything else may be retried.
+            if !matches!(
+                e.code.as_str(),
+                "PAIRING_CODE_USED" | "PAIRING_CODE_EXPIRED" | "NOT_FOUND" | "UNAUTHORIZED"
+            ) {
+                inner.pending = Some(link);
+            }
+        }
+        drop(inner);
+        self.changed().await;
+        result?;
+        Ok(self.state().await)
+    }
+
+    pub(super) async fn pair(&self, inner: &mut Inner, url: &str, code: &str) -> AppResult<()> {
+        if let Some(a) = &inner.config.account {
+            return Err(already_signed_in(a));
+        }
+        let device = client(url, Token::new(""))?
+            .redeem_pairing_code(code, &self.options.device_name)
+            .await?;
+        self.keychain
+            .set_json(
+                keychain::ACCOUNT,
+                &AccountSecret {
+                    url: url.to_owned(),
+                    token: device.token.clone(),
+                },
+            )
+            .map_err(io_err)?;
+        inner.account_token = Some(Token::new(device.token));
+        inner.config.account = Some(Account {
+            coordinator: url.to_owned(),
+            workspace: device.workspace,
+            email: device.email.clone(),
+            subject: device.subject,
+            role: device.role,
+            device_name: Some(device.name),
+            token_id: Some(device.token_id),
+        });
+        self.save(inner)?;
+        // Lend one runner to the member's default personal pool.
+        let member = account_client(inner)?;
+        let first = member
+            .pair_runner(
+                Scope::Me,
+                &PairRunner {
+                    name: Some(self.runner_name(0)),
+                    ..PairRunner::default()
+                },
+            )
+            .await?;
+        let runtime = member
+            .runtimes(Scope::Me)
+            .await?
+            .runtimes
+            .into_iter()
+            .find(|r| r.id == first.runner.runtime_id)
+            .ok_or_else(|| AppError::new("INTERNAL", "the new runner's pool is not listed"))?;
+        let pool = PoolConfig {
+            coordinator: url.to_owned(),
+            reference: runtime.reference.clone(),
+            runtime_id: runtime.id,
+            name: runtime.name,
+            kind: PoolKind::Personal,
+            runners: 1,
+            slots: 1,
+            labels: Vec::new(),
+        };
+        self.keychain
+            .save(
+                &credentials::credential_key(&pool.reference, 0),
+                &StoredCredential {
+                    url: url.to_owned(),
+                    reference: pool.reference.clone(),
+                    runner_id: first.runner.id.clone(),
+                    runtime_id: Some(pool.runtime_id.clone()),
+                    token: first.token,
+                },
+            )
+            .map_err(io_err)?;
+        self.adopt_pool(inner, pool).await?;
+        let message = format!("paired with {url} as {}", device.email);
+        self.note(inner, ActivityKind::Paired, message.clone());
+        self.notify("Drover: paired", &message);
+        Ok(())
+    }
+
+    pub(super) async fn join(
+        &self,
+        inner: &mut Inner,
+        url: &str,
+        reference: &str,
+        token: &str,
+    ) -> AppResult<()> {
+        let joiner = client(url, Token::new(token))?;
+        let info = joiner.join_token_info().await?;
+        if inner.config.pool(&info.reference).is_some() {
+            return Err(AppError::invalid(format!(
+                "this machine already lends to {}: add runners under This machine",
+                info.reference
+            )));
+        }
+        self.keychain
+            .set_json(
+                &keychain::join_key(&info.reference),
+                &JoinSecret {
+                    url: url.to_owned(),
+                    reference: reference.to_owned(),
+                    token: token.to_owned(),
+                },
+            )
+            .map_err(io_err)?;
+        let name = info
+            .reference
+            .rsplit(':')
+            .next()
+            .unwrap_or(&info.reference)
+            .to_owned();
+        let pool = PoolConfig {
+            coordinator: url.to_owned(),
+            reference: info.reference.clone(),
+            runtime_id: info.runtime_id,
+            name,
+            kind: PoolKind::Workspace,
+            runners: 1,
+            slots: 1,
+            labels: Vec::new(),
+        };
+        self.adopt_pool(inner, pool).await?;
+        let message = format!("lending this machine to {} on {url}", info.reference);
+        self.note(inner, ActivityKind::Paired, message.clone());
+        self.notify("Drover: joined a pool", &message);
+        Ok(())
+    }
+
+    /// Records a pool (its first credentials already in the keychain, or
+    /// to be had) and starts its runners.
+    pub(super) async fn adopt_pool(&self, inner: &mut Inner, pool: PoolConfig) -> AppResult<()> {
+        inner.config.pools.retain(|p| p.reference != pool.reference);
+        inner.config.pools.push(pool.clone());
+        self.save(inner)?;
+        self.launch(inner, &pool).await
+    }
+}

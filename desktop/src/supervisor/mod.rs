@@ -1,0 +1,409 @@
+//! The app's engine: the pools this machine lends to, one runner-core
+//! [`Fleet`] each, with their credentials in the keychain and their shape
+//! in the config file. Every surface (tray, settings window, deep links)
+//! goes through here; nothing here knows about windows or menus.
+//!
+//! This module: what the UI sees (`AppState`), the supervisor and its
+//! state; `account` signs in and out and opens links, `runners` lends,
+//! adds and removes runners, `control` pauses, quits and hears runners'
+//! events.
+
+mod account;
+mod control;
+mod runners;
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::path::PathBuf;
+use std::sync::{Arc, Weak};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use drover_wire::{ErrorCode, JobState, PairRunner};
+use runner_core::client::{Client, Scope, Token};
+use runner_core::credentials::{self, CredentialStore, StoredCredential};
+use runner_core::fleet::Fleet;
+use runner_core::runner::{Credential, Event, EventKind, RunnerSettings};
+use serde::{Deserialize, Serialize};
+use tokio::sync::{Mutex, Notify};
+
+pub use crate::config::{Account, PoolKind};
+use crate::config::{Config, Departing, PoolConfig};
+use crate::error::{AppError, AppResult};
+use crate::keychain::{self, Keychain};
+use crate::links::Link;
+use crate::power;
+
+/// Most activity entries kept for the settings window.
+const ACTIVITY: usize = 50;
+/// How often power and unrevoked departures are looked at again.
+const TICK: Duration = Duration::from_secs(15);
+
+// ------------------------------------------------------------ what the UI sees
+
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub enum Status {
+    SignedOut,
+    Idle,
+    Busy,
+    Offline,
+    Paused,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct AppState {
+    pub status: Status,
+    pub paused: bool,
+    pub on_battery: bool,
+    pub quitting: bool,
+    pub account: Option<Account>,
+    pub pools: Vec<LocalPool>,
+    pub settings: Settings,
+    pub pending: Option<PendingLink>,
+    pub activity: Vec<Activity>,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct LocalPool {
+    #[serde(rename = "ref")]
+    pub reference: String,
+    pub runtime_id: String,
+    pub name: String,
+    pub kind: PoolKind,
+    pub runners: usize,
+    pub slots: usize,
+    pub labels: Vec<String>,
+    pub live: Vec<LocalRunner>,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct LocalRunner {
+    pub id: String,
+    pub online: bool,
+    pub draining: bool,
+    pub current_jobs: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct Settings {
+    pub autostart: bool,
+    pub pause_on_battery: bool,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct PendingLink {
+    pub kind: &'static str,
+    pub coordinator: String,
+    pub pool: String,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub enum ActivityKind {
+    Paired,
+    JobFailed,
+    Unreachable,
+    Reconnected,
+    Info,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct Activity {
+    /// Unix milliseconds.
+    pub at: u64,
+    pub kind: ActivityKind,
+    pub message: String,
+}
+
+/// What the shell (tray, window, notifications) is told.
+#[derive(Debug, Clone)]
+pub enum Notice {
+    /// Something visible changed: here is the new state.
+    Changed(Box<AppState>),
+    /// Worth a desktop notification.
+    Notify { title: String, body: String },
+}
+
+pub type Hook = Box<dyn Fn(Notice) + Send + Sync>;
+
+/// How a supervisor is set up; the app takes the defaults, tests their own.
+pub struct Options {
+    pub config_path: PathBuf,
+    /// Names this device's token and runners.
+    pub device_name: String,
+    /// Runner settings before the pool's own slots and labels.
+    pub runner: RunnerSettings,
+    pub hook: Hook,
+}
+
+// ------------------------------------------------------------ the engine
+
+struct Running {
+    fleet: Fleet,
+    /// Runner ids in the order added: index `i` is keychain key `<ref>-<i>`.
+    members: Vec<(String, Token)>,
+    /// Removed runners draining, by id: their credential, to revoke.
+    leaving: HashMap<String, Token>,
+}
+
+struct Inner {
+    config: Config,
+    account_token: Option<Token>,
+    pools: HashMap<String, Running>,
+    pending: Option<Link>,
+    activity: VecDeque<Activity>,
+    on_battery: bool,
+    quitting: bool,
+    /// Runners whose last call to the coordinator failed.
+    disconnected: HashSet<String>,
+}
+
+pub struct Supervisor {
+    inner: Mutex<Inner>,
+    /// Signalled whenever a runner stops (for `wait_stopped`).
+    stopped: Notify,
+    keychain: Keychain,
+    options: Options,
+    me: Weak<Supervisor>,
+}
+
+/// The account secret in the keychain.
+#[derive(Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct AccountSecret {
+    url: String,
+    token: String,
+}
+
+/// A pool's join token in the keychain.
+#[derive(Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct JoinSecret {
+    url: String,
+    #[serde(rename = "ref")]
+    reference: String,
+    token: String,
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+fn client(url: &str, token: Token) -> AppResult<Client> {
+    Client::new(url, token).map_err(AppError::from)
+}
+
+fn io_err(e: std::io::Error) -> AppError {
+    AppError::keychain(e)
+}
+
+impl Supervisor {
+    /// Loads the settings and the keychain, restarts the runners they
+    /// describe, and starts watching power and pending revocations.
+    pub async fn start(options: Options) -> AppResult<Arc<Self>> {
+        let config = Config::load(&options.config_path)
+            .map_err(|e| AppError::new("INTERNAL", format!("reading settings: {e}")))?;
+        let keychain = Keychain;
+        let account_token = keychain
+            .get_json::<AccountSecret>(keychain::ACCOUNT)
+            .map_err(io_err)?
+            .map(|s| Token::new(s.token));
+        let sup = Arc::new_cyclic(|me| Self {
+            inner: Mutex::new(Inner {
+                config,
+                account_token,
+                pools: HashMap::new(),
+                pending: None,
+                activity: VecDeque::new(),
+                on_battery: power::on_battery(&power::supply_dir()),
+                quitting: false,
+                disconnected: HashSet::new(),
+            }),
+            stopped: Notify::new(),
+            keychain,
+            options,
+            me: me.clone(),
+        });
+        {
+            let mut inner = sup.inner.lock().await;
+            let pools = inner.config.pools.clone();
+            for pool in pools {
+                if let Err(e) = sup.launch(&mut inner, &pool).await {
+                    sup.note(
+                        &mut inner,
+                        ActivityKind::Info,
+                        format!("could not restart {}: {e}", pool.name),
+                    );
+                }
+            }
+            sup.retry_departures(&mut inner).await;
+        }
+        let weak = Arc::downgrade(&sup);
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(TICK);
+            loop {
+                tick.tick().await;
+                let Some(sup) = weak.upgrade() else { return };
+                sup.on_tick().await;
+            }
+        });
+        sup.changed().await;
+        Ok(sup)
+    }
+
+    pub async fn state(&self) -> AppState {
+        let inner = self.inner.lock().await;
+        self.snapshot(&inner)
+    }
+
+    fn snapshot(&self, inner: &Inner) -> AppState {
+        let paused = effective_pause(inner);
+        let pools: Vec<LocalPool> = inner
+            .config
+            .pools
+            .iter()
+            .map(|p| LocalPool {
+                reference: p.reference.clone(),
+                runtime_id: p.runtime_id.clone(),
+                name: p.name.clone(),
+                kind: p.kind,
+                runners: p.runners,
+                slots: p.slots,
+                labels: p.labels.clone(),
+                live: inner
+                    .pools
+                    .get(&p.reference)
+                    .map(|r| {
+                        r.fleet
+                            .status()
+                            .into_iter()
+                            .map(|s| LocalRunner {
+                                id: s.id,
+                                online: s.online,
+                                draining: s.draining,
+                                current_jobs: s.current_jobs,
+                            })
+                            .collect()
+                    })
+                    .unwrap_or_default(),
+            })
+            .collect();
+        let live: Vec<&LocalRunner> = pools.iter().flat_map(|p| &p.live).collect();
+        let status = if inner.config.account.is_none() && pools.is_empty() {
+            Status::SignedOut
+        } else if paused {
+            Status::Paused
+        } else if !inner.disconnected.is_empty()
+            || (!live.is_empty() && live.iter().all(|r| !r.online))
+        {
+            Status::Offline
+        } else if live.iter().any(|r| !r.current_jobs.is_empty()) {
+            Status::Busy
+        } else {
+            Status::Idle
+        };
+        AppState {
+            status,
+            paused: inner.config.paused,
+            on_battery: inner.on_battery,
+            quitting: inner.quitting,
+            account: inner.config.account.clone(),
+            pools,
+            settings: Settings {
+                autostart: inner.config.autostart,
+                pause_on_battery: inner.config.pause_on_battery,
+            },
+            pending: inner.pending.as_ref().map(|link| match link {
+                Link::Pair { url, .. } => PendingLink {
+                    kind: "pair",
+                    coordinator: url.clone(),
+                    pool: "your personal pool".into(),
+                },
+                Link::Join { url, reference, .. } => PendingLink {
+                    kind: "join",
+                    coordinator: url.clone(),
+                    pool: reference.clone(),
+                },
+            }),
+            activity: inner.activity.iter().cloned().collect(),
+        }
+    }
+
+    async fn changed(&self) {
+        let state = self.state().await;
+        (self.options.hook)(Notice::Changed(Box::new(state)));
+    }
+
+    fn note(&self, inner: &mut Inner, kind: ActivityKind, message: String) {
+        tracing::info!(?kind, "{message}");
+        inner.activity.push_front(Activity {
+            at: now_ms(),
+            kind,
+            message,
+        });
+        inner.activity.truncate(ACTIVITY);
+    }
+
+    fn notify(&self, title: &str, body: &str) {
+        (self.options.hook)(Notice::Notify {
+            title: title.to_owned(),
+            body: body.to_owned(),
+        });
+    }
+
+    fn save(&self, inner: &Inner) -> AppResult<()> {
+        inner
+            .config
+            .save(&self.options.config_path)
+            .map_err(|e| AppError::new("INTERNAL", format!("saving settings: {e}")))
+    }
+}
+
+fn account_client(inner: &Inner) -> AppResult<Client> {
+    match (&inner.config.account, &inner.account_token) {
+        (Some(account), Some(token)) => client(&account.coordinator, token.clone()),
+        _ => Err(AppError::not_signed_in()),
+    }
+}
+
+fn already_signed_in(account: &Account) -> AppError {
+    AppError::new(
+        "ALREADY_SIGNED_IN",
+        format!(
+            "signed in as {} on {}: sign out first",
+            account.email, account.coordinator
+        ),
+    )
+}
+
+fn effective_pause(inner: &Inner) -> bool {
+    inner.config.paused || (inner.config.pause_on_battery && inner.on_battery)
+}
+
+fn apply_pause(inner: &Inner) {
+    let paused = effective_pause(inner);
+    for running in inner.pools.values() {
+        running.fleet.set_paused(paused);
+    }
+}
+
+/// A pool ref as a directory name.
+fn sanitize(reference: &str) -> String {
+    reference
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
