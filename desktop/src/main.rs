@@ -73,13 +73,18 @@ fn main() {
         })
         .build(tauri::generate_context!())
         .expect("building the app");
-    app.run(|app, event| {
-        if let RunEvent::ExitRequested { api, code, .. } = event {
-            // Closing the window keeps the tray; only Quit (code set) exits.
-            if code.is_none() {
-                api.prevent_exit();
-            }
-            let _ = app;
+    app.run(|_app, event| match event {
+        // Closing the window keeps the tray; only Quit (code set) exits.
+        RunEvent::ExitRequested { api, code, .. } if code.is_none() => api.prevent_exit(),
+        // The window's webview is gone: give the heap it used back to the OS.
+        #[cfg(target_os = "linux")]
+        RunEvent::WindowEvent {
+            event: tauri::WindowEvent::Destroyed,
+            ..
+        } => {
+            // SAFETY: malloc_trim only releases free memory at the top of glibc's heaps.
+            unsafe { libc::malloc_trim(0) };
         }
+        _ => {}
     });
 }
