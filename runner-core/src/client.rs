@@ -75,11 +75,39 @@ pub struct Client {
     http: reqwest::Client,
     base: String,
     token: Token,
+    /// Sent as `drover-surface` (the audit log names it): `cli`, `desktop`.
+    surface: Option<&'static str>,
 }
 
 fn transport(e: reqwest::Error) -> ClientError {
     // reqwest's messages name the URL but never headers, so no token leaks.
     ClientError::Transport(e.to_string())
+}
+
+/// What `Client::audit` asks for (all optional).
+#[derive(Debug, Clone, Default)]
+pub struct AuditFilter {
+    /// Unix milliseconds.
+    pub since: Option<i64>,
+    /// A member's id or email, or a runner's id.
+    pub actor: Option<String>,
+    pub action: Option<String>,
+    /// The previous page's `nextBefore`.
+    pub before: Option<String>,
+    pub limit: Option<u32>,
+}
+
+/// `s` as a query value: every byte but the unreserved ones as `%XX`.
+fn query_encode(s: &str) -> String {
+    s.bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+                (b as char).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect()
 }
 
 /// Which runner listing to fetch.
@@ -125,7 +153,19 @@ impl Client {
             .pool_idle_timeout(Duration::from_secs(5))
             .build()
             .map_err(transport)?;
-        Ok(Self { http, base, token })
+        Ok(Self {
+            http,
+            base,
+            token,
+            surface: None,
+        })
+    }
+
+    /// Names the surface this client's member requests come from (`cli`
+    /// or `desktop`), for the coordinator's audit log.
+    pub fn with_surface(mut self, surface: &'static str) -> Self {
+        self.surface = Some(surface);
+        self
     }
 
     /// The same connection pool with another credential.
@@ -134,6 +174,7 @@ impl Client {
             http: self.http.clone(),
             base: self.base.clone(),
             token,
+            surface: self.surface,
         }
     }
 
@@ -142,11 +183,16 @@ impl Client {
     }
 
     fn request(&self, method: Method, path: &str, timeout: Duration) -> reqwest::RequestBuilder {
-        self.http
+        let req = self
+            .http
             .request(method, format!("{}{path}", self.base))
             .bearer_auth(self.token.expose())
             .header(PROTOCOL_HEADER, PROTOCOL_VERSION)
-            .timeout(timeout)
+            .timeout(timeout);
+        match self.surface {
+            Some(surface) => req.header(wire::SURFACE_HEADER, surface),
+            None => req,
+        }
     }
 
     async fn send(&self, req: reqwest::RequestBuilder) -> Result<reqwest::Response, ClientError> {
@@ -394,6 +440,58 @@ impl Client {
 
     pub async fn usage(&self) -> Result<wire::Usage, ClientError> {
         self.get("/v1/workspace/usage").await
+    }
+
+    // ------------------------------------------------------------ members
+
+    /// The workspace's members (admins only).
+    pub async fn members(&self) -> Result<wire::MemberList, ClientError> {
+        self.get("/v1/workspace/members").await
+    }
+
+    /// Invites `email` as `role` (default member): a one-time code for them.
+    pub async fn invite_member(
+        &self,
+        email: &str,
+        role: Option<&str>,
+    ) -> Result<wire::Invite, ClientError> {
+        let req = wire::InviteMember {
+            email: email.into(),
+            role: role.map(str::to_owned),
+        };
+        self.post("/v1/workspace/members", &req).await
+    }
+
+    pub async fn update_member(&self, id: &str, role: &str) -> Result<wire::Member, ClientError> {
+        let req = wire::UpdateMember { role: role.into() };
+        let path = format!("/v1/workspace/members/{id}");
+        self.call(Method::PATCH, &path, Some(&req), REQUEST_TIMEOUT)
+            .await
+    }
+
+    /// Removes a member: their tokens, runners and queued jobs go at once.
+    pub async fn remove_member(&self, id: &str) -> Result<(), ClientError> {
+        let path = format!("/v1/workspace/members/{id}");
+        self.call_empty(Method::DELETE, &path, None::<&()>).await
+    }
+
+    /// A page of the workspace's audit log, newest first.
+    pub async fn audit(&self, q: &AuditFilter) -> Result<wire::AuditPage, ClientError> {
+        let mut query = Vec::new();
+        let pairs = [
+            ("since", q.since.map(|n| n.to_string())),
+            ("actor", q.actor.clone()),
+            ("action", q.action.clone()),
+            ("before", q.before.clone()),
+            ("limit", q.limit.map(|n| n.to_string())),
+        ];
+        for (key, value) in pairs {
+            if let Some(value) = value {
+                query.push(format!("{key}={}", query_encode(&value)));
+            }
+        }
+        self.get(&format!("/v1/workspace/audit?{}", query.join("&")))
+            .await
     }
 
     // ------------------------------------------------------------ runner protocol

@@ -19,6 +19,7 @@ use runner_core::runner::{Credential, EventKind, RunnerSettings};
 use runner_core::wire::{JobState, SubmitJob};
 
 mod human;
+mod people;
 
 #[derive(Parser)]
 #[command(
@@ -68,6 +69,13 @@ enum Command {
     /// Your API tokens: list and revoke.
     #[command(subcommand)]
     Tokens(TokensCommand),
+    /// Workspace members (admins): list, invite, change a role, remove.
+    #[command(subcommand)]
+    Members(people::MembersCommand),
+    /// The workspace's audit log (admins), newest first.
+    Audit(people::AuditArgs),
+    /// Redeem a pairing link or an invite for an API token (printed once).
+    Redeem(people::RedeemArgs),
     /// Who your token belongs to: workspace, email, role, and the token.
     Whoami {
         /// Print the coordinator's JSON.
@@ -320,6 +328,12 @@ fn token(cli: &Cli) -> anyhow::Result<Token> {
     }
 }
 
+/// A client for the member API, which tells the coordinator's audit log
+/// that its requests come from the CLI.
+fn member_client(cli: &Cli) -> anyhow::Result<Client> {
+    Ok(Client::new(&cli.url, token(cli)?)?.with_surface("cli"))
+}
+
 /// Submits once, retrying transport errors and 5xx answers with the same
 /// idempotency key, so a submit whose answer was lost is not made twice.
 async fn submit(client: &Client, job: &SubmitJob) -> anyhow::Result<runner_core::wire::Job> {
@@ -476,7 +490,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match &cli.command {
         Command::Runner(args) => return run_runners(&cli, args).await,
         Command::Submit(args) => {
-            let client = Client::new(&cli.url, token(&cli)?)?;
+            let client = member_client(&cli)?;
             let job = submit(
                 &client,
                 &SubmitJob {
@@ -513,7 +527,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             }
         }
         Command::Jobs(cmd) => {
-            let client = Client::new(&cli.url, token(&cli)?)?;
+            let client = member_client(&cli)?;
             match cmd {
                 JobsCommand::Show { id } => print_json(&client.job(id).await?)?,
                 JobsCommand::Logs { id, follow: false } => print!("{}", client.logs(id).await?),
@@ -559,7 +573,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             }
         }
         Command::Runners(RunnersCommand::List) => {
-            let client = Client::new(&cli.url, token(&cli)?)?;
+            let client = member_client(&cli)?;
             for r in client.runners(RunnerListing::Roster).await?.runners {
                 println!(
                     "{}  {:<20} {:<8} {:<26} pool {:<12} [{}] {}",
@@ -578,7 +592,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             }
         }
         Command::Runtimes(cmd) => {
-            let client = Client::new(&cli.url, token(&cli)?)?;
+            let client = member_client(&cli)?;
             match cmd {
                 RuntimesCommand::List { workspace } => {
                     for rt in client.runtimes(scope(*workspace)).await?.runtimes {
@@ -617,14 +631,17 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 }
             }
         }
+        Command::Members(cmd) => people::members(&member_client(&cli)?, cmd).await?,
+        Command::Audit(args) => people::audit(&member_client(&cli)?, args).await?,
+        Command::Redeem(args) => people::redeem(&cli.url, args).await?,
         Command::PairLink => {
-            let client = Client::new(&cli.url, token(&cli)?)?;
+            let client = member_client(&cli)?;
             let code = client.pairing_code().await?;
             println!("{}", code.link);
             eprintln!("one use; {}", expiry(code.expires_at));
         }
         Command::Whoami { json } => {
-            let client = Client::new(&cli.url, token(&cli)?)?;
+            let client = member_client(&cli)?;
             let me = client.me().await?;
             if *json {
                 print_json(&me)?;
@@ -637,7 +654,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             }
         }
         Command::Tokens(cmd) => {
-            let client = Client::new(&cli.url, token(&cli)?)?;
+            let client = member_client(&cli)?;
             match cmd {
                 TokensCommand::List { json: true } => print_json(&client.tokens().await?)?,
                 TokensCommand::List { json: false } => {

@@ -370,6 +370,16 @@ impl Coordinator {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
+    /// Runs the `drover` CLI against this coordinator with `token`.
+    pub fn drover(&self, token: &str, args: &[&str]) -> std::process::Output {
+        Command::new(bin("drover"))
+            .args(args)
+            .env("DROVER_URL", &self.url)
+            .env("DROVER_TOKEN", token)
+            .output()
+            .expect("run drover")
+    }
+
     pub fn client(&self, token: &str) -> Client {
         Client::new(&self.url, Token::new(token)).expect("client")
     }

@@ -207,6 +207,17 @@ pub async fn ws_join_token(admin: &Member, runtime: &str) -> wire::JoinToken {
         .await
         .expect("join token")
 }
+/// A command's stdout, once it succeeded (else its stderr in the panic).
+pub fn stdout_ok(out: &std::process::Output) -> String {
+    assert!(
+        out.status.success(),
+        "{:?} failed: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout.clone()).expect("UTF-8 stdout")
+}
+
 /// Lines of a file (empty if missing).
 pub fn read_lines(path: &Path) -> Vec<String> {
     std::fs::read_to_string(path)

@@ -3,30 +3,11 @@
 //! revoking itself (`POST /v1/runner/leave`) with only its own credential,
 //! and the limit on wrong pairing codes.
 
-use std::process::{Command, Output};
 use std::time::Duration;
 
 use drover_tests::runner_core::client::{RunnerListing, Scope};
 use drover_tests::runner_core::wire::{self, ErrorCode, JobState};
 use drover_tests::*;
-
-fn drover(c: &Coordinator, token: &str, args: &[&str]) -> Output {
-    Command::new(bin("drover"))
-        .args(args)
-        .env("DROVER_URL", &c.url)
-        .env("DROVER_TOKEN", token)
-        .output()
-        .expect("run drover")
-}
-
-fn stdout(out: &Output) -> String {
-    assert!(
-        out.status.success(),
-        "drover failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout.clone()).unwrap()
-}
 
 /// A device token for `member`, from a pairing code redeemed as `device`.
 async fn device_token(member: &Member, device: &str) -> wire::DeviceToken {
@@ -72,7 +53,7 @@ async fn me_says_who_a_member_token_belongs_to_and_which_token_it_is() {
     );
 
     // The CLI: text, and the coordinator's JSON with --json.
-    let text = stdout(&drover(&c, &phone.token, &["whoami"]));
+    let text = stdout_ok(&c.drover(&phone.token, &["whoami"]));
     assert!(
         text.contains("eve@acme.test (member) in workspace acme")
             && text.contains(&phone.token_id)
@@ -81,7 +62,7 @@ async fn me_says_who_a_member_token_belongs_to_and_which_token_it_is() {
         "{text}"
     );
     let json: serde_json::Value =
-        serde_json::from_str(&stdout(&drover(&c, &admin.token, &["whoami", "--json"]))).unwrap();
+        serde_json::from_str(&stdout_ok(&c.drover(&admin.token, &["whoami", "--json"]))).unwrap();
     assert_eq!(json["email"], "admin@acme.test");
     assert_eq!(json["subject"], admin.subject.as_str());
     assert_eq!(json["token"]["current"], true);
@@ -103,7 +84,7 @@ async fn me_says_who_a_member_token_belongs_to_and_which_token_it_is() {
         code(c.client(&phone.token).me().await),
         ErrorCode::Unauthorized
     );
-    let out = drover(&c, &phone.token, &["whoami"]);
+    let out = c.drover(&phone.token, &["whoami"]);
     assert!(!out.status.success());
     assert!(
         String::from_utf8_lossy(&out.stderr).contains("Unauthorized"),

@@ -3,33 +3,15 @@
 //! the member's tokens, listed and revoked; the coordinator's public URL in
 //! pairing and join links.
 
-use std::process::{Command, Output};
+use std::process::Command;
 
 use drover_tests::runner_core::client::Scope;
 use drover_tests::runner_core::wire::{self, ErrorCode};
 use drover_tests::*;
 
-fn drover(c: &Coordinator, token: &str, args: &[&str]) -> Output {
-    Command::new(bin("drover"))
-        .args(args)
-        .env("DROVER_URL", &c.url)
-        .env("DROVER_TOKEN", token)
-        .output()
-        .expect("run drover")
-}
-
-fn stdout(out: &Output) -> String {
-    assert!(
-        out.status.success(),
-        "drover failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout.clone()).unwrap()
-}
-
 /// `drover pair-link`'s link, and the code in it.
 fn pair_link(c: &Coordinator, m: &Member) -> (String, String) {
-    let link = stdout(&drover(c, &m.token, &["pair-link"]))
+    let link = stdout_ok(&c.drover(&m.token, &["pair-link"]))
         .trim()
         .to_owned();
     let code = link
@@ -71,7 +53,7 @@ fn encoded(s: &str) -> String {
 async fn a_pairing_link_gives_a_device_its_own_token_once() {
     let c = Coordinator::start().await;
     let bob = c.bootstrap("acme", "bob@acme.test");
-    let out = drover(&c, &bob.token, &["pair-link"]);
+    let out = c.drover(&bob.token, &["pair-link"]);
     assert!(
         String::from_utf8_lossy(&out.stderr).contains("expires in 10 min"),
         "{}",
@@ -213,7 +195,7 @@ async fn members_list_and_revoke_their_own_tokens_at_once() {
     let phone = c.client(&device.token);
     phone.runtimes(Scope::Me).await.unwrap();
 
-    let list = stdout(&drover(&c, &bob.token, &["tokens", "list"]));
+    let list = stdout_ok(&c.drover(&bob.token, &["tokens", "list"]));
     let lines: Vec<&str> = list.lines().collect();
     assert_eq!(lines.len(), 2, "{list}");
     assert!(
@@ -231,11 +213,9 @@ async fn members_list_and_revoke_their_own_tokens_at_once() {
         "{list}"
     );
     // `--json` is the coordinator's answer, times in Unix milliseconds.
-    let json: wire::ApiTokenList = serde_json::from_str(&stdout(&drover(
-        &c,
-        &bob.token,
-        &["tokens", "list", "--json"],
-    )))
+    let json: wire::ApiTokenList = serde_json::from_str(&stdout_ok(
+        &c.drover(&bob.token, &["tokens", "list", "--json"]),
+    ))
     .unwrap();
     assert_eq!(json.tokens.len(), 2);
     assert!(json.tokens[0].current && json.tokens[1].id == device.token_id);
@@ -278,11 +258,7 @@ async fn members_list_and_revoke_their_own_tokens_at_once() {
     phone.runtimes(Scope::Me).await.unwrap();
 
     // Revoked: the next request with it is refused.
-    stdout(&drover(
-        &c,
-        &bob.token,
-        &["tokens", "revoke", &device.token_id],
-    ));
+    stdout_ok(&c.drover(&bob.token, &["tokens", "revoke", &device.token_id]));
     assert_eq!(
         drover_tests::code(phone.runtimes(Scope::Me).await),
         ErrorCode::Unauthorized
@@ -310,8 +286,7 @@ async fn links_name_the_coordinator_by_its_public_url() {
         link,
         format!("drover://pair?url=https%3A%2F%2Fci.example.com%2Fdrover&code={code}")
     );
-    let join = stdout(&drover(
-        &c,
+    let join = stdout_ok(&c.drover(
         &admin.token,
         &["runtimes", "join-token", "default", "--workspace", "--link"],
     ));

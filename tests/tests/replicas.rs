@@ -1,5 +1,8 @@
 //! Several coordinator replicas sharing one PostgreSQL database. These
 //! always run on PostgreSQL (tests/run.sh starts it).
+//!
+//! Over 500 lines: every scenario that needs two or more replicas is here,
+//! so that the SQLite pass can leave out this one binary.
 
 use std::time::Duration;
 
@@ -397,6 +400,67 @@ async fn a_runner_leaving_through_one_replica_is_refused_at_once_on_another() {
     on_a.leave().await.unwrap();
     assert_eq!(code(on_b.hello(&[]).await), ErrorCode::Unauthorized);
     assert_eq!(code(on_b.leave().await), ErrorCode::Unauthorized);
+}
+
+/// A member removed through one replica, while two of their personal
+/// runners hold jobs through another and more of their jobs wait: every
+/// credential of theirs is refused at once on the other replica, and each
+/// of their jobs ends `cancelled`.
+#[tokio::test]
+async fn a_member_removed_on_one_replica_is_refused_at_once_on_another() {
+    let a = primary(20_000).await;
+    let b = a.replica().await;
+    let admin = a.bootstrap("acme", "admin@acme.test");
+    let bob = a.add_member("acme", "bob@acme.test", "member");
+    let bob_on_b = b.client(&bob.token);
+    let mut runners = Vec::new();
+    for name in ["bob-1", "bob-2"] {
+        let paired = pair(&bob, Scope::Me, None, name, &[]).await;
+        let on_b = b.client(&paired.token);
+        on_b.hello(&[]).await.unwrap();
+        runners.push(on_b);
+    }
+    let mut jobs = Vec::new();
+    for _ in 0..5 {
+        let job = bob_on_b
+            .submit(&script_job("self", "sleep 1000"))
+            .await
+            .unwrap();
+        jobs.push(job.id);
+    }
+    let mut leases = Vec::new();
+    for r in &runners {
+        let lease = r
+            .lease(Duration::from_secs(5))
+            .await
+            .unwrap()
+            .expect("a job");
+        r.heartbeat(&lease.lease_id, Duration::ZERO).await.unwrap();
+        leases.push(lease.lease_id);
+    }
+    bob_on_b.me().await.unwrap();
+
+    admin.client.remove_member(&bob.subject).await.unwrap();
+
+    assert_eq!(code(bob_on_b.me().await), ErrorCode::Unauthorized);
+    assert_eq!(
+        code(bob_on_b.submit(&script_job("self", "true")).await),
+        ErrorCode::Unauthorized
+    );
+    for (r, lease) in runners.iter().zip(&leases) {
+        assert_eq!(code(r.lease(Duration::ZERO).await), ErrorCode::Unauthorized);
+        let refused = code(r.heartbeat(lease, Duration::ZERO).await);
+        assert!(
+            [ErrorCode::LeaseLost, ErrorCode::Unauthorized].contains(&refused),
+            "{refused:?}"
+        );
+    }
+    for job in &jobs {
+        let state = b
+            .query_text(&format!("SELECT state FROM jobs WHERE id = '{job}'"))
+            .await;
+        assert_eq!(state, [Some("cancelled".to_owned())], "{job}");
+    }
 }
 
 /// Lease times on PostgreSQL come from the database's clock, not each

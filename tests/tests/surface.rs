@@ -315,15 +315,6 @@ async fn openapi_documents_every_route_and_the_docs_page_works_offline() {
     );
 }
 
-fn drover(c: &Coordinator, token: &str, args: &[&str]) -> std::process::Output {
-    Command::new(bin("drover"))
-        .args(args)
-        .env("DROVER_URL", &c.url)
-        .env("DROVER_TOKEN", token)
-        .output()
-        .expect("run drover")
-}
-
 #[tokio::test]
 async fn the_cli_submits_waits_shows_lists_and_cancels() {
     let c = Coordinator::start().await;
@@ -363,7 +354,7 @@ async fn the_cli_submits_waits_shows_lists_and_cancels() {
     assert!(id.starts_with("job_"));
     assert!(stdout.contains("hello cli"), "{stdout}");
 
-    let show = drover(&c, &admin.token, &["jobs", "show", &id]);
+    let show = c.drover(&admin.token, &["jobs", "show", &id]);
     let job: serde_json::Value = serde_json::from_slice(&show.stdout).unwrap();
     assert_eq!(
         (job["state"].as_str(), job["exitCode"].as_i64()),
@@ -371,17 +362,16 @@ async fn the_cli_submits_waits_shows_lists_and_cancels() {
     );
     assert_eq!(job["provenance"]["by"], "ws:acme");
     assert_eq!(
-        String::from_utf8(drover(&c, &admin.token, &["jobs", "logs", &id]).stdout).unwrap(),
+        String::from_utf8(c.drover(&admin.token, &["jobs", "logs", &id]).stdout).unwrap(),
         "hello cli\n"
     );
-    let list = String::from_utf8(drover(&c, &admin.token, &["jobs", "list"]).stdout).unwrap();
+    let list = String::from_utf8(c.drover(&admin.token, &["jobs", "list"]).stdout).unwrap();
     assert!(list.contains(&id) && list.contains("failed"));
-    let roster = String::from_utf8(drover(&c, &admin.token, &["runners", "list"]).stdout).unwrap();
+    let roster = String::from_utf8(c.drover(&admin.token, &["runners", "list"]).stdout).unwrap();
     assert_eq!(roster.lines().count(), 2);
     assert!(roster.contains("online"));
 
-    let queued = drover(
-        &c,
+    let queued = c.drover(
         &admin.token,
         &[
             "submit",
@@ -394,15 +384,14 @@ async fn the_cli_submits_waits_shows_lists_and_cancels() {
         ],
     );
     let queued_id = String::from_utf8(queued.stdout).unwrap().trim().to_owned();
-    let cancel = drover(&c, &admin.token, &["jobs", "cancel", &queued_id]);
+    let cancel = c.drover(&admin.token, &["jobs", "cancel", &queued_id]);
     assert!(
         String::from_utf8(cancel.stdout)
             .unwrap()
             .contains("cancelled")
     );
 
-    let bad = drover(
-        &c,
+    let bad = c.drover(
         &admin.token,
         &["submit", "--runtime", "ws:other:x", "--", "true"],
     );

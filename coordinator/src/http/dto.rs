@@ -133,6 +133,57 @@ impl From<model::ApiToken> for wire::ApiToken {
     }
 }
 
+impl From<model::MemberInfo> for wire::Member {
+    fn from(m: model::MemberInfo) -> Self {
+        Self {
+            id: m.id.to_string(),
+            email: m.email,
+            role: m.role.as_str().to_owned(),
+            status: if m.joined { "active" } else { "invited" }.to_owned(),
+            created_at: m.created_at,
+            tokens: m
+                .tokens
+                .into_iter()
+                .map(|t| wire::MemberToken {
+                    id: t.id.to_string(),
+                    name: t.name,
+                    created_at: t.created_at,
+                    last_used_at: t.last_used_at,
+                })
+                .collect(),
+        }
+    }
+}
+
+/// An invite: the member and their one-time code, as a link.
+pub fn invite(m: model::MemberInfo, code: model::PairingCode, public_url: &str) -> wire::Invite {
+    let code = pairing_code(code, public_url);
+    wire::Invite {
+        member: m.into(),
+        code: code.code,
+        link: code.link,
+        expires_at: code.expires_at,
+    }
+}
+
+impl From<model::AuditEvent> for wire::AuditEvent {
+    fn from(e: model::AuditEvent) -> Self {
+        Self {
+            id: e.seq.to_string(),
+            at: e.at,
+            actor: wire::AuditActor {
+                kind: e.actor_kind,
+                id: e.actor_id,
+                email: e.actor_email,
+            },
+            surface: e.surface,
+            action: e.action,
+            target: e.target,
+            detail: e.detail,
+        }
+    }
+}
+
 /// Who the caller is, with the token of the request.
 pub fn me(m: crate::store::Member, token: Option<model::ApiToken>) -> wire::Me {
     wire::Me {

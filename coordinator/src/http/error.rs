@@ -20,7 +20,7 @@ pub fn status_of(code: ErrorCode) -> StatusCode {
         ErrorCode::NotFound | ErrorCode::NoRunners => StatusCode::NOT_FOUND,
         ErrorCode::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
         ErrorCode::RequestTimeout => StatusCode::REQUEST_TIMEOUT,
-        ErrorCode::Conflict | ErrorCode::LeaseLost => StatusCode::CONFLICT,
+        ErrorCode::Conflict | ErrorCode::LeaseLost | ErrorCode::LastAdmin => StatusCode::CONFLICT,
         ErrorCode::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
         ErrorCode::PairingCodeUsed | ErrorCode::PairingCodeExpired => StatusCode::GONE,
         ErrorCode::LeaseLimit | ErrorCode::RateLimited => StatusCode::TOO_MANY_REQUESTS,

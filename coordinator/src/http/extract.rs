@@ -6,7 +6,7 @@ use axum::extract::rejection::QueryRejection;
 use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, header};
-use drover_wire::{ErrorCode, PROTOCOL_HEADER, PROTOCOL_VERSION};
+use drover_wire::{ErrorCode, PROTOCOL_HEADER, PROTOCOL_VERSION, SURFACE_HEADER};
 use futures_util::StreamExt as _;
 use serde::de::DeserializeOwned;
 use tokio::sync::OwnedSemaphorePermit;
@@ -15,7 +15,7 @@ use super::error::overloaded;
 use super::{AppState, MAX_BODY_BYTES};
 use crate::error::Error;
 use crate::ids::{RuntimeId, Secret};
-use crate::store::{Member, Principal, RunnerAuth};
+use crate::store::{Member, Principal, RunnerAuth, Surface};
 
 /// A JSON object body, read within the body budget and the body timeout.
 /// Refusals: BAD_REQUEST (not JSON, not an object, wrong shape),
@@ -216,8 +216,18 @@ impl FromRequestParts<AppState> for AuthMember {
     type Rejection = Error;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Error> {
+        let surface = match parts.headers.get(SURFACE_HEADER) {
+            None => Surface::Rest,
+            Some(v) => v
+                .to_str()
+                .ok()
+                .and_then(Surface::from_header)
+                .ok_or_else(|| {
+                    Error::bad_request(format!("{SURFACE_HEADER} must be rest, cli or desktop"))
+                })?,
+        };
         match principal(parts, state).await? {
-            Principal::Member(m) => Ok(Self(m)),
+            Principal::Member(m) => Ok(Self(Member { surface, ..m })),
             _ => Err(wrong_kind("member API")),
         }
     }

@@ -6,6 +6,7 @@ pub mod error;
 mod extract;
 mod health;
 mod jobs;
+mod members;
 mod pairing;
 mod protocol;
 pub mod rate_limit;
@@ -209,6 +210,7 @@ pub fn router(state: AppState) -> Router {
         .merge(runtimes::router())
         .merge(runners::router())
         .merge(pairing::router())
+        .merge(members::router())
         .route_layer(middleware::from_fn_with_state(state.clone(), limit_reads));
     Router::new()
         .merge(member_api)

@@ -102,6 +102,6 @@ async fn revoke_token(
     AuthMember(m): AuthMember,
     Path(id): Path<String>,
 ) -> Result<StatusCode> {
-    st.store.revoke_member_token(&m, &id).await?;
+    st.store.revoke_member_token(&m, &id, st.now()).await?;
     Ok(StatusCode::NO_CONTENT)
 }

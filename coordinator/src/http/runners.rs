@@ -148,7 +148,7 @@ async fn set_budget(
     Json(req): Json<wire::SetBudget>,
 ) -> Result<axum::Json<wire::Usage>> {
     m.require_admin()?;
-    st.store.set_budget(&m, req.limit_seconds).await?;
+    st.store.set_budget(&m, req.limit_seconds, st.now()).await?;
     Ok(axum::Json(st.store.usage(&m).await?.into()))
 }
 

@@ -3,6 +3,7 @@
 use drover_wire::ErrorCode;
 use sqlx::Row;
 
+use super::audit::Surface;
 use super::{Store, on_unique};
 use crate::error::{Error, Result};
 use crate::ids::{
@@ -44,6 +45,8 @@ pub struct Member {
     pub workspace_name: String,
     /// The API token this member signed in with, if it has an id.
     pub token_id: Option<TokenId>,
+    /// Where this request came from (the audit log names it).
+    pub surface: Surface,
 }
 
 impl Member {
@@ -81,7 +84,7 @@ pub enum Principal {
     },
 }
 
-fn valid_email(email: &str) -> bool {
+pub(super) fn valid_email(email: &str) -> bool {
     email.len() <= 254
         && email.split_once('@').is_some_and(|(local, domain)| {
             !local.is_empty() && domain.contains('.') && !email.chars().any(char::is_whitespace)
@@ -137,8 +140,9 @@ async fn insert_member(
         workspace_id: ws,
         workspace_name,
         token_id: None,
+        surface: Surface::Rest,
     };
-    sqlx::query("INSERT INTO members (id, workspace_id, email, role, created_at) VALUES ($1, $2, $3, $4, $5)")
+    sqlx::query("INSERT INTO members (id, workspace_id, email, role, created_at, joined_at) VALUES ($1, $2, $3, $4, $5, $5)")
         .bind(member.id.as_str())
         .bind(member.workspace_id.as_str())
         .bind(email)
@@ -242,7 +246,8 @@ impl Store {
                 let row = sqlx::query(
                     "SELECT m.id, m.email, m.role, w.id AS ws_id, w.name AS ws_name, t.id AS token_id, t.last_used_at
                      FROM tokens t JOIN members m ON m.id = t.subject_id JOIN workspaces w ON w.id = m.workspace_id
-                     WHERE t.hash = $1 AND t.kind = 'user' AND (t.expires_at IS NULL OR t.expires_at > $2)",
+                     WHERE t.hash = $1 AND t.kind = 'user' AND (t.expires_at IS NULL OR t.expires_at > $2)
+                       AND m.removed_at IS NULL",
                 )
                 .bind(&hash)
                 .bind(now)
@@ -320,6 +325,7 @@ pub(super) fn member_of(row: &sqlx::any::AnyRow) -> Result<Member> {
         token_id: row
             .try_get::<Option<String>, _>("token_id")?
             .map(TokenId::from_db),
+        surface: Surface::Rest,
     })
 }
 

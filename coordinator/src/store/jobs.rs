@@ -3,8 +3,10 @@
 
 use drover_wire::{self as wire, ErrorCode, JobState};
 use serde::{Deserialize, Serialize};
+use serde_json::json;
 use sqlx::FromRow;
 
+use super::audit::{Actor, record};
 use super::model::{Job, Provenance, Usage};
 use super::{Member, Store, json_list};
 use crate::caps;
@@ -287,7 +289,10 @@ impl Store {
             .bind(job.id.as_str())
             .execute(&mut *tx)
             .await?;
+        let audit = |was: &'static str| json!({ "was": was });
         if dequeued.rows_affected() == 1 {
+            let (who, id) = (Actor::Member(member), job.id.as_str());
+            record(&mut tx, who, "job.cancelled", id, audit("queued"), now).await?;
             tx.commit().await?;
             return Ok(CancelOutcome::Dequeued);
         }
@@ -298,6 +303,8 @@ impl Store {
         .fetch_optional(&mut *tx)
         .await?;
         if let Some(lease) = lease {
+            let (who, id) = (Actor::Member(member), job.id.as_str());
+            record(&mut tx, who, "job.cancelled", id, audit("running"), now).await?;
             tx.commit().await?;
             return Ok(CancelOutcome::Signalled(LeaseId::from_db(lease)));
         }
@@ -347,18 +354,34 @@ impl Store {
         JobState::parse(&state).ok_or_else(|| Error::Corrupt(format!("job state {state}")))
     }
 
-    pub async fn set_budget(&self, member: &Member, limit_seconds: Option<u64>) -> Result<()> {
+    pub async fn set_budget(
+        &self,
+        member: &Member,
+        limit_seconds: Option<u64>,
+        now: i64,
+    ) -> Result<()> {
         let limit_ms = limit_seconds
             .map(|s| {
                 i64::try_from(s.saturating_mul(1000))
                     .map_err(|_| Error::bad_request("limitSeconds is too large"))
             })
             .transpose()?;
+        let mut tx = self.writer.begin().await?;
         sqlx::query("UPDATE workspaces SET budget_ms = $1 WHERE id = $2")
             .bind(limit_ms)
             .bind(member.workspace_id.as_str())
-            .execute(&self.writer)
+            .execute(&mut *tx)
             .await?;
+        record(
+            &mut tx,
+            Actor::Member(member),
+            "budget.set",
+            member.workspace_id.as_str(),
+            json!({ "limitSeconds": limit_seconds }),
+            now,
+        )
+        .await?;
+        tx.commit().await?;
         Ok(())
     }
 

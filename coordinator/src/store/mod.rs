@@ -16,12 +16,14 @@
 //!   replicas; a lease locks its candidate rows `FOR UPDATE SKIP LOCKED`,
 //!   and replicas wake each other through `LISTEN`/`NOTIFY` (see `signals`).
 
+mod audit;
 mod env;
 mod health;
 mod idempotency;
 mod identity;
 mod jobs;
 mod leases;
+mod members;
 pub mod model;
 mod pairing;
 mod pools;
@@ -47,6 +49,7 @@ use crate::error::{Error, Result};
 use leases::{CompleteRequest, LeaseRequest};
 use submit::SubmitRequest;
 
+pub use audit::{AuditQuery, MAX_AUDIT_PAGE, Surface};
 pub use health::NotReady;
 pub use idempotency::IdempotencyKey;
 pub use identity::{Member, Principal, Role, RunnerAuth};

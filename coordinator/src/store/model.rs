@@ -4,9 +4,9 @@
 
 use drover_wire::{Env, JobState};
 
-use super::identity::Member;
+use super::identity::{Member, Role};
 use super::jobs::JobSpec;
-use crate::ids::{JobId, LeaseId, RunnerId, RuntimeId, Secret, TokenId};
+use crate::ids::{JobId, LeaseId, MemberId, RunnerId, RuntimeId, Secret, TokenId};
 
 /// A job as a member sees it.
 #[derive(Debug, Clone)]
@@ -144,4 +144,42 @@ pub struct ApiToken {
     pub last_used_at: Option<i64>,
     /// The token of the request that listed it.
     pub current: bool,
+}
+
+/// A member of a workspace, as an admin sees them.
+#[derive(Debug, Clone)]
+pub struct MemberInfo {
+    pub id: MemberId,
+    pub email: String,
+    pub role: Role,
+    /// False until their invite is accepted.
+    pub joined: bool,
+    pub created_at: i64,
+    /// Their API tokens (`current` is always false here).
+    pub tokens: Vec<ApiToken>,
+}
+
+/// What removing a member changed, for the waiters and the other replicas.
+#[derive(Debug, Default)]
+pub struct Removed {
+    /// Jobs that changed state, and who to wake for them.
+    pub jobs: Vec<(JobId, Option<crate::wake::Wake>)>,
+    /// Leases of their jobs still running elsewhere: told to cancel.
+    pub cancels: Vec<LeaseId>,
+    /// Their personal runners, revoked.
+    pub runners: Vec<RunnerId>,
+}
+
+/// One entry of the audit log.
+#[derive(Debug, Clone)]
+pub struct AuditEvent {
+    pub seq: i64,
+    pub at: i64,
+    pub actor_kind: String,
+    pub actor_id: String,
+    pub actor_email: Option<String>,
+    pub surface: String,
+    pub action: String,
+    pub target: String,
+    pub detail: serde_json::Value,
 }

@@ -2,9 +2,11 @@
 //! the member's tokens, listed and revoked one by one.
 
 use drover_wire::ErrorCode;
+use serde_json::json;
 use sqlx::Row;
 
 use super::Store;
+use super::audit::{Actor, record};
 use super::identity::{Member, insert_member_token, member_of};
 use super::model::{ApiToken, DeviceToken, PairingCode};
 use crate::error::{Error, Result};
@@ -12,6 +14,9 @@ use crate::ids::{MemberId, Secret, TokenId, TokenKind};
 
 /// How long a pairing code works.
 pub const PAIRING_CODE_TTL_MS: i64 = 10 * 60 * 1000;
+
+/// How long an invite works.
+pub const INVITE_TTL_MS: i64 = 7 * 24 * 3600 * 1000;
 
 /// How long after it expires a pairing code is kept (then retention
 /// purges it): so a late redeem still learns the code was used or expired.
@@ -43,25 +48,19 @@ impl Store {
     /// member's codes a day past their expiry go at the same time (as
     /// retention's purge would).
     pub async fn create_pairing_code(&self, member: &Member, now: i64) -> Result<PairingCode> {
-        let code = Secret::generate(TokenKind::Pairing);
-        let expires_at = now + PAIRING_CODE_TTL_MS;
         let mut tx = self.writer.begin().await?;
-        sqlx::query("DELETE FROM pairing_codes WHERE member_id = $1 AND expires_at < $2")
-            .bind(member.id.as_str())
-            .bind(now - PAIRING_CODE_GRACE_MS)
-            .execute(&mut *tx)
-            .await?;
-        sqlx::query(
-            "INSERT INTO pairing_codes (hash, member_id, created_at, expires_at, used_at) VALUES ($1, $2, $3, $4, NULL)",
+        let code = insert_code(&mut tx, &member.id, Purpose::Pair, now).await?;
+        record(
+            &mut tx,
+            Actor::Member(member),
+            "pairing_code.created",
+            member.id.as_str(),
+            json!({ "expiresAt": code.expires_at }),
+            now,
         )
-        .bind(code.hash())
-        .bind(member.id.as_str())
-        .bind(now)
-        .bind(expires_at)
-        .execute(&mut *tx)
         .await?;
         tx.commit().await?;
-        Ok(PairingCode { code, expires_at })
+        Ok(code)
     }
 
     /// Redeems `code` once for a member API token named `name`. Marking
@@ -87,15 +86,15 @@ impl Store {
             return Err(unknown_code());
         }
         let mut tx = self.writer.begin().await?;
-        let member_id: Option<String> = sqlx::query_scalar(
-            "UPDATE pairing_codes SET used_at = $1 WHERE hash = $2 AND used_at IS NULL AND expires_at > $3 RETURNING member_id",
+        let redeemed: Option<(String, String)> = sqlx::query_as(
+            "UPDATE pairing_codes SET used_at = $1 WHERE hash = $2 AND used_at IS NULL AND expires_at > $3 RETURNING member_id, purpose",
         )
         .bind(now)
         .bind(&hash)
         .bind(now)
         .fetch_optional(&mut *tx)
         .await?;
-        let Some(member_id) = member_id else {
+        let Some((member_id, purpose)) = redeemed else {
             let used: Option<Option<i64>> =
                 sqlx::query_scalar("SELECT used_at FROM pairing_codes WHERE hash = $1")
                     .bind(&hash)
@@ -114,6 +113,14 @@ impl Store {
             });
         };
         let member_id = MemberId::from_db(member_id);
+        let invite = purpose == Purpose::Invite.as_str();
+        if invite {
+            sqlx::query("UPDATE members SET joined_at = $1 WHERE id = $2 AND joined_at IS NULL")
+                .bind(now)
+                .bind(member_id.as_str())
+                .execute(&mut *tx)
+                .await?;
+        }
         let token = Secret::generate(TokenKind::User);
         let token_id = insert_member_token(&mut tx, &token, &member_id, name, now).await?;
         let row = sqlx::query(
@@ -126,6 +133,19 @@ impl Store {
         .fetch_one(&mut *tx)
         .await?;
         let member = member_of(&row)?;
+        record(
+            &mut tx,
+            Actor::Member(&member),
+            if invite {
+                "invite.accepted"
+            } else {
+                "pairing_code.redeemed"
+            },
+            token_id.as_str(),
+            json!({ "name": name }),
+            now,
+        )
+        .await?;
         tx.commit().await?;
         Ok(DeviceToken {
             token,
@@ -169,21 +189,87 @@ impl Store {
 
     /// Revokes one of `member`'s own API tokens, at once (member tokens
     /// are not cached). Another member's token is not found.
-    pub async fn revoke_member_token(&self, member: &Member, id: &str) -> Result<()> {
+    pub async fn revoke_member_token(&self, member: &Member, id: &str, now: i64) -> Result<()> {
         // The id is not echoed: a caller may have pasted a secret there.
         let not_found = || Error::not_found("no such token of yours");
         let id = TokenId::parse(id).ok_or_else(not_found)?;
-        let deleted =
-            sqlx::query("DELETE FROM tokens WHERE id = $1 AND subject_id = $2 AND kind = 'user'")
-                .bind(id.as_str())
-                .bind(member.id.as_str())
-                .execute(&self.writer)
-                .await?;
-        if deleted.rows_affected() == 0 {
+        let mut tx = self.writer.begin().await?;
+        let name: Option<Option<String>> = sqlx::query_scalar(
+            "DELETE FROM tokens WHERE id = $1 AND subject_id = $2 AND kind = 'user' RETURNING name",
+        )
+        .bind(id.as_str())
+        .bind(member.id.as_str())
+        .fetch_optional(&mut *tx)
+        .await?;
+        let Some(name) = name else {
             return Err(not_found());
-        }
+        };
+        record(
+            &mut tx,
+            Actor::Member(member),
+            "token.revoked",
+            id.as_str(),
+            json!({ "name": name }),
+            now,
+        )
+        .await?;
+        tx.commit().await?;
         Ok(())
     }
+}
+
+/// What a one-time code is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Purpose {
+    /// Pairing a device of a member.
+    Pair,
+    /// An invited member's first token.
+    Invite,
+}
+
+impl Purpose {
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::Pair => "pair",
+            Self::Invite => "invite",
+        }
+    }
+
+    fn ttl_ms(self) -> i64 {
+        match self {
+            Self::Pair => PAIRING_CODE_TTL_MS,
+            Self::Invite => INVITE_TTL_MS,
+        }
+    }
+}
+
+/// Mints a one-time code for `member`, in `conn`'s transaction. The
+/// member's codes a day past their expiry go at the same time (as
+/// retention's purge would).
+pub(super) async fn insert_code(
+    conn: &mut sqlx::AnyConnection,
+    member: &MemberId,
+    purpose: Purpose,
+    now: i64,
+) -> Result<PairingCode> {
+    let code = Secret::generate(TokenKind::Pairing);
+    let expires_at = now + purpose.ttl_ms();
+    sqlx::query("DELETE FROM pairing_codes WHERE member_id = $1 AND expires_at < $2")
+        .bind(member.as_str())
+        .bind(now - PAIRING_CODE_GRACE_MS)
+        .execute(&mut *conn)
+        .await?;
+    sqlx::query(
+        "INSERT INTO pairing_codes (hash, member_id, created_at, expires_at, used_at, purpose) VALUES ($1, $2, $3, $4, NULL, $5)",
+    )
+    .bind(code.hash())
+    .bind(member.as_str())
+    .bind(now)
+    .bind(expires_at)
+    .bind(purpose.as_str())
+    .execute(&mut *conn)
+    .await?;
+    Ok(PairingCode { code, expires_at })
 }
 
 /// A token from a row of `id, name, created_at, last_used_at`.

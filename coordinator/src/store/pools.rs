@@ -2,8 +2,10 @@
 //! ref into a pool (and maybe a pinned runner) for the caller's tenant.
 
 use drover_wire::ErrorCode;
+use serde_json::json;
 use sqlx::{AnyConnection, FromRow};
 
+use super::audit::{Actor, record};
 use super::identity::insert_token;
 use super::model::{JoinToken, Runtime};
 use super::runners::{RUNNER_COLUMNS, RunnerRow, capabilities};
@@ -164,8 +166,17 @@ impl Store {
         self.insert_runtime(&mut tx, member, owner, name, now)
             .await?;
         let row = self.runtime_by(&mut tx, member, owner, name).await?;
-        tx.commit().await?;
         let row = row.ok_or_else(|| Error::Corrupt("runtime vanished after insert".into()))?;
+        record(
+            &mut tx,
+            Actor::Member(member),
+            "runtime.created",
+            &row.id,
+            json!({ "name": name, "personal": owner.member_id().is_some() }),
+            now,
+        )
+        .await?;
+        tx.commit().await?;
         Ok(runtime_of(member, row))
     }
 
@@ -209,6 +220,15 @@ impl Store {
             &row.id,
             now,
             Some(expires_at),
+        )
+        .await?;
+        record(
+            &mut tx,
+            Actor::Member(member),
+            "join_token.created",
+            &row.id,
+            json!({ "pool": row.name, "expiresAt": expires_at }),
+            now,
         )
         .await?;
         tx.commit().await?;

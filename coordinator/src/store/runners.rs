@@ -5,6 +5,9 @@ use std::collections::HashMap;
 use drover_wire::{self as wire, ErrorCode};
 use sqlx::{AnyConnection, FromRow};
 
+use serde_json::json;
+
+use super::audit::{Actor, record};
 use super::identity::insert_token;
 use super::leases::release_leases_of_runner;
 use super::model::{PairedRunner, Runner};
@@ -119,6 +122,15 @@ impl Store {
             )
             .await?;
         let (id, token) = Self::insert_runner(&mut tx, &pool.id, name, &labels, now).await?;
+        record(
+            &mut tx,
+            Actor::Member(member),
+            "runner.paired",
+            id.as_str(),
+            json!({ "name": name, "runtime": pool.id, "pool": pool.name }),
+            now,
+        )
+        .await?;
         tx.commit().await?;
         let runner = self.runner_view(member, &id, now).await?;
         Ok(PairedRunner { runner, token })
@@ -142,13 +154,13 @@ impl Store {
         }
         let detected = caps::normalize(&req.capabilities, "capabilities")?;
         let mut tx = self.writer.begin().await?;
-        let pool: Option<(String, Option<String>, String)> = sqlx::query_as(
-            "SELECT rt.name, rt.owner_member_id, w.name FROM runtimes rt JOIN workspaces w ON w.id = rt.workspace_id WHERE rt.id = $1",
+        let pool: Option<(String, Option<String>, String, String)> = sqlx::query_as(
+            "SELECT rt.name, rt.owner_member_id, w.name, w.id FROM runtimes rt JOIN workspaces w ON w.id = rt.workspace_id WHERE rt.id = $1",
         )
         .bind(runtime_id.as_str())
         .fetch_optional(&mut *tx)
         .await?;
-        let (pool_name, pool_owner, ws_name) =
+        let (pool_name, pool_owner, ws_name, ws_id) =
             pool.ok_or_else(|| Error::not_found("the join token's runtime no longer exists"))?;
         let names_pool = |target: &Option<String>| match target {
             None => pool_name == DEFAULT_POOL,
@@ -176,6 +188,19 @@ impl Store {
             .bind(id.as_str())
             .execute(&mut *tx)
             .await?;
+        let pool = runtime_id.as_str();
+        record(
+            &mut tx,
+            Actor::JoinToken {
+                pool,
+                workspace: &ws_id,
+            },
+            "runner.joined",
+            id.as_str(),
+            json!({ "name": req.name, "runtime": pool, "pool": pool_name }),
+            now,
+        )
+        .await?;
         tx.commit().await?;
         Ok((id, token))
     }
@@ -322,7 +347,18 @@ impl Store {
         if done.rows_affected() == 0 {
             return Err(not_found());
         }
-        self.revoked(tx, &id, now).await
+        let changed = self.revoke_in(&mut tx, &id, now).await?;
+        record(
+            &mut tx,
+            Actor::Member(member),
+            "runner.revoked",
+            id.as_str(),
+            json!({ "jobsChanged": changed.len() }),
+            now,
+        )
+        .await?;
+        tx.commit().await?;
+        Ok(changed)
     }
 
     /// A runner revokes itself (`POST /v1/runner/leave`), with the same
@@ -330,26 +366,42 @@ impl Store {
     /// UNAUTHORIZED, as its token is.
     pub async fn leave(&self, id: &RunnerId, now: i64) -> Result<Vec<(JobId, Option<Wake>)>> {
         let mut tx = self.writer.begin().await?;
-        let done =
-            sqlx::query("UPDATE runners SET revoked_at = $1 WHERE id = $2 AND revoked_at IS NULL")
-                .bind(now)
-                .bind(id.as_str())
-                .execute(&mut *tx)
-                .await?;
-        if done.rows_affected() == 0 {
+        let workspace: Option<String> = sqlx::query_scalar(
+            "UPDATE runners SET revoked_at = $1 WHERE id = $2 AND revoked_at IS NULL
+             RETURNING (SELECT workspace_id FROM runtimes WHERE runtimes.id = runners.runtime_id)",
+        )
+        .bind(now)
+        .bind(id.as_str())
+        .fetch_optional(&mut *tx)
+        .await?;
+        let Some(workspace) = workspace else {
             return Err(Error::api(
                 ErrorCode::Unauthorized,
                 "this runner was revoked",
             ));
-        }
-        self.revoked(tx, id, now).await
+        };
+        let changed = self.revoke_in(&mut tx, id, now).await?;
+        record(
+            &mut tx,
+            Actor::Runner {
+                id: id.as_str(),
+                workspace: &workspace,
+            },
+            "runner.left",
+            id.as_str(),
+            json!({ "jobsChanged": changed.len() }),
+            now,
+        )
+        .await?;
+        tx.commit().await?;
+        Ok(changed)
     }
 
     /// The rest of revoking runner `id`, just marked revoked in `tx`: its
-    /// token, its leases and the jobs pinned to it. Commits.
-    async fn revoked(
+    /// token, its leases and the jobs pinned to it. The caller commits.
+    pub(super) async fn revoke_in(
         &self,
-        mut tx: sqlx::Transaction<'static, sqlx::Any>,
+        tx: &mut AnyConnection,
         id: &RunnerId,
         now: i64,
     ) -> Result<Vec<(JobId, Option<Wake>)>> {
@@ -357,7 +409,7 @@ impl Store {
             .bind(id.as_str())
             .execute(&mut *tx)
             .await?;
-        let mut changed = release_leases_of_runner(&mut tx, self.dialect, id, now).await?;
+        let mut changed = release_leases_of_runner(tx, self.dialect, id, now).await?;
         let pinned: Vec<String> = sqlx::query_scalar(
             "UPDATE jobs SET state = 'lost', error = 'the runner it was pinned to was revoked', finished_at = $1
              WHERE pinned_runner_id = $2 AND state = 'queued' RETURNING id",
@@ -366,7 +418,6 @@ impl Store {
         .bind(id.as_str())
         .fetch_all(&mut *tx)
         .await?;
-        tx.commit().await?;
         changed
             .retain(|(_, wake)| !matches!(wake, Some(Wake::Runner { runner, .. }) if runner == id));
         changed.extend(pinned.into_iter().map(|job| (JobId::from_db(job), None)));

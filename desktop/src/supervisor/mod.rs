@@ -196,8 +196,12 @@ fn now_ms() -> u64 {
         .map_or(0, |d| d.as_millis() as u64)
 }
 
+/// A client of `url`; its member requests are the desktop's in the
+/// coordinator's audit log.
 fn client(url: &str, token: Token) -> AppResult<Client> {
-    Client::new(url, token).map_err(AppError::from)
+    Client::new(url, token)
+        .map(|c| c.with_surface("desktop"))
+        .map_err(AppError::from)
 }
 
 fn io_err(e: std::io::Error) -> AppError {

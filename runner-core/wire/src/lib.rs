@@ -18,6 +18,10 @@ pub mod integer;
 pub const PROTOCOL_VERSION: u32 = 1;
 pub const PROTOCOL_HEADER: &str = "drover-protocol";
 
+/// Which surface a member request comes from, for the audit log: `cli`,
+/// `desktop` or `rest` (the default when it is absent). The clients set it.
+pub const SURFACE_HEADER: &str = "drover-surface";
+
 /// Longest a lease long-poll may be held open by the coordinator.
 pub const MAX_LEASE_WAIT_MS: u64 = 30_000;
 
@@ -150,6 +154,8 @@ pub enum ErrorCode {
     /// Too many wrong pairing codes from this client; try again after the
     /// `Retry-After` header's seconds.
     RateLimited,
+    /// The change would leave the workspace without an admin.
+    LastAdmin,
     #[serde(other)]
     Unknown,
 }
@@ -178,6 +184,7 @@ impl ErrorCode {
             Self::PairingCodeUsed => "PAIRING_CODE_USED",
             Self::PairingCodeExpired => "PAIRING_CODE_EXPIRED",
             Self::RateLimited => "RATE_LIMITED",
+            Self::LastAdmin => "LAST_ADMIN",
             Self::Unknown => "UNKNOWN",
         }
     }
@@ -691,6 +698,125 @@ pub struct Me {
     /// without an id.
     pub token: Option<ApiToken>,
 }
+
+// ---------------------------------------------------------------- members
+
+/// `POST /v1/workspace/members`: invite someone by email.
+#[derive(Serialize, Deserialize, Debug, Clone, Default)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct InviteMember {
+    pub email: String,
+    /// `admin` or `member` (the default).
+    #[serde(default)]
+    pub role: Option<String>,
+}
+
+/// `PATCH /v1/workspace/members/{id}`.
+#[derive(Serialize, Deserialize, Debug, Clone, Default)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct UpdateMember {
+    /// `admin` or `member`.
+    pub role: String,
+}
+
+/// A member's token as an admin sees it: its name and use, never its secret.
+#[derive(Serialize, Deserialize, Debug, Clone)]
+#[serde(rename_all = "camelCase")]
+pub struct MemberToken {
+    pub id: String,
+    pub name: String,
+    pub created_at: i64,
+    pub last_used_at: Option<i64>,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone)]
+#[serde(rename_all = "camelCase")]
+pub struct Member {
+    /// `usr_…`: the member's subject, as in `self:<subject>` refs.
+    pub id: String,
+    pub email: String,
+    pub role: String,
+    /// `invited` until the invite is accepted, then `active`.
+    pub status: String,
+    pub created_at: i64,
+    pub tokens: Vec<MemberToken>,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone)]
+pub struct MemberList {
+    pub members: Vec<Member>,
+}
+
+/// An invite: the member (`invited`) and a one-time code for their first
+/// token, shown once. The code is redeemed like a pairing code
+/// (`POST /v1/pairing-codes/{code}/redeem`, or the link in the desktop app).
+#[derive(Serialize, Deserialize, Debug, Clone)]
+#[serde(rename_all = "camelCase")]
+pub struct Invite {
+    pub member: Member,
+    pub code: String,
+    /// `drover://pair?url=<coordinator>&code=<code>`.
+    pub link: String,
+    pub expires_at: i64,
+}
+
+// ---------------------------------------------------------------- audit
+
+/// Who did something: a member, a runner (leaving), or a pool's join token.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct AuditActor {
+    /// `member`, `runner` or `join_token`.
+    pub kind: String,
+    /// The member's or runner's id, or the join token's pool id.
+    pub id: String,
+    pub email: Option<String>,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone)]
+#[serde(rename_all = "camelCase")]
+pub struct AuditEvent {
+    /// Increasing: a later event has a larger id.
+    pub id: String,
+    pub at: i64,
+    pub actor: AuditActor,
+    /// `rest`, `cli`, `desktop` or `mcp`.
+    pub surface: String,
+    /// E.g. `member.invited`; see [`AUDIT_ACTIONS`].
+    pub action: String,
+    /// What it was done to: an id (`usr_…`, `rn_…`, `rt_…`, `tok_…`, `job_…`, `ws_…`).
+    pub target: String,
+    /// What else there is to know (a role, a name, a limit); never a secret.
+    pub detail: serde_json::Value,
+}
+
+/// A page of the audit log, newest first.
+#[derive(Serialize, Deserialize, Debug, Clone)]
+#[serde(rename_all = "camelCase")]
+pub struct AuditPage {
+    pub events: Vec<AuditEvent>,
+    /// Pass as `before` for the next (older) page; `None` at the end.
+    pub next_before: Option<String>,
+}
+
+/// Every action the audit log records.
+pub const AUDIT_ACTIONS: &[&str] = &[
+    "budget.set",
+    "invite.accepted",
+    "job.cancelled",
+    "join_token.created",
+    "member.invited",
+    "member.removed",
+    "member.updated",
+    "pairing_code.created",
+    "pairing_code.redeemed",
+    "runner.joined",
+    "runner.left",
+    "runner.paired",
+    "runner.revoked",
+    "runtime.created",
+    "token.revoked",
+];
 
 // ---------------------------------------------------------------- admin
 
