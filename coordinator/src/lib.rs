@@ -4,6 +4,7 @@
 pub mod admin;
 pub mod app;
 pub mod batch;
+pub mod billing;
 pub mod caps;
 pub mod clock;
 pub mod dispatch;

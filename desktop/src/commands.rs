@@ -253,11 +253,11 @@ pub async fn ws_usage(sup: Sup<'_>) -> AppResult<Usage> {
 }
 
 #[tauri::command]
-pub async fn ws_set_budget(sup: Sup<'_>, limit_seconds: Option<u64>) -> AppResult<Usage> {
+pub async fn ws_set_budget(sup: Sup<'_>, monthly_minutes: Option<u64>) -> AppResult<Usage> {
     Ok(sup
         .account_client()
         .await?
-        .set_budget(limit_seconds)
+        .set_budget(monthly_minutes)
         .await?)
 }
 

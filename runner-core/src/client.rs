@@ -428,18 +428,62 @@ impl Client {
             .await
     }
 
-    pub async fn set_budget(&self, limit_seconds: Option<u64>) -> Result<wire::Usage, ClientError> {
+    /// Sets the workspace's budget per calendar month, in runner-minutes
+    /// (`None`: no limit).
+    pub async fn set_budget(
+        &self,
+        monthly_minutes: Option<u64>,
+    ) -> Result<wire::Usage, ClientError> {
         self.call(
             Method::PUT,
             "/v1/workspace/budget",
-            Some(&wire::SetBudget { limit_seconds }),
+            Some(&wire::SetBudget { monthly_minutes }),
             REQUEST_TIMEOUT,
         )
         .await
     }
 
+    /// The workspace's usage this month, and its budget.
     pub async fn usage(&self) -> Result<wire::Usage, ClientError> {
         self.get("/v1/workspace/usage").await
+    }
+
+    fn report_path(scope: Scope, month: Option<&str>, by: Option<&str>) -> String {
+        let path = match scope {
+            Scope::Workspace => "/v1/workspace/billing/usage",
+            Scope::Me => "/v1/me/usage",
+        };
+        let query: Vec<String> = [("month", month), ("by", by)]
+            .into_iter()
+            .filter_map(|(k, v)| Some(format!("{k}={}", query_encode(v?))))
+            .collect();
+        format!("{path}?{}", query.join("&"))
+    }
+
+    /// A usage report for a month (`YYYY-MM`; default this one), by pool,
+    /// member or runner: the workspace's (admins) or the caller's own jobs'.
+    pub async fn usage_report(
+        &self,
+        scope: Scope,
+        month: Option<&str>,
+        by: Option<&str>,
+    ) -> Result<wire::UsageReport, ClientError> {
+        self.get(&Self::report_path(scope, month, by)).await
+    }
+
+    /// The same report as CSV.
+    pub async fn usage_csv(
+        &self,
+        scope: Scope,
+        month: Option<&str>,
+        by: Option<&str>,
+    ) -> Result<String, ClientError> {
+        let path = Self::report_path(scope, month, by);
+        let req = self
+            .request(Method::GET, &path, REQUEST_TIMEOUT)
+            .header(reqwest::header::ACCEPT, "text/csv");
+        let resp = self.send(req).await?;
+        resp.text().await.map_err(transport)
     }
 
     // ------------------------------------------------------------ members

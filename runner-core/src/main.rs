@@ -18,6 +18,7 @@ use runner_core::isolation::{self, Isolation, Sandbox};
 use runner_core::runner::{Credential, EventKind, RunnerSettings};
 use runner_core::wire::{JobState, SubmitJob};
 
+mod billing;
 mod human;
 mod people;
 
@@ -69,6 +70,11 @@ enum Command {
     /// Your API tokens: list and revoke.
     #[command(subcommand)]
     Tokens(TokensCommand),
+    /// Usage in a month (UTC), by pool, member or runner: the workspace's (admins) or yours.
+    Usage(billing::UsageArgs),
+    /// The workspace's budget per calendar month, in runner-minutes.
+    #[command(subcommand)]
+    Budget(billing::BudgetCommand),
     /// Workspace members (admins): list, invite, change a role, remove.
     #[command(subcommand)]
     Members(people::MembersCommand),
@@ -631,6 +637,8 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 }
             }
         }
+        Command::Usage(args) => billing::usage(&member_client(&cli)?, args).await?,
+        Command::Budget(cmd) => billing::budget(&member_client(&cli)?, cmd).await?,
         Command::Members(cmd) => people::members(&member_client(&cli)?, cmd).await?,
         Command::Audit(args) => people::audit(&member_client(&cli)?, args).await?,
         Command::Redeem(args) => people::redeem(&cli.url, args).await?,

@@ -70,5 +70,5 @@ export const wsRevokeRunner = (id: string) => call<null>("ws_revoke_runner", { i
 export const wsJoinToken = (pool: string, ttlSeconds?: number) =>
   call<JoinToken>("ws_join_token", { pool, ttlSeconds });
 export const wsUsage = () => call<Usage>("ws_usage");
-export const wsSetBudget = (limitSeconds: number | null) =>
-  call<Usage>("ws_set_budget", { limitSeconds });
+export const wsSetBudget = (monthlyMinutes: number | null) =>
+  call<Usage>("ws_set_budget", { monthlyMinutes });

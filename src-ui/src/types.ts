@@ -150,13 +150,19 @@ export interface JoinToken {
   link?: string;
 }
 
+/** This month's (UTC) usage and the workspace's monthly budget. */
 export interface Usage {
   workspace: string;
-  limitSeconds: number | null;
+  /** `YYYY-MM` */
+  month: string;
+  /** Runner-minutes a month; `null`: no limit. */
+  monthlyMinutes: number | null;
   chargedMs: number;
   ownPaysMs: number;
   jobsCharged: number;
   jobsOwnPays: number;
+  /** When the month ends (Unix ms). */
+  resetsAt: number;
 }
 
 export interface ApiToken {

@@ -19,7 +19,7 @@ describe("api", () => {
     expect(seen).toEqual([
       ["sign_in", { url: "https://c.example", token: "drv_secret" }],
       ["set_settings", { autostart: true, pauseOnBattery: false }],
-      ["ws_set_budget", { limitSeconds: null }],
+      ["ws_set_budget", { monthlyMinutes: null }],
     ]);
   });
 

@@ -169,11 +169,11 @@ describe("settings window", () => {
   });
 
   it("workspace: join token, usage and a budget in minutes", async () => {
-    const usage = { workspace: "acme", limitSeconds: 3600, chargedMs: 90_000, ownPaysMs: 0, jobsCharged: 2, jobsOwnPays: 0 };
+    const usage = { workspace: "acme", month: "2026-12", monthlyMinutes: 60, chargedMs: 90_000, ownPaysMs: 0, jobsCharged: 2, jobsOwnPays: 0, resetsAt: 1798761600000 };
     const { called } = await start(signedIn({ account: admin }), {
       ws_list_pools: () => [wsPool],
       ws_usage: () => usage,
-      ws_set_budget: ({ limitSeconds }) => ({ ...usage, limitSeconds }),
+      ws_set_budget: ({ monthlyMinutes }) => ({ ...usage, monthlyMinutes }),
       ws_join_token: () => ({ token: "djt_x", runtime: wsPool, expiresAt: Date.now() + 86_400_000, link: "drover://join?url=u&ref=r&token=djt_x" }),
     });
     await click("tab-workspace");
@@ -183,7 +183,7 @@ describe("settings window", () => {
     await click("ws-budget-save");
     type("ws-budget-input", "");
     await click("ws-budget-save");
-    expect(called("ws_set_budget")).toEqual([{ limitSeconds: 5400 }, { limitSeconds: null }]);
+    expect(called("ws_set_budget")).toEqual([{ monthlyMinutes: 90 }, { monthlyMinutes: null }]);
     expect($("ws-usage").textContent).toContain("no limit");
 
     await click("ws-join-submit");

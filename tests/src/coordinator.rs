@@ -1,5 +1,9 @@
 //! A `drover-coordinator serve` process for a test: its options, a fresh
 //! database (SQLite file or PostgreSQL database), and typed calls on it.
+//!
+//! Over 500 lines: everything a test does to a coordinator process (start,
+//! replicas, restart, signals, its database from outside, its CLIs) is here,
+//! so that tests read as what they check.
 
 use super::*;
 
@@ -444,6 +448,13 @@ impl Coordinator {
     }
 
     /// Starts again on the same address and database.
+    /// Sets an environment variable for the next start (`restart`), e.g.
+    /// `DROVER_CLOCK_SKEW_MS` to move this coordinator's clock.
+    pub fn set_env(&mut self, key: &'static str, value: String) {
+        self.options.env.retain(|(k, _)| *k != key);
+        self.options.env.push((key, value));
+    }
+
     pub async fn restart(&mut self) {
         assert!(self.child.is_none(), "stop it first");
         self.spawn().await;

@@ -269,6 +269,68 @@ impl LostLeases {
     }
 }
 
+/// One connection to a coordinator's database, kept open between polls:
+/// a test polling every 10 ms must not start a PostgreSQL backend each time.
+pub enum DbProbe {
+    Sqlite(sqlx::SqlitePool),
+    Postgres(sqlx::PgPool),
+}
+
+const FINISHED: &str =
+    "SELECT COUNT(*) FROM jobs WHERE state NOT IN ('queued', 'leased', 'running')";
+
+impl DbProbe {
+    pub async fn open(c: &Coordinator) -> Self {
+        match c.options.backend {
+            Backend::Sqlite => Self::Sqlite(
+                sqlx::sqlite::SqlitePoolOptions::new()
+                    .max_connections(1)
+                    .connect(&format!("{}?mode=ro", c.database))
+                    .await
+                    .expect("connect"),
+            ),
+            Backend::Postgres => Self::Postgres(
+                sqlx::postgres::PgPoolOptions::new()
+                    .max_connections(1)
+                    .connect(&c.database)
+                    .await
+                    .expect("connect"),
+            ),
+        }
+    }
+
+    /// How many jobs have ended.
+    pub async fn finished_jobs(&self) -> usize {
+        let n: i64 = match self {
+            Self::Sqlite(pool) => sqlx::query_scalar(FINISHED).fetch_one(pool).await,
+            Self::Postgres(pool) => sqlx::query_scalar(FINISHED).fetch_one(pool).await,
+        }
+        .expect("count finished jobs");
+        n as usize
+    }
+}
+
+/// Each of `jobs` jobs is metered, and each attempt that started exactly
+/// once: a job has as many usage lines as attempts (an attempt that never
+/// started gives its number back, and is not metered).
+pub async fn check_metering(c: &Coordinator, jobs: usize) {
+    let off = c
+        .query_text(
+            "SELECT j.id || ': attempt ' || CAST(j.attempt AS TEXT) || ', usage lines '
+                 || CAST((SELECT COUNT(*) FROM usage u WHERE u.job_id = j.id) AS TEXT)
+             FROM jobs j WHERE j.attempt <> (SELECT COUNT(*) FROM usage u WHERE u.job_id = j.id)",
+        )
+        .await;
+    assert!(
+        off.is_empty(),
+        "metered other than once per attempt: {off:?}"
+    );
+    let metered = c
+        .query_text("SELECT CAST(COUNT(DISTINCT job_id) AS TEXT) FROM usage")
+        .await;
+    assert_eq!(metered, [Some(jobs.to_string())], "every job is metered");
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

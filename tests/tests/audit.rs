@@ -27,7 +27,7 @@ async fn the_audit_log_holds_exactly_what_was_done_by_whom_from_where_and_no_sec
         .revoke_runner(Scope::Workspace, &paired.runner.id)
         .await
         .unwrap();
-    admin.client.set_budget(Some(3600)).await.unwrap();
+    admin.client.set_budget(Some(60)).await.unwrap();
     let keeper = pair(&admin, Scope::Workspace, Some("builders"), "keeper", &[]).await;
     secrets.push(keeper.token.clone());
 

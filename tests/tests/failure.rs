@@ -142,7 +142,7 @@ async fn bad_input_gets_a_stable_error_code_and_changes_nothing() {
         Method::PUT,
         "/v1/workspace/budget",
         Some(&bob.token),
-        submit(json!({"limitSeconds": 1})),
+        submit(json!({"monthlyMinutes": 1})),
         forbidden,
         Forbidden,
     )
@@ -375,7 +375,7 @@ async fn bad_input_gets_a_stable_error_code_and_changes_nothing() {
         Method::PUT,
         "/v1/workspace/budget",
         a,
-        submit(json!({"limitSeconds": -1})),
+        submit(json!({"monthlyMinutes": -1})),
         bad,
         BadRequest,
     )

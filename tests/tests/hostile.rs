@@ -392,7 +392,7 @@ async fn requests_are_judged_as_the_schema_says_and_errors_are_enveloped() {
     let resp = http
         .put(format!("{}/v1/workspace/budget", c.url))
         .bearer_auth(&admin.token)
-        .json(&json!({"limitSeconds": 3600.0}))
+        .json(&json!({"monthlyMinutes": 60.0}))
         .send()
         .await
         .unwrap();

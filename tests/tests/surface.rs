@@ -53,7 +53,7 @@ async fn the_workspace_pays_for_workspace_runners_members_pay_for_their_own() {
 
     // The budget is enforced at submit, for workspace pools only.
     let set = admin.client.set_budget(Some(0)).await.unwrap();
-    assert_eq!(set.limit_seconds, Some(0));
+    assert_eq!(set.monthly_minutes, Some(0));
     assert_eq!(
         code(bob.client.submit(&script_job("self:ws", "true")).await),
         ErrorCode::BudgetExceeded
@@ -68,13 +68,13 @@ async fn the_workspace_pays_for_workspace_runners_members_pay_for_their_own() {
         JobState::Succeeded,
         "own-pays never touches the budget"
     );
-    admin.client.set_budget(Some(3600)).await.unwrap();
+    admin.client.set_budget(Some(60)).await.unwrap();
     bob.client
         .submit(&script_job("self:ws", "true"))
         .await
         .unwrap();
     admin.client.set_budget(None).await.unwrap();
-    assert_eq!(admin.client.usage().await.unwrap().limit_seconds, None);
+    assert_eq!(admin.client.usage().await.unwrap().monthly_minutes, None);
 }
 
 #[tokio::test]

@@ -39,13 +39,55 @@ impl From<model::Usage> for wire::Usage {
     fn from(u: model::Usage) -> Self {
         Self {
             workspace: u.workspace,
-            limit_seconds: u.budget_ms.map(|b| (b / 1000) as u64),
+            month: u.month.to_string(),
+            monthly_minutes: u.budget_ms.map(|b| (b / 60_000) as u64),
+            resets_at: u.month.next().start_ms(),
             charged_ms: u.charged_ms,
             own_pays_ms: u.own_pays_ms,
             jobs_charged: u.jobs_charged,
             jobs_own_pays: u.jobs_own_pays,
         }
     }
+}
+
+impl From<model::UsageLine> for wire::UsageLine {
+    fn from(l: model::UsageLine) -> Self {
+        Self {
+            id: l.id,
+            name: l.name,
+            runner_ms: l.runner_ms,
+            charged_ms: l.charged_ms,
+            attempts: l.attempts,
+        }
+    }
+}
+
+/// A usage report as CSV (RFC 4180): a header, then one line per pool,
+/// member or runner.
+pub fn usage_csv(report: &wire::UsageReport) -> String {
+    fn field(s: &str) -> String {
+        if s.contains([',', '"', '\n', '\r']) {
+            format!("\"{}\"", s.replace('"', "\"\""))
+        } else {
+            s.to_owned()
+        }
+    }
+    let mut out = format!(
+        "month,{by}_id,{by},runner_ms,charged_ms,attempts\r\n",
+        by = report.by
+    );
+    for l in &report.lines {
+        out.push_str(&format!(
+            "{},{},{},{},{},{}\r\n",
+            report.month,
+            field(&l.id),
+            field(&l.name),
+            l.runner_ms,
+            l.charged_ms,
+            l.attempts
+        ));
+    }
+    out
 }
 
 impl From<model::Runtime> for wire::Runtime {

@@ -1,5 +1,6 @@
 //! The REST surface. One module per resource, each exposing `router()`.
 
+mod billing;
 mod docs;
 mod dto;
 pub mod error;
@@ -211,6 +212,7 @@ pub fn router(state: AppState) -> Router {
         .merge(runners::router())
         .merge(pairing::router())
         .merge(members::router())
+        .merge(billing::router())
         .route_layer(middleware::from_fn_with_state(state.clone(), limit_reads));
     Router::new()
         .merge(member_api)

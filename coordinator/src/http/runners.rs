@@ -1,15 +1,15 @@
-//! Pairing, listing and revoking runners; the workspace budget and usage.
+//! Pairing, listing and revoking runners.
 
 use axum::Router;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
-use axum::routing::{delete, get, post, put};
+use axum::routing::{delete, get, post};
 use drover_wire as wire;
 
 use super::AppState;
 use super::dto;
-use super::extract::{AuthMember, Json, OptionalJson};
+use super::extract::{AuthMember, OptionalJson};
 use crate::error::Result;
 use crate::ids::JobId;
 use crate::store::{Owner, RunnerScope};
@@ -22,8 +22,6 @@ pub fn router() -> Router<AppState> {
         .route("/v1/workspace/runners", post(pair_ws).get(roster))
         .route("/v1/workspace/runners/owned", get(list_owned))
         .route("/v1/workspace/runners/{id}", delete(revoke_ws))
-        .route("/v1/workspace/budget", put(set_budget))
-        .route("/v1/workspace/usage", get(usage))
 }
 
 async fn pair_mine(
@@ -140,21 +138,4 @@ async fn revoke_ws(
 ) -> Result<StatusCode> {
     m.require_admin()?;
     revoke(&st, &m, Owner::Workspace, &id).await
-}
-
-async fn set_budget(
-    State(st): State<AppState>,
-    AuthMember(m): AuthMember,
-    Json(req): Json<wire::SetBudget>,
-) -> Result<axum::Json<wire::Usage>> {
-    m.require_admin()?;
-    st.store.set_budget(&m, req.limit_seconds, st.now()).await?;
-    Ok(axum::Json(st.store.usage(&m).await?.into()))
-}
-
-async fn usage(
-    State(st): State<AppState>,
-    AuthMember(m): AuthMember,
-) -> Result<axum::Json<wire::Usage>> {
-    Ok(axum::Json(st.store.usage(&m).await?.into()))
 }

@@ -7,7 +7,7 @@ use serde_json::json;
 use sqlx::FromRow;
 
 use super::audit::{Actor, record};
-use super::model::{Job, Provenance, Usage};
+use super::model::{Job, Provenance};
 use super::{Member, Store, json_list};
 use crate::caps;
 use crate::error::{Error, Result};
@@ -352,60 +352,5 @@ impl Store {
             .fetch_one(&self.reader)
             .await?;
         JobState::parse(&state).ok_or_else(|| Error::Corrupt(format!("job state {state}")))
-    }
-
-    pub async fn set_budget(
-        &self,
-        member: &Member,
-        limit_seconds: Option<u64>,
-        now: i64,
-    ) -> Result<()> {
-        let limit_ms = limit_seconds
-            .map(|s| {
-                i64::try_from(s.saturating_mul(1000))
-                    .map_err(|_| Error::bad_request("limitSeconds is too large"))
-            })
-            .transpose()?;
-        let mut tx = self.writer.begin().await?;
-        sqlx::query("UPDATE workspaces SET budget_ms = $1 WHERE id = $2")
-            .bind(limit_ms)
-            .bind(member.workspace_id.as_str())
-            .execute(&mut *tx)
-            .await?;
-        record(
-            &mut tx,
-            Actor::Member(member),
-            "budget.set",
-            member.workspace_id.as_str(),
-            json!({ "limitSeconds": limit_seconds }),
-            now,
-        )
-        .await?;
-        tx.commit().await?;
-        Ok(())
-    }
-
-    pub async fn usage(&self, member: &Member) -> Result<Usage> {
-        let (budget, charged_ms, own_ms, charged_n, own_n): (Option<i64>, i64, i64, i64, i64) =
-            sqlx::query_as(
-                "SELECT w.budget_ms,
-                    CAST(COALESCE(SUM(CASE WHEN u.charged = 1 THEN u.runner_ms END), 0) AS BIGINT),
-                    CAST(COALESCE(SUM(CASE WHEN u.charged = 0 THEN u.runner_ms END), 0) AS BIGINT),
-                    COUNT(CASE WHEN u.charged = 1 THEN 1 END),
-                    COUNT(CASE WHEN u.charged = 0 THEN 1 END)
-             FROM workspaces w LEFT JOIN usage u ON u.workspace_id = w.id
-             WHERE w.id = $1 GROUP BY w.id, w.budget_ms",
-            )
-            .bind(member.workspace_id.as_str())
-            .fetch_one(&self.reader)
-            .await?;
-        Ok(Usage {
-            workspace: member.workspace_name.clone(),
-            budget_ms: budget,
-            charged_ms: charged_ms as u64,
-            own_pays_ms: own_ms as u64,
-            jobs_charged: charged_n as u64,
-            jobs_own_pays: own_n as u64,
-        })
     }
 }

@@ -17,6 +17,7 @@
 //!   and replicas wake each other through `LISTEN`/`NOTIFY` (see `signals`).
 
 mod audit;
+mod billing;
 mod env;
 mod health;
 mod idempotency;
@@ -50,6 +51,7 @@ use leases::{CompleteRequest, LeaseRequest};
 use submit::SubmitRequest;
 
 pub use audit::{AuditQuery, MAX_AUDIT_PAGE, Surface};
+pub use billing::{UsageBy, UsageOf};
 pub use health::NotReady;
 pub use idempotency::IdempotencyKey;
 pub use identity::{Member, Principal, Role, RunnerAuth};

@@ -6,6 +6,7 @@ use drover_wire::{Env, JobState};
 
 use super::identity::{Member, Role};
 use super::jobs::JobSpec;
+use crate::billing::Month;
 use crate::ids::{JobId, LeaseId, MemberId, RunnerId, RuntimeId, Secret, TokenId};
 
 /// A job as a member sees it.
@@ -44,15 +45,26 @@ pub struct Provenance {
     pub attempt: u32,
 }
 
-/// A workspace's budget and what its jobs used.
+/// A workspace's monthly budget and what its jobs used in one month.
 #[derive(Debug, Clone)]
 pub struct Usage {
     pub workspace: String,
+    pub month: Month,
     pub budget_ms: Option<i64>,
     pub charged_ms: u64,
     pub own_pays_ms: u64,
     pub jobs_charged: u64,
     pub jobs_own_pays: u64,
+}
+
+/// One line of a usage report.
+#[derive(Debug, Clone)]
+pub struct UsageLine {
+    pub id: String,
+    pub name: String,
+    pub runner_ms: u64,
+    pub charged_ms: u64,
+    pub attempts: u64,
 }
 
 /// A pool.

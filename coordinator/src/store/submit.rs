@@ -12,6 +12,7 @@ use super::{
     Member, Placement, Store, Writer, bind_all, on_unique, only_result, placeholders, to_json,
 };
 use crate::batch::BatchError;
+use crate::billing::Month;
 use crate::error::{Error, Result};
 use crate::ids::JobId;
 
@@ -71,6 +72,27 @@ fn key_reused() -> Error {
     )
 }
 
+/// `402 BUDGET_EXCEEDED`: the budget, what was spent, and when it resets.
+fn budget_spent(budget_ms: i64, spent_ms: i64, now: i64) -> Error {
+    let month = Month::of(now);
+    Error::api(
+        ErrorCode::BudgetExceeded,
+        format!(
+            "the workspace's budget for {month} is spent: {} of {} runner-minutes used; \
+             it resets at {} 00:00 UTC (jobs on members' own runners are not limited)",
+            minutes(spent_ms),
+            minutes(budget_ms),
+            month.next().first_day(),
+        ),
+    )
+}
+
+/// Runner-milliseconds as minutes, to a tenth.
+fn minutes(ms: i64) -> String {
+    let tenths = (ms + 3_000) / 6_000;
+    format!("{}.{}", tenths / 10, tenths % 10)
+}
+
 impl Store {
     /// Queues a job, or with a `key` seen before, answers the job it named.
     /// Concurrent submits are written together (see `batch`).
@@ -118,13 +140,17 @@ impl Store {
         paying.dedup();
         let mut budgets: HashMap<String, (Option<i64>, i64)> = HashMap::new();
         if !paying.is_empty() {
+            // Spent this month: a total of an earlier month counts as nothing.
             let rows: Vec<(String, Option<i64>, i64)> = bind_all(
                 sqlx::query_as(&format!(
-                    "SELECT id, budget_ms, spent_ms FROM workspaces WHERE id IN ({})",
+                    "SELECT id, budget_ms, CASE WHEN spent_month = ${} THEN spent_ms ELSE 0 END
+                     FROM workspaces WHERE id IN ({})",
+                    paying.len() + 1,
                     placeholders(1, paying.len())
                 )),
                 &paying,
             )
+            .bind(Month::of(now).0)
             .fetch_all(&mut *tx)
             .await?;
             budgets.extend(
@@ -201,14 +227,7 @@ impl Store {
                 && let Some(&(Some(budget), spent)) = budgets.get(r.member.workspace_id.as_str())
                 && spent >= budget
             {
-                out.push(Err(Error::api(
-                    ErrorCode::BudgetExceeded,
-                    format!(
-                        "the workspace budget is spent ({}s of {}s)",
-                        spent / 1000,
-                        budget / 1000
-                    ),
-                )));
+                out.push(Err(budget_spent(budget, spent, r.now)));
                 continue;
             }
             if let Some(runner) = &r.placement.pinned_runner

@@ -353,7 +353,7 @@ async fn completes_in_one_batch_finish_once_bill_once_and_refuse_strangers() {
         assert_eq!(stranger.as_ref().unwrap_err().code(), ErrorCode::LeaseLost);
     }
     assert_eq!(f.store.job_state(&job).await.unwrap(), JobState::Succeeded);
-    let usage = f.store.usage(&f.admin).await.unwrap();
+    let usage = f.store.usage(&f.admin, 1_003).await.unwrap();
     assert_eq!(
         (usage.jobs_charged, usage.charged_ms),
         (1, 1_000),

@@ -53,10 +53,10 @@ export function workspacePanel(app: App) {
     ev.preventDefault();
     const text = app.value("ws-budget-input");
     const minutes = Number(text);
-    if (text && !(Number.isFinite(minutes) && minutes >= 0)) {
-      return app.fail("INVALID_INPUT", "the budget is a number of minutes, or empty for no limit");
+    if (text && !(Number.isInteger(minutes) && minutes >= 0)) {
+      return app.fail("INVALID_INPUT", "the budget is whole runner-minutes a month, or empty for no limit");
     }
-    const limit = text ? Math.round(minutes * 60) : null;
+    const limit = text ? minutes : null;
     void app.act("ws-budget", () => api.wsSetBudget(limit), (u) => {
       app.remote.usage = u;
       app.forget("ws-budget-input");
@@ -143,7 +143,7 @@ export function workspacePanel(app: App) {
       ),
     ),
 
-    h("h3", null, "Usage and budget"),
+    h("h3", null, usage ? `Usage and budget, ${usage.month} (UTC)` : "Usage and budget"),
     h(
       "form",
       { class: "card row", onsubmit: saveBudget },
@@ -151,7 +151,7 @@ export function workspacePanel(app: App) {
         "div",
         { testid: "ws-usage", class: "grow" },
         usage
-          ? `Charged ${duration(usage.chargedMs)} (${usage.jobsCharged} jobs) · members' own runners ${duration(usage.ownPaysMs)} (${usage.jobsOwnPays} jobs) · budget ${usage.limitSeconds === null ? "no limit" : duration(usage.limitSeconds * 1000)}`
+          ? `Charged ${duration(usage.chargedMs)} (${usage.jobsCharged} jobs) · members' own runners ${duration(usage.ownPaysMs)} (${usage.jobsOwnPays} jobs) · budget ${usage.monthlyMinutes === null ? "no limit" : `${usage.monthlyMinutes} min a month`}`
           : "…",
       ),
       h(
@@ -161,9 +161,9 @@ export function workspacePanel(app: App) {
         app.input(
           "ws-budget-input",
           { testid: "ws-budget-input", type: "number", min: "0", step: "1", placeholder: "no limit", class: "narrow" },
-          usage?.limitSeconds != null ? String(usage.limitSeconds / 60) : "",
+          usage?.monthlyMinutes != null ? String(usage.monthlyMinutes) : "",
         ),
-        "min",
+        "min / month",
       ),
       h("button", { testid: "ws-budget-save", type: "submit", disabled: app.busy.has("ws-budget") }, "Save"),
     ),

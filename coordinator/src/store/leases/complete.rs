@@ -7,6 +7,7 @@ use sqlx::FromRow;
 
 use super::{CompleteRequest, Completion};
 use crate::batch::BatchError;
+use crate::billing::Month;
 use crate::error::{Error, Result};
 use crate::ids::{JobId, RunnerId};
 use crate::store::{Store, Writer, bind_all, only_result, placeholders};
@@ -23,6 +24,10 @@ struct Finish {
     runner_ms: i64,
     attempt: i64,
     workspace_id: String,
+    /// The billing month of this usage line (see `billing::Month`).
+    month: i64,
+    runtime_id: String,
+    submitter_id: String,
 }
 
 type AnyQuery<'q> = sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>>;
@@ -41,7 +46,7 @@ fn bind_updates<'q>(mut q: AnyQuery<'q>, finishes: &'q [Finish]) -> AnyQuery<'q>
     q
 }
 
-/// Binds the rows of the usage insert (`value_rows(…, 6, ", $1")`).
+/// Binds the rows of the usage insert (`value_rows(…, USAGE_WIDTH, ", $1")`).
 fn bind_usage<'q>(mut q: AnyQuery<'q>, finishes: &'q [Finish]) -> AnyQuery<'q> {
     for f in finishes {
         q = q
@@ -50,10 +55,17 @@ fn bind_usage<'q>(mut q: AnyQuery<'q>, finishes: &'q [Finish]) -> AnyQuery<'q> {
             .bind(f.workspace_id.as_str())
             .bind(f.payer.as_str())
             .bind(f.charged)
-            .bind(f.runner_ms);
+            .bind(f.runner_ms)
+            .bind(f.month)
+            .bind(f.runtime_id.as_str())
+            .bind(f.runner.as_str())
+            .bind(f.submitter_id.as_str());
     }
     q
 }
+
+/// Values per usage row.
+const USAGE_WIDTH: usize = 10;
 
 /// `n` rows of `width` placeholders each, numbered from `$first`, each row
 /// ending with `tail` (e.g. `", $1"` for a value shared by every row).
@@ -106,6 +118,8 @@ impl Store {
             workspace_id: String,
             owner_member_id: Option<String>,
             workspace_name: String,
+            runtime_id: String,
+            submitter_id: String,
         }
         let now = reqs.iter().map(|r| r.now).max().unwrap_or_default();
         // SQLite: reads on the held writer, then all writes as one command.
@@ -117,7 +131,7 @@ impl Store {
         let rows = bind_all(
             sqlx::query_as::<_, Row>(&format!(
                 "SELECT j.id, j.lease_id, j.state, j.lease_runner_id, j.attempt, j.cancel_requested, j.started_at, j.workspace_id,
-                        rt.owner_member_id, w.name AS workspace_name
+                        rt.owner_member_id, w.name AS workspace_name, j.runtime_id, j.submitter_id
                  FROM jobs j JOIN runners r ON r.id = j.lease_runner_id JOIN runtimes rt ON rt.id = r.runtime_id
                              JOIN workspaces w ON w.id = j.workspace_id
                  WHERE j.lease_id IN ({}) ORDER BY j.id {}",
@@ -190,6 +204,9 @@ impl Store {
                 runner_ms: (req.now - row.started_at.unwrap_or(req.now)).max(0),
                 attempt: row.attempt,
                 workspace_id: row.workspace_id.clone(),
+                month: Month::of(req.now).0,
+                runtime_id: row.runtime_id.clone(),
+                submitter_id: row.submitter_id.clone(),
             });
             out.push(Ok(Completion {
                 job_id: JobId::from_db(row.id.clone()),
@@ -200,7 +217,7 @@ impl Store {
         held.clear();
 
         if !finishes.is_empty() {
-            // Usage adds to the workspace total by trigger (migration 0002).
+            // Usage adds to the workspace's month by trigger (migration 0009).
             let n = finishes.len();
             let update = format!(
                 "UPDATE jobs SET state = v.column2, exit_code = v.column3, error = v.column4, ran_by = v.column5,
@@ -210,9 +227,10 @@ impl Store {
             );
             let usage = |first: usize| {
                 format!(
-                    "INSERT INTO usage (job_id, attempt, workspace_id, payer, charged, runner_ms, created_at)
+                    "INSERT INTO usage (job_id, attempt, workspace_id, payer, charged, runner_ms,
+                         month, runtime_id, runner_id, submitter_id, created_at)
                      VALUES {} ON CONFLICT (job_id, attempt) DO NOTHING",
-                    value_rows(first, n, 6, ", $1")
+                    value_rows(first, n, USAGE_WIDTH, ", $1")
                 )
             };
             match &mut tx {

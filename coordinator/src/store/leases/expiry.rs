@@ -4,6 +4,7 @@ use std::sync::atomic::Ordering;
 
 use sqlx::AnyConnection;
 
+use crate::billing::Month;
 use crate::error::Result;
 use crate::ids::{JobId, RunnerId, RuntimeId};
 use crate::store::{Dialect, Store, json_list, placeholders};
@@ -47,6 +48,7 @@ async fn release(
     if jobs.is_empty() {
         return Ok(Vec::new());
     }
+    meter_lost_attempts(conn, jobs, now).await?;
     let now_sql = dialect.now("$1");
     let ended_sql = format!(
         "UPDATE jobs SET state = CASE WHEN cancel_requested <> 0 THEN 'cancelled' ELSE 'lost' END,
@@ -88,6 +90,32 @@ async fn release(
         out.push((JobId::from_db(id), Some(wake)));
     }
     Ok(out)
+}
+
+/// Meters the attempts of `jobs` that were running when their lease was
+/// lost: the runner's time until now, one usage line each, as a complete
+/// would have (the payer is the pool's owner). A leased job that never
+/// started costs nothing; a line already there (a complete won) stays.
+async fn meter_lost_attempts(conn: &mut AnyConnection, jobs: &[String], now: i64) -> Result<()> {
+    let sql = format!(
+        "INSERT INTO usage (job_id, attempt, workspace_id, payer, charged, runner_ms,
+             month, runtime_id, runner_id, submitter_id, created_at)
+         SELECT j.id, j.attempt, j.workspace_id,
+                CASE WHEN rt.owner_member_id IS NULL THEN 'ws:' || w.name ELSE 'user:' || rt.owner_member_id END,
+                CASE WHEN rt.owner_member_id IS NULL THEN 1 ELSE 0 END,
+                CASE WHEN j.started_at < $1 THEN $1 - j.started_at ELSE 0 END,
+                $2, j.runtime_id, j.lease_runner_id, j.submitter_id, $1
+         FROM jobs j JOIN runtimes rt ON rt.id = j.runtime_id JOIN workspaces w ON w.id = j.workspace_id
+         WHERE j.id IN ({}) AND j.state = 'running'
+         ON CONFLICT (job_id, attempt) DO NOTHING",
+        placeholders(3, jobs.len())
+    );
+    let mut q = sqlx::query(&sql).bind(now).bind(Month::of(now).0);
+    for job in jobs {
+        q = q.bind(job.as_str());
+    }
+    q.execute(conn).await?;
+    Ok(())
 }
 
 /// Releases every lease `runner` holds (it was revoked), waiting for any

@@ -1,0 +1,124 @@
+//! The workspace's monthly budget, this month's usage, and usage reports
+//! (JSON, or CSV with `Accept: text/csv`).
+
+use axum::Router;
+use axum::extract::State;
+use axum::http::{HeaderMap, HeaderValue, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, put};
+use drover_wire as wire;
+use serde::Deserialize;
+
+use super::AppState;
+use super::dto;
+use super::extract::{AuthMember, Json, Query};
+use crate::billing::Month;
+use crate::error::{Error, Result};
+use crate::store::{UsageBy, UsageOf};
+
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/v1/workspace/budget", put(set_budget))
+        .route("/v1/workspace/usage", get(usage))
+        .route("/v1/workspace/billing/usage", get(workspace_report))
+        .route("/v1/me/usage", get(my_report))
+}
+
+async fn set_budget(
+    State(st): State<AppState>,
+    AuthMember(m): AuthMember,
+    Json(req): Json<wire::SetBudget>,
+) -> Result<axum::Json<wire::Usage>> {
+    m.require_admin()?;
+    let now = st.now();
+    st.store.set_budget(&m, req.monthly_minutes, now).await?;
+    Ok(axum::Json(st.store.usage(&m, now).await?.into()))
+}
+
+async fn usage(
+    State(st): State<AppState>,
+    AuthMember(m): AuthMember,
+) -> Result<axum::Json<wire::Usage>> {
+    Ok(axum::Json(st.store.usage(&m, st.now()).await?.into()))
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct ReportParams {
+    /// `YYYY-MM`; this month by default.
+    month: Option<String>,
+    /// `pool` (default), `member` or `runner`.
+    by: Option<String>,
+}
+
+async fn workspace_report(
+    State(st): State<AppState>,
+    AuthMember(m): AuthMember,
+    headers: HeaderMap,
+    Query(q): Query<ReportParams>,
+) -> Result<Response> {
+    m.require_admin()?;
+    report(&st, &m, UsageOf::Workspace, &headers, q).await
+}
+
+async fn my_report(
+    State(st): State<AppState>,
+    AuthMember(m): AuthMember,
+    headers: HeaderMap,
+    Query(q): Query<ReportParams>,
+) -> Result<Response> {
+    report(&st, &m, UsageOf::Mine, &headers, q).await
+}
+
+async fn report(
+    st: &AppState,
+    m: &crate::store::Member,
+    of: UsageOf,
+    headers: &HeaderMap,
+    q: ReportParams,
+) -> Result<Response> {
+    let month = match q.month.as_deref() {
+        None => Month::of(st.now()),
+        Some(s) => Month::parse(s).ok_or_else(|| {
+            Error::bad_request(format!("month must be YYYY-MM (1970-9999), not {s:?}"))
+        })?,
+    };
+    let by = match q.by.as_deref() {
+        None => UsageBy::Pool,
+        Some(s) => UsageBy::parse(s).ok_or_else(|| {
+            Error::bad_request(format!("by must be pool, member or runner, not {s:?}"))
+        })?,
+    };
+    let lines = st.store.usage_report(m, of, month, by).await?;
+    let report = wire::UsageReport {
+        month: month.to_string(),
+        by: by.as_str().to_owned(),
+        lines: dto::all(lines),
+    };
+    if wants_csv(headers) {
+        let mut response = dto::usage_csv(&report).into_response();
+        response.headers_mut().insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("text/csv; charset=utf-8"),
+        );
+        return Ok(response);
+    }
+    Ok(axum::Json(report).into_response())
+}
+
+/// `Accept: text/csv` (alone, or preferred over JSON by its place).
+fn wants_csv(headers: &HeaderMap) -> bool {
+    let Some(accept) = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()) else {
+        return false;
+    };
+    for kind in accept.split(',') {
+        let essence = kind.split(';').next().unwrap_or("").trim();
+        if essence.eq_ignore_ascii_case("text/csv") {
+            return true;
+        }
+        if essence.eq_ignore_ascii_case("application/json") {
+            return false;
+        }
+    }
+    false
+}
