@@ -5,7 +5,7 @@ use anyhow::{Context as _, bail};
 use clap::{Args, Subcommand};
 use runner_core::client::{Client, Scope};
 
-use crate::human;
+use crate::{human, table};
 
 #[derive(Args)]
 pub struct UsageArgs {
@@ -67,18 +67,19 @@ pub async fn usage(client: &Client, args: &UsageArgs) -> anyhow::Result<()> {
         report.month,
         report.by
     );
-    for l in &report.lines {
-        println!(
-            "  {:<40} {:>12}  charged {:>12}  {} attempts",
-            if l.name.is_empty() { &l.id } else { &l.name },
-            minutes(l.runner_ms),
-            minutes(l.charged_ms),
-            l.attempts
-        );
-    }
-    if report.lines.is_empty() {
-        println!("  nothing ran");
-    }
+    let by = report.by.to_uppercase();
+    table::print(
+        &[by.as_str(), "ID", "RUNNER TIME", "CHARGED", "ATTEMPTS"],
+        report.lines.iter().map(|l| {
+            vec![
+                l.name.clone(),
+                l.id.clone(),
+                minutes(l.runner_ms),
+                minutes(l.charged_ms),
+                l.attempts.to_string(),
+            ]
+        }),
+    );
     Ok(())
 }
 

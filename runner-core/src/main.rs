@@ -21,12 +21,28 @@ use runner_core::wire::{JobState, SubmitJob};
 mod billing;
 mod human;
 mod people;
+mod table;
+
+/// What `drover --help` says of exit codes.
+const EXIT_CODES: &str = "\
+Lists print a table for people; --json prints the coordinator's answer.
+
+Exit codes:
+  0    done
+  2    refused or failed: bad arguments, an unreachable coordinator, or the
+       coordinator's error, on stderr with its code and HTTP status
+       (e.g. `drover: Forbidden (403): …`)
+  submit --wait exits as its job did: the job's own exit code (1-255),
+       1 failed without one or lost, 124 timed out, 130 cancelled
+  runner exits 0 once drained (SIGTERM or ctrl-c), 1 when it could not
+       go on (e.g. revoked)";
 
 #[derive(Parser)]
 #[command(
     name = "drover",
     version,
-    about = "Drover: run jobs on machines you own"
+    about = "Drover: run jobs on machines you own",
+    after_help = EXIT_CODES
 )]
 struct Cli {
     /// Coordinator URL.
@@ -282,25 +298,37 @@ enum JobsCommand {
     Cancel {
         id: String,
     },
+    /// Your jobs and the workspace pools' jobs, newest first.
     List {
         #[arg(long)]
         state: Option<String>,
         #[arg(long, default_value_t = 20)]
         limit: u32,
+        /// Print the coordinator's JSON (times in Unix milliseconds).
+        #[arg(long)]
+        json: bool,
     },
 }
 
 #[derive(Subcommand)]
 enum RunnersCommand {
     /// Workspace-owned runners and members' personal runners, with status.
-    List,
+    List {
+        /// Print the coordinator's JSON (times in Unix milliseconds).
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Subcommand)]
 enum RuntimesCommand {
+    /// Your pools, or the workspace's (--workspace).
     List {
         #[arg(long)]
         workspace: bool,
+        /// Print the coordinator's JSON (times in Unix milliseconds).
+        #[arg(long)]
+        json: bool,
     },
     Create {
         name: String,
@@ -559,54 +587,86 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                         }
                     );
                 }
-                JobsCommand::List { state, limit } => {
+                JobsCommand::List { state, limit, json } => {
                     let state = state
                         .as_deref()
                         .map(|s| JobState::parse(s).with_context(|| format!("unknown state {s:?}")))
                         .transpose()?;
-                    for j in client.jobs(state, *limit).await?.jobs {
-                        let ran_by = j.provenance.as_ref().map_or("-", |p| p.ran_by.as_str());
-                        println!(
-                            "{}  {:<10} {:<24} attempt {}  ran by {}",
-                            j.id,
-                            j.state.as_str(),
-                            j.runtime,
-                            j.attempt,
-                            ran_by
-                        );
+                    let list = client.jobs(state, *limit).await?;
+                    if *json {
+                        return print_json(&list).map(|()| ExitCode::SUCCESS);
                     }
+                    let now = human::now_ms();
+                    table::print(
+                        &["ID", "STATE", "RUNTIME", "ATTEMPT", "RAN BY", "SUBMITTED"],
+                        list.jobs.iter().map(|j| {
+                            vec![
+                                j.id.clone(),
+                                j.state.as_str().to_owned(),
+                                j.runtime.clone(),
+                                format!("{}/{}", j.attempt, j.max_attempts),
+                                j.provenance
+                                    .as_ref()
+                                    .map_or("-".into(), |p| p.ran_by.clone()),
+                                human::ago(j.created_at, now),
+                            ]
+                        }),
+                    );
                 }
             }
         }
-        Command::Runners(RunnersCommand::List) => {
+        Command::Runners(RunnersCommand::List { json }) => {
             let client = member_client(&cli)?;
-            for r in client.runners(RunnerListing::Roster).await?.runners {
-                println!(
-                    "{}  {:<20} {:<8} {:<26} pool {:<12} [{}] {}",
-                    r.id,
-                    r.name,
-                    if r.online { "online" } else { "offline" },
-                    r.owner,
-                    r.runtime_name,
-                    r.capabilities.join(","),
-                    if r.current_jobs.is_empty() {
-                        String::new()
-                    } else {
-                        format!("running {}", r.current_jobs.join(","))
-                    }
-                );
+            let list = client.runners(RunnerListing::Roster).await?;
+            if *json {
+                return print_json(&list).map(|()| ExitCode::SUCCESS);
             }
+            table::print(
+                &[
+                    "ID",
+                    "NAME",
+                    "STATUS",
+                    "OWNER",
+                    "POOL",
+                    "CAPABILITIES",
+                    "RUNNING",
+                ],
+                list.runners.iter().map(|r| {
+                    vec![
+                        r.id.clone(),
+                        r.name.clone(),
+                        if r.online { "online" } else { "offline" }.to_owned(),
+                        r.owner.clone(),
+                        r.runtime_name.clone(),
+                        r.capabilities.join(","),
+                        if r.current_jobs.is_empty() {
+                            "-".to_owned()
+                        } else {
+                            r.current_jobs.join(",")
+                        },
+                    ]
+                }),
+            );
         }
         Command::Runtimes(cmd) => {
             let client = member_client(&cli)?;
             match cmd {
-                RuntimesCommand::List { workspace } => {
-                    for rt in client.runtimes(scope(*workspace)).await?.runtimes {
-                        println!(
-                            "{}  {:<16} {:<32} runners {}",
-                            rt.id, rt.name, rt.reference, rt.runners
-                        );
+                RuntimesCommand::List { workspace, json } => {
+                    let list = client.runtimes(scope(*workspace)).await?;
+                    if *json {
+                        return print_json(&list).map(|()| ExitCode::SUCCESS);
                     }
+                    table::print(
+                        &["ID", "NAME", "REF", "RUNNERS"],
+                        list.runtimes.iter().map(|rt| {
+                            vec![
+                                rt.id.clone(),
+                                rt.name.clone(),
+                                rt.reference.clone(),
+                                rt.runners.to_string(),
+                            ]
+                        }),
+                    );
                 }
                 RuntimesCommand::Create { name, workspace } => {
                     print_json(&client.create_runtime(scope(*workspace), name).await?)?
@@ -667,17 +727,19 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 TokensCommand::List { json: true } => print_json(&client.tokens().await?)?,
                 TokensCommand::List { json: false } => {
                     let now = human::now_ms();
-                    for t in client.tokens().await?.tokens {
-                        println!(
-                            "{} {}  {:<24} created {}  last used {}",
-                            if t.current { "*" } else { " " },
-                            t.id,
-                            t.name,
-                            human::utc(t.created_at),
-                            t.last_used_at
-                                .map_or("never".into(), |at| human::ago(at, now))
-                        );
-                    }
+                    table::print(
+                        &["", "ID", "NAME", "CREATED", "LAST USED"],
+                        client.tokens().await?.tokens.iter().map(|t| {
+                            vec![
+                                if t.current { "*" } else { "" }.to_owned(),
+                                t.id.clone(),
+                                t.name.clone(),
+                                human::utc(t.created_at),
+                                t.last_used_at
+                                    .map_or("never".into(), |at| human::ago(at, now)),
+                            ]
+                        }),
+                    );
                 }
                 TokensCommand::Revoke { id } => {
                     client.revoke_token(id).await?;

@@ -5,7 +5,7 @@ use anyhow::{Context as _, bail};
 use clap::{Args, Subcommand};
 use runner_core::client::{AuditFilter, Client, Token};
 
-use crate::human;
+use crate::{human, table};
 
 #[derive(Subcommand)]
 pub enum MembersCommand {
@@ -73,18 +73,21 @@ pub async fn members(client: &Client, cmd: &MembersCommand) -> anyhow::Result<()
         MembersCommand::List { json: true } => crate::print_json(&client.members().await?)?,
         MembersCommand::List { json: false } => {
             let now = human::now_ms();
-            for m in client.members().await?.members {
-                let used = m.tokens.iter().filter_map(|t| t.last_used_at).max();
-                println!(
-                    "{}  {:<32} {:<7} {:<8} tokens {}  last used {}",
-                    m.id,
-                    m.email,
-                    m.role,
-                    m.status,
-                    m.tokens.len(),
-                    used.map_or("never".into(), |at| human::ago(at, now))
-                );
-            }
+            let members = client.members().await?.members;
+            table::print(
+                &["ID", "EMAIL", "ROLE", "STATUS", "TOKENS", "LAST USED"],
+                members.iter().map(|m| {
+                    let used = m.tokens.iter().filter_map(|t| t.last_used_at).max();
+                    vec![
+                        m.id.clone(),
+                        m.email.clone(),
+                        m.role.clone(),
+                        m.status.clone(),
+                        m.tokens.len().to_string(),
+                        used.map_or("never".into(), |at| human::ago(at, now)),
+                    ]
+                }),
+            );
         }
         MembersCommand::Invite { email, role, json } => {
             let invite = client.invite_member(email, Some(role)).await?;
@@ -133,19 +136,22 @@ pub async fn audit(client: &Client, args: &AuditArgs) -> anyhow::Result<()> {
     if args.json {
         return crate::print_json(&page);
     }
-    for e in &page.events {
-        let who = e.actor.email.as_deref().unwrap_or(&e.actor.id);
-        println!(
-            "{:>6}  {}  {:<22} {:<28} {:<8} {}  {}",
-            e.id,
-            human::utc(e.at),
-            e.action,
-            who,
-            e.surface,
-            e.target,
-            e.detail
-        );
-    }
+    table::print(
+        &[
+            "ID", "TIME", "ACTION", "ACTOR", "SURFACE", "TARGET", "DETAIL",
+        ],
+        page.events.iter().map(|e| {
+            vec![
+                e.id.clone(),
+                human::utc(e.at),
+                e.action.clone(),
+                e.actor.email.clone().unwrap_or(e.actor.id.clone()),
+                e.surface.clone(),
+                e.target.clone(),
+                e.detail.to_string(),
+            ]
+        }),
+    );
     if let Some(next) = &page.next_before {
         eprintln!("more: --before {next}");
     }

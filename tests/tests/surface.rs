@@ -368,8 +368,29 @@ async fn the_cli_submits_waits_shows_lists_and_cancels() {
     let list = String::from_utf8(c.drover(&admin.token, &["jobs", "list"]).stdout).unwrap();
     assert!(list.contains(&id) && list.contains("failed"));
     let roster = String::from_utf8(c.drover(&admin.token, &["runners", "list"]).stdout).unwrap();
-    assert_eq!(roster.lines().count(), 2);
+    let lines: Vec<&str> = roster.lines().collect();
+    assert_eq!(lines.len(), 3, "a header and two runners:\n{roster}");
+    assert!(
+        lines[0].starts_with("ID ") && lines[0].contains("STATUS"),
+        "{roster}"
+    );
     assert!(roster.contains("online"));
+    let json: serde_json::Value = serde_json::from_slice(
+        &c.drover(&admin.token, &["runners", "list", "--json"])
+            .stdout,
+    )
+    .unwrap();
+    assert_eq!(json["runners"].as_array().unwrap().len(), 2);
+    let json: serde_json::Value =
+        serde_json::from_slice(&c.drover(&admin.token, &["jobs", "list", "--json"]).stdout)
+            .unwrap();
+    assert!(
+        json["jobs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|j| j["id"] == id.as_str())
+    );
 
     let queued = c.drover(
         &admin.token,
