@@ -441,6 +441,51 @@ def step4_workspace(r):
     log(f"   revoked {runner['id']}: gone from the roster and from `drover runners list`; its runner stopped")
 
 
+def step4_people(r):
+    """As the admin: invite a member and remove them, the month's usage,
+    and the audit log naming the desktop as the surface (issue 11)."""
+    log("4b. as an admin: members, usage by month, the audit log")
+    email = "newbie@e2e.test"
+    r.type("ws-invite-email", email)
+    r.click("ws-invite-submit")
+    link = r.wait_ui("the invite link", lambda: r.els("ws-invite-link") and r.text("ws-invite-link"))
+    assert link.startswith("drover://pair?url="), f"ws-invite-link is not a pairing link: {link}"
+    r.secrets_shown.append(link.rsplit("code=", 1)[1])
+
+    def member_row():
+        rows = [x for x in r.els("ws-member-row") if x.get_attribute("data-email") == email]
+        return rows and rows[0]
+
+    row = r.wait_ui("the invited member listed", member_row)
+    assert r.text("ws-member-status", row) == "invited", "the new member is not shown as invited"
+    listed = {m["email"]: m for m in r.api("/v1/workspace/members")["members"]}
+    assert listed[email]["status"] == "invited", "the coordinator does not list the invited member"
+    r.screenshot("members")
+    r.click("ws-member-remove", member_row)
+    r.wait_ui("the removed member to leave the list", lambda: not member_row())
+    assert email not in {m["email"] for m in r.api("/v1/workspace/members")["members"]}, "the coordinator still lists the removed member"
+    log(f"   invited {email} (link shown once), listed as invited, removed")
+
+    # The month's usage: step 3's job ran on a personal pool of this workspace.
+    r.click("ws-report-submit")
+    want = {x["id"] for x in r.api("/v1/workspace/billing/usage")["lines"]}
+    assert want, "the coordinator metered nothing this month"
+    shown = r.wait_ui("the usage report's lines", lambda: {x.get_attribute("data-id") for x in r.els("ws-report-row")} or None)
+    assert shown == want, f"the usage report shows {shown}, the coordinator {want}"
+    log(f"   usage by pool this month: {len(shown)} line(s), as the coordinator reports")
+
+    # The audit log: what this window did, from the desktop.
+    def audited():
+        rows = {(x.get_attribute("data-action"), x.get_attribute("data-surface")) for x in r.els("ws-audit-row")}
+        if {("member.invited", "desktop"), ("member.removed", "desktop"), ("runner.paired", "desktop")} <= rows:
+            return rows
+        r.click("ws-refresh")
+        return None
+
+    r.wait_ui("the audit log to show the invite and the removal, via desktop", audited, 30, 0.5)
+    log("   audit log: member.invited, member.removed and runner.paired, each via desktop")
+
+
 def step_account(r):
     r.tab("account")
     r.wait_ui("signed in as the admin", lambda: r.text("signed-in-as") == r.admin["email"])
@@ -589,6 +634,7 @@ def inner(args):
         step2_second_runner(r)
         step3_job(r)
         step4_workspace(r)
+        step4_people(r)
         step_account(r)
         step5_keychain(r)
         tray(r)

@@ -4,8 +4,11 @@
 
 use std::sync::Arc;
 
-use drover_wire::{ApiToken, Job, JoinToken, PairRunner, Runner, Runtime, Usage};
-use runner_core::client::{RunnerListing, Scope};
+use drover_wire::{
+    ApiToken, AuditPage, Invite, Job, JoinToken, Member, PairRunner, Runner, Runtime, Usage,
+    UsageReport,
+};
+use runner_core::client::{AuditFilter, RunnerListing, Scope};
 use serde::Serialize;
 use tauri::State;
 use tauri_plugin_autostart::ManagerExt as _;
@@ -261,6 +264,63 @@ pub async fn ws_set_budget(sup: Sup<'_>, monthly_minutes: Option<u64>) -> AppRes
         .await?)
 }
 
+#[tauri::command]
+pub async fn ws_members(sup: Sup<'_>) -> AppResult<Vec<Member>> {
+    Ok(sup.account_client().await?.members().await?.members)
+}
+
+#[tauri::command]
+pub async fn ws_invite_member(
+    sup: Sup<'_>,
+    email: String,
+    role: Option<String>,
+) -> AppResult<Invite> {
+    Ok(sup
+        .account_client()
+        .await?
+        .invite_member(&email, role.as_deref())
+        .await?)
+}
+
+#[tauri::command]
+pub async fn ws_update_member(sup: Sup<'_>, id: String, role: String) -> AppResult<Member> {
+    Ok(sup.account_client().await?.update_member(&id, &role).await?)
+}
+
+#[tauri::command]
+pub async fn ws_remove_member(sup: Sup<'_>, id: String) -> AppResult<()> {
+    Ok(sup.account_client().await?.remove_member(&id).await?)
+}
+
+#[tauri::command]
+pub async fn ws_usage_report(
+    sup: Sup<'_>,
+    month: Option<String>,
+    by: Option<String>,
+) -> AppResult<UsageReport> {
+    Ok(sup
+        .account_client()
+        .await?
+        .usage_report(Scope::Workspace, month.as_deref(), by.as_deref())
+        .await?)
+}
+
+/// A page of the audit log (50 entries), older than `before` if given.
+#[tauri::command]
+pub async fn ws_audit(
+    sup: Sup<'_>,
+    action: Option<String>,
+    before: Option<String>,
+) -> AppResult<AuditPage> {
+    let filter = AuditFilter {
+        action,
+        before,
+        limit: Some(50),
+        ..AuditFilter::default()
+    };
+    Ok(sup.account_client().await?.audit(&filter).await?)
+}
+
 /// Every command, for the builder's invoke handler.
 pub fn handler() -> impl Fn(tauri::ipc::Invoke<tauri::Wry>) -> bool + Send + Sync + 'static {
     tauri::generate_handler![
@@ -289,5 +349,11 @@ pub fn handler() -> impl Fn(tauri::ipc::Invoke<tauri::Wry>) -> bool + Send + Syn
         ws_join_token,
         ws_usage,
         ws_set_budget,
+        ws_members,
+        ws_invite_member,
+        ws_update_member,
+        ws_remove_member,
+        ws_usage_report,
+        ws_audit,
     ]
 }

@@ -5,13 +5,17 @@ import type {
   ApiError,
   ApiToken,
   AppState,
+  AuditPage,
+  Invite,
   Job,
   JoinToken,
+  Member,
   PairedWorkspaceRunner,
   PendingLink,
   Runner,
   Runtime,
   Usage,
+  UsageReport,
 } from "./types";
 
 /** What a failed command rejects with: always `{code, message}`. */
@@ -72,3 +76,12 @@ export const wsJoinToken = (pool: string, ttlSeconds?: number) =>
 export const wsUsage = () => call<Usage>("ws_usage");
 export const wsSetBudget = (monthlyMinutes: number | null) =>
   call<Usage>("ws_set_budget", { monthlyMinutes });
+export const wsMembers = () => call<Member[]>("ws_members");
+export const wsInviteMember = (email: string, role: Member["role"]) =>
+  call<Invite>("ws_invite_member", { email, role });
+export const wsUpdateMember = (id: string, role: Member["role"]) =>
+  call<Member>("ws_update_member", { id, role });
+export const wsRemoveMember = (id: string) => call<null>("ws_remove_member", { id });
+export const wsUsageReport = (month: string | null, by: UsageReport["by"]) =>
+  call<UsageReport>("ws_usage_report", { month, by });
+export const wsAudit = (before?: string) => call<AuditPage>("ws_audit", { before });

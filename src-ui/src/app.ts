@@ -9,13 +9,17 @@ import type {
   ApiError,
   ApiToken,
   AppState,
+  AuditPage,
+  Invite,
   Job,
   JoinToken,
+  Member,
   PairedWorkspaceRunner,
   PendingLink,
   Runner,
   Runtime,
   Usage,
+  UsageReport,
 } from "./types";
 import { header, errorLine, activity, linkDialog } from "./views/frame";
 import { accountPanel } from "./views/account";
@@ -50,6 +54,10 @@ interface Remote {
   usage: Usage | null;
   paired: PairedWorkspaceRunner | null;
   joinToken: JoinToken | null;
+  members: Member[] | null;
+  invite: Invite | null;
+  report: UsageReport | null;
+  audit: AuditPage | null;
 }
 
 const NOTHING: Remote = {
@@ -64,6 +72,10 @@ const NOTHING: Remote = {
   usage: null,
   paired: null,
   joinToken: null,
+  members: null,
+  invite: null,
+  report: null,
+  audit: null,
 };
 
 export class App {
@@ -151,9 +163,21 @@ export class App {
             set({ usage });
             this.forget("ws-budget-input");
           }),
+          this.act("members", api.wsMembers, (members) => set({ members })),
+          this.loadReport(),
+          this.act("audit", () => api.wsAudit(), (audit) => set({ audit })),
         ]);
         break;
     }
+  }
+
+  /** The usage report for the month and grouping the workspace tab shows. */
+  loadReport() {
+    const month = this.value("ws-report-month") || null;
+    const by = (this.value("ws-report-by") || "pool") as UsageReport["by"];
+    return this.act("report", () => api.wsUsageReport(month, by), (report) => {
+      this.remote.report = report;
+    });
   }
 
   loadJobs() {

@@ -173,3 +173,60 @@ export interface ApiToken {
   /** Whether this is the token the request came with (this device). */
   current: boolean;
 }
+
+/** A member's token as an admin sees it (never the secret). */
+export interface MemberToken {
+  id: string;
+  name: string;
+  createdAt: number;
+  lastUsedAt: number | null;
+}
+
+/** A member of the workspace (`GET /v1/workspace/members`). */
+export interface Member {
+  id: string;
+  email: string;
+  role: "admin" | "member";
+  status: "invited" | "active";
+  createdAt: number;
+  tokens: MemberToken[];
+}
+
+/** An invite: its code and `drover://pair` link are shown once. */
+export interface Invite {
+  member: Member;
+  code: string;
+  link: string;
+  expiresAt: number;
+}
+
+export interface UsageLine {
+  id: string;
+  name: string;
+  runnerMs: number;
+  chargedMs: number;
+  attempts: number;
+}
+
+/** A month's usage by pool, member or runner. */
+export interface UsageReport {
+  month: string;
+  by: "pool" | "member" | "runner";
+  lines: UsageLine[];
+}
+
+export interface AuditEvent {
+  id: string;
+  at: number;
+  actor: { kind: string; id: string; email: string | null };
+  surface: string;
+  action: string;
+  target: string;
+  detail: Record<string, unknown>;
+}
+
+/** Newest first; `nextBefore` fetches older entries. */
+export interface AuditPage {
+  events: AuditEvent[];
+  nextBefore: string | null;
+}

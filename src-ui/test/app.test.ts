@@ -192,6 +192,51 @@ describe("settings window", () => {
     expect($("ws-join-link").textContent).toBe("drover://join?url=u&ref=r&token=djt_x");
   });
 
+  it("workspace: invite, re-role and remove members; usage by month; the audit log, older pages", async () => {
+    const boss = { id: "usr_boss", email: "boss@acme.test", role: "admin", status: "active", createdAt: 1, tokens: [{ id: "tok_1", name: "laptop", createdAt: 1, lastUsedAt: Date.now() }] };
+    const bob = { id: "usr_bob", email: "bob@acme.test", role: "member", status: "invited", createdAt: 2, tokens: [] };
+    const event = (id: string, action: string) => ({ id, at: Date.now(), actor: { kind: "member", id: "usr_boss", email: "boss@acme.test" }, surface: "desktop", action, target: "usr_bob", detail: {} });
+    const { called } = await start(signedIn({ account: admin }), {
+      ws_members: () => [boss],
+      ws_invite_member: ({ email }) => ({ member: { ...bob, email }, code: "dpc_x", link: "drover://pair?url=u&code=dpc_x", expiresAt: Date.now() + 7 * 86_400_000 }),
+      ws_update_member: ({ id, role }) => ({ ...bob, id, role }),
+      ws_remove_member: () => null,
+      ws_usage_report: ({ month, by }) => ({ month: month ?? "2026-12", by, lines: [{ id: "rt_ws", name: "self:ws:builders", runnerMs: 90_000, chargedMs: 90_000, attempts: 3 }] }),
+      ws_audit: ({ before }) =>
+        before ? { events: [event("1", "runner.paired")], nextBefore: null } : { events: [event("3", "member.invited"), event("2", "budget.set")], nextBefore: "2" },
+    });
+    await click("tab-workspace");
+    const me = $all("ws-member-row")[0];
+    expect(me.dataset.email).toBe("boss@acme.test");
+    expect((me.querySelector('[data-testid="ws-member-remove"]') as HTMLButtonElement).disabled).toBe(true);
+
+    type("ws-invite-email", "bob@acme.test");
+    await click("ws-invite-submit");
+    expect(called("ws_invite_member")).toEqual([{ email: "bob@acme.test", role: "member" }]);
+    expect($("ws-invite-link").textContent).toBe("drover://pair?url=u&code=dpc_x");
+    const row = $all("ws-member-row").find((r) => r.dataset.email === "bob@acme.test")!;
+    expect(row.querySelector('[data-testid="ws-member-status"]')!.textContent).toBe("invited");
+    await click("ws-member-role-toggle", row);
+    expect(called("ws_update_member")).toEqual([{ id: "usr_bob", role: "admin" }]);
+    const again = $all("ws-member-row").find((r) => r.dataset.email === "bob@acme.test")!;
+    expect(again.querySelector('[data-testid="ws-member-role"]')!.textContent).toBe("admin");
+    await click("ws-member-remove", again);
+    expect(called("ws_remove_member")).toEqual([{ id: "usr_bob" }]);
+    expect($all("ws-member-row").map((r) => r.dataset.email)).toEqual(["boss@acme.test"]);
+
+    expect($all("ws-report-row").map((r) => r.textContent)).toEqual([expect.stringContaining("self:ws:builders")]);
+    type("ws-report-month", "2026-11");
+    choose("ws-report-by", "member");
+    await click("ws-report-submit");
+    expect(called("ws_usage_report").slice(-1)[0]).toEqual({ month: "2026-11", by: "member" });
+
+    expect($all("ws-audit-row").map((r) => r.dataset.action)).toEqual(["member.invited", "budget.set"]);
+    await click("ws-audit-more");
+    expect(called("ws_audit").slice(-1)[0]).toEqual({ before: "2" });
+    expect($all("ws-audit-row").map((r) => r.dataset.action)).toEqual(["member.invited", "budget.set", "runner.paired"]);
+    expect(has("ws-audit-more")).toBe(false);
+  });
+
   it("my pools: create a pool, list jobs, show a job's log", async () => {
     const job = { id: "job_1", state: "failed", runtime: "laptop", runtimeId: "rt_1", submittedBy: "usr_ann", command: ["false"], requires: [], priority: 0, attempt: 1, maxAttempts: 1, exitCode: 1, cancelRequested: false, createdAt: 1_700_000_000_000 };
     const { called } = await start(signedIn(), {

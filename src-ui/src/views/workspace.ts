@@ -1,10 +1,12 @@
 // Workspace (admins): pools, the roster, pairing and revoking workspace
-// runners, join tokens and links, usage and the budget.
+// runners, join tokens and links, usage and the budget; then (people.ts)
+// usage by month, members and the audit log.
 
 import type { App } from "../app";
 import * as api from "../api";
 import { duration, h, when } from "../h";
 import type { Runner } from "../types";
+import { auditSection, membersSection, usageSection } from "./people";
 
 /** Copies text, quietly doing nothing where the clipboard is refused. */
 function copy(text: string, button: HTMLButtonElement) {
@@ -167,6 +169,9 @@ export function workspacePanel(app: App) {
       ),
       h("button", { testid: "ws-budget-save", type: "submit", disabled: app.busy.has("ws-budget") }, "Save"),
     ),
+    usageSection(app),
+    membersSection(app),
+    auditSection(app),
   );
 }
 
