@@ -284,7 +284,11 @@ pub async fn ws_invite_member(
 
 #[tauri::command]
 pub async fn ws_update_member(sup: Sup<'_>, id: String, role: String) -> AppResult<Member> {
-    Ok(sup.account_client().await?.update_member(&id, &role).await?)
+    Ok(sup
+        .account_client()
+        .await?
+        .update_member(&id, &role)
+        .await?)
 }
 
 #[tauri::command]
