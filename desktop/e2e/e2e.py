@@ -190,11 +190,12 @@ class Run:
             raise Failure(f"{e}; the app's error line: {err!r}" if err else str(e)) from None
 
     def screenshot(self, name):
-        # The DOM is ready when we get here; give the compositor a frame or
-        # two (a capture right after a change can show the old frame).
-        time.sleep(1.0)
+        # The DOM is ready when we get here, but a capture right after a
+        # change can show the old frame: keep the first one taken twice.
+        png = settled(f"the window to paint for {name}", self.driver.get_screenshot_as_png)
         path = os.path.join(self.out, f"desktop-{name}.png")
-        self.driver.get_screenshot_as_file(path)
+        with open(path, "wb") as f:
+            f.write(png)
         log(f"screenshot {path}")
 
 
@@ -528,6 +529,21 @@ def step5_keychain(r):
 # ---------------------------------------------------------------- tray
 
 
+def settled(what, capture, timeout=10):
+    """The first capture that equals the one before it: the screen has
+    finished painting."""
+    last = [None]
+
+    def same():
+        shot = capture()
+        if shot == last[0]:
+            return shot
+        last[0] = shot
+        return None
+
+    return wait_for(what, same, timeout, 0.2)
+
+
 def open_tray_menu(r):
     """Clicks the tray icon; returns the menu's window geometry."""
     x, y, w, h = map(int, re.findall(r"-?\d+", xdotool(r.env, "getwindowgeometry", r.trayer))[1:5])
@@ -551,9 +567,15 @@ def tray(r):
     log(f"   menu open at {mw}x{mh}+{mx}+{my}")
     # 2 pools rows + 2 runner rows + add/remove + pause/settings/quit + status: 9 items and 2 separators.
     assert mh >= 9 * 18, f"the menu is {mh} px high: too short for the expected items"
-    time.sleep(0.5)  # let the menu paint before the capture
+    # The menu is mapped; capture the screen once it has painted (two
+    # captures in a row alike).
+    # PPM: pixels only (ImageMagick's PNGs carry their creation time).
+    def capture():
+        return subprocess.run(["import", "-window", "root", "ppm:-"], env=r.env, check=True, timeout=30, capture_output=True).stdout
+
     full = os.path.join(r.logs, "tray-full.png")
-    subprocess.run(["import", "-window", "root", full], env=r.env, check=True, timeout=30)
+    pixels = settled("the tray menu to paint", capture)
+    subprocess.run(["convert", "ppm:-", full], input=pixels, check=True, timeout=30)
     tx, ty, tw, th = map(int, re.findall(r"-?\d+", xdotool(r.env, "getwindowgeometry", r.trayer))[1:5])
     left, top = min(tx, mx), min(ty, my)
     right, bottom = max(tx + tw, mx + mw), max(ty + th, my + mh)
