@@ -3,6 +3,7 @@
 
 use anyhow::{Context as _, bail};
 use clap::{Args, Subcommand};
+use drover_wire::text::runner_minutes;
 use runner_core::client::{Client, Scope};
 
 use crate::{human, table};
@@ -42,8 +43,7 @@ pub enum BudgetCommand {
 
 /// Runner-milliseconds as minutes, to a tenth.
 fn minutes(ms: u64) -> String {
-    let tenths = (ms + 3_000) / 6_000;
-    format!("{}.{} min", tenths / 10, tenths % 10)
+    format!("{} min", runner_minutes(ms))
 }
 
 pub async fn usage(client: &Client, args: &UsageArgs) -> anyhow::Result<()> {

@@ -6,6 +6,7 @@
 use std::fmt;
 use std::time::Duration;
 
+use drover_wire::text::percent_encode;
 use drover_wire::{self as wire, ErrorBody, ErrorCode, PROTOCOL_HEADER, PROTOCOL_VERSION};
 use reqwest::{Method, StatusCode};
 use serde::de::DeserializeOwned;
@@ -95,19 +96,6 @@ pub struct AuditFilter {
     /// The previous page's `nextBefore`.
     pub before: Option<String>,
     pub limit: Option<u32>,
-}
-
-/// `s` as a query value: every byte but the unreserved ones as `%XX`.
-fn query_encode(s: &str) -> String {
-    s.bytes()
-        .map(|b| {
-            if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
-                (b as char).to_string()
-            } else {
-                format!("%{b:02X}")
-            }
-        })
-        .collect()
 }
 
 /// Which runner listing to fetch.
@@ -455,7 +443,7 @@ impl Client {
         };
         let query: Vec<String> = [("month", month), ("by", by)]
             .into_iter()
-            .filter_map(|(k, v)| Some(format!("{k}={}", query_encode(v?))))
+            .filter_map(|(k, v)| Some(format!("{k}={}", percent_encode(v?))))
             .collect();
         format!("{path}?{}", query.join("&"))
     }
@@ -531,7 +519,7 @@ impl Client {
         ];
         for (key, value) in pairs {
             if let Some(value) = value {
-                query.push(format!("{key}={}", query_encode(&value)));
+                query.push(format!("{key}={}", percent_encode(&value)));
             }
         }
         self.get(&format!("/v1/workspace/audit?{}", query.join("&")))

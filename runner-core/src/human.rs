@@ -1,6 +1,8 @@
 //! Times for people, in the CLI's tables: the coordinator sends Unix
 //! milliseconds; `--json` keeps them so.
 
+use drover_wire::text::civil_from_days;
+
 /// `2026-12-01 04:05 UTC`, for a time in Unix milliseconds.
 pub fn utc(unix_ms: i64) -> String {
     let minutes = unix_ms.div_euclid(60_000);
@@ -30,21 +32,6 @@ pub fn now_ms() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as i64)
-}
-
-/// The (year, month, day) of a day counted from 1970-01-01 (Howard
-/// Hinnant's `civil_from_days`, proleptic Gregorian).
-fn civil_from_days(days: i64) -> (i64, u32, u32) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    (year, month, day)
 }
 
 #[cfg(test)]

@@ -3,6 +3,7 @@
 
 use anyhow::{Context as _, bail};
 use clap::{Args, Subcommand};
+use drover_wire::text::percent_decode;
 use runner_core::client::{AuditFilter, Client, Token};
 
 use crate::{human, table};
@@ -197,23 +198,6 @@ fn code_of(s: &str) -> anyhow::Result<(Option<String>, String)> {
         }
     }
     Ok((url, code.context("the link has no code")?))
-}
-
-fn percent_decode(s: &str) -> Option<String> {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' {
-            let hex = std::str::from_utf8(bytes.get(i + 1..i + 3)?).ok()?;
-            out.push(u8::from_str_radix(hex, 16).ok()?);
-            i += 3;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8(out).ok()
 }
 
 /// Redeems a pairing code or invite for an API token, printed once on stdout.

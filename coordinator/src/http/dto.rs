@@ -2,6 +2,7 @@
 //! the HTTP boundary, and nowhere else.
 
 use drover_wire as wire;
+use drover_wire::text::percent_encode;
 
 use crate::store::model;
 
@@ -237,20 +238,6 @@ pub fn me(m: crate::store::Member, token: Option<model::ApiToken>) -> wire::Me {
     }
 }
 
-/// `s` for a URL's query: every byte but the unreserved ones
-/// (`A-Z a-z 0-9 - . _ ~`) as `%XX`.
-fn percent_encode(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() * 3);
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
-}
-
 impl From<model::PairedRunner> for wire::PairedRunner {
     fn from(p: model::PairedRunner) -> Self {
         Self {
@@ -281,19 +268,4 @@ impl From<model::Lease> for wire::Lease {
 /// Converts each item of a list.
 pub fn all<T, W: From<T>>(items: Vec<T>) -> Vec<W> {
     items.into_iter().map(W::from).collect()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::percent_encode;
-
-    #[test]
-    fn percent_encoding_keeps_only_unreserved_bytes() {
-        assert_eq!(
-            percent_encode("https://ci.example.com:8443/drover?x=1&y"),
-            "https%3A%2F%2Fci.example.com%3A8443%2Fdrover%3Fx%3D1%26y"
-        );
-        assert_eq!(percent_encode("dpc_0a-z.~"), "dpc_0a-z.~");
-        assert_eq!(percent_encode("é"), "%C3%A9");
-    }
 }

@@ -15,6 +15,7 @@ use crate::batch::BatchError;
 use crate::billing::Month;
 use crate::error::{Error, Result};
 use crate::ids::JobId;
+use drover_wire::text::runner_minutes;
 
 /// One submit call, for a batch.
 #[derive(Debug, Clone)]
@@ -80,17 +81,11 @@ fn budget_spent(budget_ms: i64, spent_ms: i64, now: i64) -> Error {
         format!(
             "the workspace's budget for {month} is spent: {} of {} runner-minutes used; \
              it resets at {} 00:00 UTC (jobs on members' own runners are not limited)",
-            minutes(spent_ms),
-            minutes(budget_ms),
+            runner_minutes(spent_ms.max(0) as u64),
+            runner_minutes(budget_ms.max(0) as u64),
             month.next().first_day(),
         ),
     )
-}
-
-/// Runner-milliseconds as minutes, to a tenth.
-fn minutes(ms: i64) -> String {
-    let tenths = (ms + 3_000) / 6_000;
-    format!("{}.{}", tenths / 10, tenths % 10)
 }
 
 impl Store {

@@ -12,6 +12,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 pub mod integer;
+pub mod text;
 
 /// Version of the runner wire protocol (`/v1/runner/...`), sent by runners in
 /// the [`PROTOCOL_HEADER`] header. The coordinator refuses versions it does not speak.

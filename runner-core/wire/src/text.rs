@@ -1,0 +1,108 @@
+//! The wire's two text conventions, shared by the coordinator and its
+//! clients: times are Unix milliseconds, read as UTC calendar dates here;
+//! link and query values are percent-encoded here.
+
+/// `s` for a URL's query: every byte but the unreserved ones
+/// (`A-Z a-z 0-9 - . _ ~`) as `%XX`.
+pub fn percent_encode(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() * 3);
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// The inverse of [`percent_encode`] (any `%XX`, the rest as it is);
+/// `None` for a malformed escape or bytes that are not UTF-8.
+pub fn percent_decode(s: &str) -> Option<String> {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = std::str::from_utf8(bytes.get(i + 1..i + 3)?).ok()?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
+/// Runner-milliseconds as runner-minutes, to a tenth (`1.5`), as the
+/// budget's messages and the CLI show them.
+pub fn runner_minutes(ms: u64) -> String {
+    let tenths = (ms + 3_000) / 6_000;
+    format!("{}.{}", tenths / 10, tenths % 10)
+}
+
+/// The (year, month, day) of a day counted from 1970-01-01 (Howard
+/// Hinnant's `civil_from_days`, proleptic Gregorian).
+pub fn civil_from_days(days: i64) -> (i64, u32, u32) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    (yoe + era * 400 + i64::from(month <= 2), month, day)
+}
+
+/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's
+/// `days_from_civil`), the inverse of [`civil_from_days`].
+pub fn days_from_civil(year: i64, month: u32, day: u32) -> i64 {
+    let y = if month <= 2 { year - 1 } else { year };
+    let era = y.div_euclid(400);
+    let yoe = y.rem_euclid(400);
+    let m = i64::from(month);
+    let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + i64::from(day) - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percent_encoding_keeps_only_unreserved_bytes() {
+        assert_eq!(
+            percent_encode("https://ci.example.com:8443/drover?x=1&y"),
+            "https%3A%2F%2Fci.example.com%3A8443%2Fdrover%3Fx%3D1%26y"
+        );
+        assert_eq!(percent_encode("dpc_0a-z.~"), "dpc_0a-z.~");
+        assert_eq!(percent_encode("é"), "%C3%A9");
+        for s in ["https://ci.example.com:8443/x?y=1&z", "dpc_0a-z.~", "é"] {
+            assert_eq!(percent_decode(&percent_encode(s)).as_deref(), Some(s));
+        }
+        for bad in ["%", "%4", "%zz", "%FF"] {
+            assert_eq!(percent_decode(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn runner_minutes_round_to_a_tenth() {
+        assert_eq!(runner_minutes(0), "0.0");
+        assert_eq!(runner_minutes(2_999), "0.0");
+        assert_eq!(runner_minutes(3_000), "0.1");
+        assert_eq!(runner_minutes(90_000), "1.5");
+    }
+
+    #[test]
+    fn civil_dates_and_day_numbers_are_inverses() {
+        assert_eq!(civil_from_days(0), (1970, 1, 1));
+        assert_eq!(days_from_civil(2026, 12, 1), 20_788);
+        for days in [-1, 0, 59, 20_788, 21_244, 2_932_896] {
+            let (y, m, d) = civil_from_days(days);
+            assert_eq!(days_from_civil(y, m, d), days);
+        }
+    }
+}
