@@ -7,6 +7,7 @@ use axum::http::{HeaderMap, HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, put};
 use drover_wire as wire;
+use schemars::JsonSchema;
 use serde::Deserialize;
 
 use super::AppState;
@@ -42,12 +43,14 @@ async fn usage(
     Ok(axum::Json(st.store.usage(&m, st.now()).await?.into()))
 }
 
-#[derive(Deserialize, Default)]
+#[derive(Deserialize, Default, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct ReportParams {
-    /// `YYYY-MM`; this month by default.
+pub struct ReportParams {
+    /// The month, `YYYY-MM` (UTC); this month by default.
+    #[schemars(regex(pattern = r"^[0-9]{4}-[0-9]{2}$"))]
     month: Option<String>,
-    /// `pool` (default), `member` or `runner`.
+    /// Add up by `pool` (the default), `member` or `runner`.
+    #[schemars(extend("enum" = ["pool", "member", "runner"]))]
     by: Option<String>,
 }
 

@@ -1,4 +1,4 @@
-//! `/openapi.json` and a docs page that renders it with no network access.
+//! `/openapi.json` (built from the catalogue) and a docs page that renders it with no network access.
 
 use axum::Router;
 use axum::http::header;
@@ -7,7 +7,6 @@ use axum::routing::get;
 
 use super::AppState;
 
-const OPENAPI: &str = include_str!("../../openapi.json");
 const DOCS_HTML: &str = include_str!("docs.html");
 
 pub fn router() -> Router<AppState> {
@@ -15,7 +14,7 @@ pub fn router() -> Router<AppState> {
         .route(
             "/openapi.json",
             get(|| async {
-                ([(header::CONTENT_TYPE, "application/json")], OPENAPI).into_response()
+                ([(header::CONTENT_TYPE, "application/json")], super::openapi::document()).into_response()
             }),
         )
         .route("/docs", get(|| async { Html(DOCS_HTML) }))

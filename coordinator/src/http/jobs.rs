@@ -10,6 +10,7 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use drover_wire::{self as wire, JobState};
+use schemars::JsonSchema;
 use serde::Deserialize;
 
 use super::AppState;
@@ -98,10 +99,14 @@ fn exit_after_submit_for_tests() {
     }
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct ListQuery {
+pub struct ListQuery {
+    /// Only jobs in this state.
+    #[schemars(with = "Option<JobState>")]
     state: Option<String>,
+    /// At most this many jobs, 1-1000 (default 50).
+    #[schemars(range(min = 1, max = 1000))]
     limit: Option<u32>,
 }
 
@@ -149,9 +154,10 @@ async fn cancel(
     Ok(axum::Json(st.store.get_job(&member, &id).await?.into()))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct LogsQuery {
+pub struct LogsQuery {
+    /// Keep streaming new output until the job reaches a terminal state.
     #[serde(default)]
     follow: bool,
 }

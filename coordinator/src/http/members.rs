@@ -7,6 +7,7 @@ use axum::http::StatusCode;
 use axum::response::IntoResponse;
 use axum::routing::{get, patch};
 use drover_wire as wire;
+use schemars::JsonSchema;
 use serde::Deserialize;
 
 use super::AppState;
@@ -92,13 +93,20 @@ async fn remove(
     Ok(StatusCode::NO_CONTENT)
 }
 
-#[derive(Deserialize, Default)]
+#[derive(Deserialize, Default, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct AuditParams {
+pub struct AuditParams {
+    /// Only entries at or after this time (Unix milliseconds).
     since: Option<i64>,
+    /// Only this actor: a member's id or email, a runner's id, or a join token's pool id.
     actor: Option<String>,
+    /// Only this action.
+    #[schemars(extend("enum" = wire::AUDIT_ACTIONS))]
     action: Option<String>,
+    /// Only entries older than this id: the previous page's `nextBefore`.
     before: Option<String>,
+    /// Entries per page, 1-500 (default 100).
+    #[schemars(range(min = 1, max = 500))]
     limit: Option<u32>,
 }
 

@@ -1,6 +1,7 @@
 //! The REST surface. One module per resource, each exposing `router()`.
 
 mod billing;
+pub mod catalogue;
 mod docs;
 mod dto;
 pub mod error;
@@ -8,6 +9,7 @@ mod extract;
 mod health;
 mod jobs;
 mod members;
+pub mod openapi;
 mod pairing;
 mod protocol;
 pub mod rate_limit;

@@ -31,6 +31,7 @@ pub const MAX_LEASE_WAIT_MS: u64 = 30_000;
 /// A job's environment variables. On the wire a plain JSON object; in `Debug`
 /// (so in every log line) only the names, each value printed as `***`.
 #[derive(Serialize, Deserialize, Clone, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(transparent)]
 pub struct Env(BTreeMap<String, String>);
 
@@ -107,6 +108,7 @@ impl IntoIterator for Env {
 
 /// The stable error codes. Clients branch on these, never on messages.
 #[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum ErrorCode {
     /// The request body or query could not be parsed, or a field is invalid.
@@ -191,20 +193,26 @@ impl ErrorCode {
     }
 }
 
+/// Every error response: `{"error": {"code", "message"}}`.
 #[derive(Serialize, Deserialize, Debug, Clone)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct ErrorBody {
     pub error: ErrorDetail,
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct ErrorDetail {
     pub code: ErrorCode,
+    /// Human-readable; safe to show the caller.
     pub message: String,
 }
 
 // ---------------------------------------------------------------- jobs
 
+/// `queued`, `leased` and `running` are live; `succeeded`, `failed`, `cancelled`, `timed_out` and `lost` are terminal. Clients should tolerate states they do not know.
 #[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum JobState {
     Queued,
@@ -258,8 +266,25 @@ impl JobState {
 
 /// `POST /v1/jobs`
 #[derive(Serialize, Deserialize, Debug, Clone, Default)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[cfg_attr(
+    feature = "schema",
+    schemars(extend("oneOf" = [{"required": ["command"]}, {"required": ["script"]}]))
+)]
 pub struct SubmitJob {
+    /// A runtime ref: where the job runs.
+    ///
+    /// | ref | meaning |
+    /// |---|---|
+    /// | `self` | the submitter's default personal pool (`default`) |
+    /// | `self:<name>` | the submitter's personal pool `<name>` (a pool name or pool id `rt_…`), or one of the submitter's runners by id (`rn_…`, pins the job to it) |
+    /// | `self:<subject>:<name>` | canonical personal form; `<subject>` (a member id, `usr_…`) must be the caller |
+    /// | `self:ws` | the workspace's default pool (`default`) |
+    /// | `self:ws:<name>` | workspace pool `<name>` (name or `rt_…` id), or a workspace-owned runner by id (`rn_…`, pins the job to it) |
+    /// | `ws:<workspace>:<name>` | canonical workspace form; `<workspace>` (name or id) must be the caller's workspace |
+    ///
+    /// Segments are separated by `:`; each is 1-64 of `[A-Za-z0-9._-]` starting with a letter or digit. A ref that breaks the grammar is refused with 400 `INVALID_REF`. A ref that parses but names nothing the caller can see (another member's personal pool, another workspace, an unknown pool or runner) is 404 `NOT_FOUND`; a pool with no runner is 404 `NO_RUNNERS` (jobs never fall back to another pool); a pinned runner lacking a capability in `requires` is 422 `CAPABILITY_MISMATCH`.
     pub runtime: String,
     /// Program and arguments. Exactly one of `command` and `script` is given.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -274,14 +299,17 @@ pub struct SubmitJob {
     /// Capabilities or labels a runner must have: `docker`, `gpu`, `os=linux`, ...
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub requires: Vec<String>,
+    /// Run time limit, 1..=604800 (seven days). No limit when absent.
     #[serde(
         default,
         skip_serializing_if = "Option::is_none",
         deserialize_with = "integer::optional"
     )]
     pub timeout_seconds: Option<u64>,
+    /// Higher runs first; equal priorities run first-in first-out.
     #[serde(default, deserialize_with = "integer::required")]
     pub priority: i32,
+    /// Attempts before a job whose runner stops answering is `lost`; 1..=20, default 3.
     #[serde(
         default,
         skip_serializing_if = "Option::is_none",
@@ -293,67 +321,90 @@ pub struct SubmitJob {
     pub image: Option<String>,
 }
 
+/// Who actually ran the job.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct Provenance {
     /// The runner that actually ran the job.
     pub ran_by: String,
     /// That runner's owner: `user:<subject>` or `ws:<workspace>`.
     pub by: String,
+    /// Where it ran; `self-hosted`.
     pub ran_on: String,
+    /// The attempt that produced the result.
     pub attempt: u32,
 }
 
+/// Optional fields are omitted when they have no value.
 #[derive(Serialize, Deserialize, Debug, Clone)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct Job {
+    /// Job id (`job_…`).
     pub id: String,
     pub state: JobState,
     /// The ref as submitted.
     pub runtime: String,
     /// The pool the ref resolved to.
     pub runtime_id: String,
+    /// The runner the job is pinned to (`rn_…`), when the ref named a runner.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pinned_runner: Option<String>,
+    /// `user:<subject>`.
     pub submitted_by: String,
+    /// Empty when the job is a script.
     #[serde(default)]
     pub command: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub script: Option<String>,
+    /// Normalized requirements (sorted, de-duplicated; includes `docker` when an image was given).
     #[serde(default)]
     pub requires: Vec<String>,
     pub priority: i32,
+    /// Attempts started so far (0 while never leased).
     pub attempt: u32,
     pub max_attempts: u32,
+    /// The process's exit code, as reported by the runner.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exit_code: Option<i32>,
+    /// Why the job failed or ended (at most 2000 characters from the runner).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
     #[serde(default)]
     pub cancel_requested: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub provenance: Option<Provenance>,
+    /// Unix time in milliseconds.
     pub created_at: i64,
+    /// Unix time in milliseconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub finished_at: Option<i64>,
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct JobList {
+    /// Newest first.
     pub jobs: Vec<Job>,
 }
 
 // ---------------------------------------------------------------- runtimes (pools)
 
 #[derive(Serialize, Deserialize, Debug, Clone)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct CreateRuntime {
+    /// 1-64 of `[A-Za-z0-9._-]`, starting with a letter or digit; not `ws` and not shaped like a pool id (`rt_…`) or runner id (`rn_…`). Unique per owner.
     pub name: String,
 }
 
+/// A pool of runners.
 #[derive(Serialize, Deserialize, Debug, Clone)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct Runtime {
+    /// Pool id (`rt_…`).
     pub id: String,
     pub name: String,
     /// `user:<subject>` or `ws:<workspace>`.
@@ -361,16 +412,21 @@ pub struct Runtime {
     /// The canonical ref that targets this pool.
     #[serde(rename = "ref")]
     pub reference: String,
+    /// Runners in the pool that are not revoked.
     pub runners: u32,
+    /// Unix time in milliseconds.
     pub created_at: i64,
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct RuntimeList {
+    /// Sorted by name.
     pub runtimes: Vec<Runtime>,
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, Default)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct CreateJoinToken {
     /// Lifetime of the token; default one day, at most thirty.
@@ -383,11 +439,13 @@ pub struct CreateJoinToken {
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct JoinToken {
     /// Shown once.
     pub token: String,
     pub runtime: Runtime,
+    /// Unix time in milliseconds.
     pub expires_at: i64,
     /// `drover://join?url=…&ref=…&token=…` (coordinators before issue 10
     /// do not send it).
@@ -398,44 +456,57 @@ pub struct JoinToken {
 // ---------------------------------------------------------------- runners
 
 #[derive(Serialize, Deserialize, Debug, Clone, Default)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct PairRunner {
+    /// Runner name: 1-64 of `[A-Za-z0-9._-]`, starting with a letter or digit. Default `runner`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
     /// Name or id of the pool to join; the owner's default pool when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub runtime: Option<String>,
+    /// Labels added to the runner's capabilities.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub labels: Vec<String>,
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct Runner {
+    /// Runner id (`rn_…`).
     pub id: String,
     pub name: String,
     /// `user:<subject>` or `ws:<workspace>`.
     pub owner: String,
     pub runtime_id: String,
     pub runtime_name: String,
+    /// Labels set at pairing together with what the runner detected (sorted, de-duplicated).
     pub capabilities: Vec<String>,
+    /// The runner talked to the coordinator in the last 40 seconds.
     pub online: bool,
+    /// Unix time in milliseconds. Omitted if the runner never connected.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_seen_at: Option<i64>,
+    /// Jobs the runner holds a lease on (empty right after pairing).
     #[serde(default)]
     pub current_jobs: Vec<String>,
+    /// Unix time in milliseconds.
     pub created_at: i64,
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct RunnerList {
     pub runners: Vec<Runner>,
 }
 
 /// A runner and its credential. The token is shown once.
 #[derive(Serialize, Deserialize, Debug, Clone)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct PairedRunner {
     pub runner: Runner,
+    /// The runner credential (`rnr_…`). Shown once.
     pub token: String,
 }
 
@@ -443,29 +514,38 @@ pub struct PairedRunner {
 
 /// `POST /v1/runner/join` with the pool's join token as bearer.
 #[derive(Serialize, Deserialize, Debug, Clone)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct JoinRequest {
     /// The ref the operator gave; it must name the join token's pool.
     #[serde(rename = "ref")]
     pub reference: String,
+    /// Runner name: 1-64 of `[A-Za-z0-9._-]`, starting with a letter or digit.
     pub name: String,
+    /// What the runner detected about its host (`os=`, `arch=`, `docker`, ...).
     #[serde(default)]
     pub capabilities: Vec<String>,
 }
 
 /// The answer to a join: the new runner's id and credential (shown once).
 #[derive(Serialize, Deserialize, Debug, Clone)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct JoinedRunner {
+    /// `rn_…`
     pub runner_id: String,
+    /// `rt_…`
     pub runtime_id: String,
+    /// The runner credential (`rnr_…`). Shown once.
     pub token: String,
 }
 
 /// `GET /v1/runner/join-token` with a join token as bearer: the pool it joins.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct JoinTokenInfo {
+    /// `rt_…`
     pub runtime_id: String,
     /// The pool's canonical ref (`ws:<workspace>:<name>` or `self:<subject>:<name>`).
     #[serde(rename = "ref")]
@@ -476,8 +556,10 @@ pub const MAX_SLOTS: u32 = 256;
 
 /// `POST /v1/runner/hello`: a runner announces the capabilities it detected.
 #[derive(Serialize, Deserialize, Debug, Clone)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Hello {
+    /// What the runner detected about its host (`os=`, `arch=`, `docker`, ...); replaces what it announced before.
     #[serde(default)]
     pub capabilities: Vec<String>,
     /// Jobs the runner runs at once (`--max-concurrent`), 1..=256: the
@@ -488,6 +570,7 @@ pub struct Hello {
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct HelloResponse {
     pub runner_id: String,
@@ -496,6 +579,7 @@ pub struct HelloResponse {
 
 /// `POST /v1/runner/lease`
 #[derive(Serialize, Deserialize, Debug, Clone)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct LeaseRequest {
     /// How long the coordinator may hold the request open waiting for a job.
@@ -504,6 +588,7 @@ pub struct LeaseRequest {
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct LeaseResponse {
     /// `None` when the wait ended without a job.
@@ -511,23 +596,30 @@ pub struct LeaseResponse {
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct Lease {
+    /// `lse_…`; the `{lease}` of the `/v1/runner/leases/{lease}/…` routes.
     pub lease_id: String,
     /// The lease ends this long after the last heartbeat.
     pub ttl_ms: u64,
     pub job: LeasedJob,
 }
 
+/// What the runner needs to execute the job. `script`, `timeoutSeconds` and `image` are `null` when unset.
 #[derive(Serialize, Deserialize, Debug, Clone)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct LeasedJob {
+    /// `job_…`
     pub id: String,
+    /// This attempt's number, from 1.
     pub attempt: u32,
     #[serde(default)]
     pub command: Vec<String>,
     #[serde(default)]
     pub script: Option<String>,
+    /// The job's environment variables, decrypted for this lease only.
     #[serde(default)]
     pub env: Env,
     #[serde(default)]
@@ -539,20 +631,26 @@ pub struct LeasedJob {
 /// `POST /v1/runner/leases/{lease}/heartbeat`: renews the lease, then waits up
 /// to `waitMs` for a cancel signal before answering.
 #[derive(Serialize, Deserialize, Debug, Clone)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Heartbeat {
+    /// After renewing, wait up to this long for a cancel before answering; capped at half the lease TTL. 0 answers at once.
     #[serde(deserialize_with = "integer::required")]
     pub wait_ms: u64,
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct HeartbeatResponse {
+    /// A cancel was requested: stop the job and complete with `cancelled`.
     pub cancel: bool,
+    /// The lease now ends this long after this heartbeat.
     pub ttl_ms: u64,
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum LogStream {
     Stdout,
@@ -562,8 +660,10 @@ pub enum LogStream {
 /// `POST /v1/runner/leases/{lease}/logs`. Chunks are numbered from 0 per
 /// attempt; re-sending a chunk with a number already stored changes nothing.
 #[derive(Serialize, Deserialize, Debug, Clone)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct LogChunk {
+    /// Chunk number within the attempt.
     #[serde(deserialize_with = "integer::required")]
     pub seq: u64,
     pub stream: LogStream,
@@ -571,6 +671,7 @@ pub struct LogChunk {
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum Outcome {
     Succeeded,
@@ -581,8 +682,10 @@ pub enum Outcome {
 
 /// `POST /v1/runner/leases/{lease}/complete`. Idempotent per lease.
 #[derive(Serialize, Deserialize, Debug, Clone)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Complete {
+    /// How the attempt ended. If a cancel was requested, any outcome but `succeeded` ends the job `cancelled`.
     pub outcome: Outcome,
     #[serde(
         default,
@@ -590,6 +693,7 @@ pub struct Complete {
         deserialize_with = "integer::optional"
     )]
     pub exit_code: Option<i32>,
+    /// Why it failed; stored truncated to 2000 characters.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
     /// Also lease the next job, in the same round trip: the answer's `next`
@@ -599,8 +703,10 @@ pub struct Complete {
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct CompleteResponse {
+    /// The job's final state.
     pub state: JobState,
     /// This lease had already completed the job; nothing changed.
     pub repeated: bool,
@@ -612,6 +718,7 @@ pub struct CompleteResponse {
 // ---------------------------------------------------------------- billing
 
 #[derive(Serialize, Deserialize, Debug, Clone, Default)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct SetBudget {
     /// Runner-minutes the workspace may spend on its own pools each
@@ -622,11 +729,14 @@ pub struct SetBudget {
 
 /// What the workspace used this month (UTC), and its budget.
 #[derive(Serialize, Deserialize, Debug, Clone)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct Usage {
+    /// Workspace name.
     pub workspace: String,
     /// `YYYY-MM`.
     pub month: String,
+    /// The budget in runner-minutes per month; `null` when there is no limit.
     pub monthly_minutes: Option<u64>,
     /// Runner-milliseconds charged to the workspace (workspace-owned runners).
     pub charged_ms: u64,
@@ -634,6 +744,7 @@ pub struct Usage {
     pub own_pays_ms: u64,
     /// Attempts metered, each once.
     pub jobs_charged: u64,
+    /// Attempts metered this month on members' own runners.
     pub jobs_own_pays: u64,
     /// When the month ends and the budget starts afresh (Unix ms).
     pub resets_at: i64,
@@ -641,6 +752,7 @@ pub struct Usage {
 
 /// One line of a usage report: a pool, a member or a runner.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct UsageLine {
     /// The pool's, member's or runner's id.
@@ -656,12 +768,14 @@ pub struct UsageLine {
 
 /// `GET /v1/workspace/billing/usage` and `GET /v1/me/usage`.
 #[derive(Serialize, Deserialize, Debug, Clone)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct UsageReport {
     /// `YYYY-MM`.
     pub month: String,
     /// `pool`, `member` or `runner`.
     pub by: String,
+    /// Largest first.
     pub lines: Vec<UsageLine>,
 }
 
@@ -669,16 +783,19 @@ pub struct UsageReport {
 
 /// A one-time code that pairs a device to the member who asked for it.
 #[derive(Serialize, Deserialize, Debug, Clone)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct PairingCode {
     /// Shown once; works once, for ten minutes.
     pub code: String,
     /// `drover://pair?url=<coordinator>&code=<code>`.
     pub link: String,
+    /// Unix time in milliseconds: ten minutes after it was made.
     pub expires_at: i64,
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, Default)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct RedeemPairingCode {
     /// Names the device's token: 1-64 characters, no control characters.
@@ -688,25 +805,31 @@ pub struct RedeemPairingCode {
 /// A device's own member API token, from a redeemed pairing code. The
 /// member fields are those of [`MemberCredential`].
 #[derive(Serialize, Deserialize, Debug, Clone)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct DeviceToken {
     /// Shown once.
     pub token: String,
+    /// Its id (`tok_…`), for `DELETE /v1/me/tokens/{id}`.
     pub token_id: String,
     /// The device's name.
     pub name: String,
     pub workspace: String,
     pub email: String,
+    /// The member's id (`usr_…`).
     pub subject: String,
     pub role: String,
 }
 
 /// One of a member's API tokens (never its secret).
 #[derive(Serialize, Deserialize, Debug, Clone)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ApiToken {
+    /// `tok_…`
     pub id: String,
     pub name: String,
+    /// Unix time in milliseconds.
     pub created_at: i64,
     /// Within a minute.
     pub last_used_at: Option<i64>,
@@ -715,6 +838,7 @@ pub struct ApiToken {
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct ApiTokenList {
     pub tokens: Vec<ApiToken>,
 }
@@ -722,10 +846,12 @@ pub struct ApiTokenList {
 /// Who the caller is (`GET /v1/me`): the member behind a member API token.
 /// The member fields are those of [`MemberCredential`].
 #[derive(Serialize, Deserialize, Debug, Clone)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct Me {
     pub workspace: String,
     pub email: String,
+    /// The member's id (`usr_…`).
     pub subject: String,
     pub role: String,
     /// The token of this request (`current: true`); `None` for a token
@@ -737,8 +863,10 @@ pub struct Me {
 
 /// `POST /v1/workspace/members`: invite someone by email.
 #[derive(Serialize, Deserialize, Debug, Clone, Default)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct InviteMember {
+    /// The invitee's email.
     pub email: String,
     /// `admin` or `member` (the default).
     #[serde(default)]
@@ -747,6 +875,7 @@ pub struct InviteMember {
 
 /// `PATCH /v1/workspace/members/{id}`.
 #[derive(Serialize, Deserialize, Debug, Clone, Default)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct UpdateMember {
     /// `admin` or `member`.
@@ -755,15 +884,20 @@ pub struct UpdateMember {
 
 /// A member's token as an admin sees it: its name and use, never its secret.
 #[derive(Serialize, Deserialize, Debug, Clone)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct MemberToken {
+    /// `tok_…`
     pub id: String,
     pub name: String,
+    /// Unix time in milliseconds.
     pub created_at: i64,
+    /// Unix time in milliseconds, to within a minute; `null` if never used.
     pub last_used_at: Option<i64>,
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct Member {
     /// `usr_…`: the member's subject, as in `self:<subject>` refs.
@@ -772,11 +906,13 @@ pub struct Member {
     pub role: String,
     /// `invited` until the invite is accepted, then `active`.
     pub status: String,
+    /// Unix time in milliseconds.
     pub created_at: i64,
     pub tokens: Vec<MemberToken>,
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct MemberList {
     pub members: Vec<Member>,
 }
@@ -785,12 +921,15 @@ pub struct MemberList {
 /// token, shown once. The code is redeemed like a pairing code
 /// (`POST /v1/pairing-codes/{code}/redeem`, or the link in the desktop app).
 #[derive(Serialize, Deserialize, Debug, Clone)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct Invite {
     pub member: Member,
+    /// `dpc_…`, shown once; works once, for seven days.
     pub code: String,
     /// `drover://pair?url=<coordinator>&code=<code>`.
     pub link: String,
+    /// Unix time in milliseconds.
     pub expires_at: i64,
 }
 
@@ -798,6 +937,7 @@ pub struct Invite {
 
 /// Who did something: a member, a runner (leaving), or a pool's join token.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct AuditActor {
     /// `member`, `runner` or `join_token`.
@@ -808,10 +948,12 @@ pub struct AuditActor {
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct AuditEvent {
     /// Increasing: a later event has a larger id.
     pub id: String,
+    /// Unix time in milliseconds.
     pub at: i64,
     pub actor: AuditActor,
     /// `rest`, `cli`, `desktop` or `mcp`.
@@ -826,6 +968,7 @@ pub struct AuditEvent {
 
 /// A page of the audit log, newest first.
 #[derive(Serialize, Deserialize, Debug, Clone)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct AuditPage {
     pub events: Vec<AuditEvent>,
@@ -856,6 +999,7 @@ pub const AUDIT_ACTIONS: &[&str] = &[
 
 /// What `drover-coordinator admin bootstrap|add-member --json` prints.
 #[derive(Serialize, Deserialize, Debug, Clone)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct MemberCredential {
     pub workspace: String,
     pub email: String,
