@@ -45,6 +45,18 @@ ensure_node_modules
 ensure_tauri_driver
 ensure_e2e_venv
 
+# MCP parity (tests/tests/mcp.rs) drives /mcp with an independent client:
+# the official Python SDK, pinned, in its own venv.
+mcp_venv=${CARGO_TARGET_DIR:-target}/mcp-venv
+if ! "$mcp_venv/bin/python" -c 'import mcp' 2>/dev/null; then
+  step "creating a Python venv with the MCP client (mcp from PyPI) in $mcp_venv"
+  python3 -m venv "$mcp_venv" \
+    || missing "python3 cannot create a venv: run 'sudo apt-get install python3-venv'"
+  "$mcp_venv/bin/pip" install -q --disable-pip-version-check 'mcp==2.3.0'
+fi
+export DROVER_MCP_PYTHON=$PWD/$mcp_venv/bin/python
+[ "${mcp_venv#/}" != "$mcp_venv" ] && export DROVER_MCP_PYTHON=$mcp_venv/bin/python
+
 # The desktop crate embeds src-ui/dist at compile time: build it first.
 ensure_ui_built
 step "format"

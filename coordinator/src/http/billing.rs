@@ -25,7 +25,7 @@ pub fn router() -> Router<AppState> {
         .route("/v1/me/usage", get(my_report))
 }
 
-async fn set_budget(
+pub(super) async fn set_budget(
     State(st): State<AppState>,
     AuthMember(m): AuthMember,
     Json(req): Json<wire::SetBudget>,
@@ -36,7 +36,7 @@ async fn set_budget(
     Ok(axum::Json(st.store.usage(&m, now).await?.into()))
 }
 
-async fn usage(
+pub(super) async fn usage(
     State(st): State<AppState>,
     AuthMember(m): AuthMember,
 ) -> Result<axum::Json<wire::Usage>> {
@@ -54,7 +54,7 @@ pub struct ReportParams {
     by: Option<String>,
 }
 
-async fn workspace_report(
+pub(super) async fn workspace_report(
     State(st): State<AppState>,
     AuthMember(m): AuthMember,
     headers: HeaderMap,
@@ -64,7 +64,7 @@ async fn workspace_report(
     report(&st, &m, UsageOf::Workspace, &headers, q).await
 }
 
-async fn my_report(
+pub(super) async fn my_report(
     State(st): State<AppState>,
     AuthMember(m): AuthMember,
     headers: HeaderMap,

@@ -102,21 +102,77 @@ pub static OPS: &[Op] = &[
         description: r#"Validates the job, resolves its runtime ref for the caller's workspace and queues it; a runner in the target pool (or the pinned runner) is woken at once. Jobs on a workspace-owned pool are refused while the workspace budget is spent. With an `Idempotency-Key` header, the same key from the same member within 24 hours answers the job the first request queued (`200`, the job as it is now, with `Idempotent-Replayed: true`) instead of queueing another, so a client may retry a submit whose answer it never got; the key and the job are written in one transaction. The same key with a different body is refused (`409 CONFLICT`)."#,
         params: r#"[{"name": "Idempotency-Key", "in": "header", "required": false, "description": "1-255 printable ASCII characters (e.g. a UUID) naming this submission for 24 hours, per member.", "schema": {"type": "string", "minLength": 1, "maxLength": 255, "pattern": "^[ -~]{1,255}$"}}]"#,
         query: None,
-        body: Some(Body { schema: schema::<wire::SubmitJob>, required: true, description: r#""# }),
+        body: Some(Body {
+            schema: schema::<wire::SubmitJob>,
+            required: true,
+            description: r#""#,
+        }),
         responses: &[
-            Resp { status: 200, description: r#"The job an earlier request with the same `Idempotency-Key` queued, as it is now; nothing new was queued."#, reply: Reply::Json(schema::<wire::Job>) },
-            Resp { status: 201, description: r#"The job, queued."#, reply: Reply::Json(schema::<wire::Job>) },
-            Resp { status: 400, description: r#"The JSON body is malformed, has unknown or missing fields or wrong types, a field is out of range (command/script, env, requires, timeoutSeconds, priority, maxAttempts, image), the `Idempotency-Key` is not 1-255 printable ASCII characters, or the runtime ref breaks the grammar (`INVALID_REF`) (code `BAD_REQUEST`, `INVALID_REF`)."#, reply: Reply::Error("BAD_REQUEST") },
-            Resp { status: 401, description: r#"No `Authorization: Bearer` header, or an unknown, expired or revoked token (code `UNAUTHORIZED`)."#, reply: Reply::Error("UNAUTHORIZED") },
-            Resp { status: 402, description: r#"The target is workspace-owned and the workspace budget is spent (code `BUDGET_EXCEEDED`)."#, reply: Reply::Error("BUDGET_EXCEEDED") },
-            Resp { status: 403, description: r#"The token is not a member API token (code `FORBIDDEN`)."#, reply: Reply::Error("FORBIDDEN") },
-            Resp { status: 404, description: r#"The ref names no pool or runner the caller can see, or the pool has no runner (`NO_RUNNERS`) (code `NOT_FOUND`, `NO_RUNNERS`)."#, reply: Reply::Error("NOT_FOUND") },
-            Resp { status: 408, description: r#"The request body did not arrive within the body timeout; the connection closes (code `REQUEST_TIMEOUT`)."#, reply: Reply::Error("REQUEST_TIMEOUT") },
-            Resp { status: 409, description: r#"The `Idempotency-Key` was used in the last 24 hours with a different body (code `CONFLICT`)."#, reply: Reply::Error("CONFLICT") },
-            Resp { status: 413, description: r#"The request body exceeds 1 MiB (code `PAYLOAD_TOO_LARGE`)."#, reply: Reply::Error("PAYLOAD_TOO_LARGE") },
-            Resp { status: 422, description: r#"The ref pins a runner that lacks a capability in `requires` (code `CAPABILITY_MISMATCH`)."#, reply: Reply::Error("CAPABILITY_MISMATCH") },
-            Resp { status: 500, description: r#"Something failed inside the coordinator; details are in its log only. When the write may or may not have happened the message says so: retry with the same `Idempotency-Key` (code `INTERNAL`)."#, reply: Reply::Error("INTERNAL") },
-            Resp { status: 503, description: r#"The coordinator is overloaded (too many connections, large bodies or member reads in flight, or a busy database); retry after `Retry-After` seconds (code `OVERLOADED`)."#, reply: Reply::Error("OVERLOADED") },
+            Resp {
+                status: 200,
+                description: r#"The job an earlier request with the same `Idempotency-Key` queued, as it is now; nothing new was queued."#,
+                reply: Reply::Json(schema::<wire::Job>),
+            },
+            Resp {
+                status: 201,
+                description: r#"The job, queued."#,
+                reply: Reply::Json(schema::<wire::Job>),
+            },
+            Resp {
+                status: 400,
+                description: r#"The JSON body is malformed, has unknown or missing fields or wrong types, a field is out of range (command/script, env, requires, timeoutSeconds, priority, maxAttempts, image), the `Idempotency-Key` is not 1-255 printable ASCII characters, or the runtime ref breaks the grammar (`INVALID_REF`) (code `BAD_REQUEST`, `INVALID_REF`)."#,
+                reply: Reply::Error("BAD_REQUEST"),
+            },
+            Resp {
+                status: 401,
+                description: r#"No `Authorization: Bearer` header, or an unknown, expired or revoked token (code `UNAUTHORIZED`)."#,
+                reply: Reply::Error("UNAUTHORIZED"),
+            },
+            Resp {
+                status: 402,
+                description: r#"The target is workspace-owned and the workspace budget is spent (code `BUDGET_EXCEEDED`)."#,
+                reply: Reply::Error("BUDGET_EXCEEDED"),
+            },
+            Resp {
+                status: 403,
+                description: r#"The token is not a member API token (code `FORBIDDEN`)."#,
+                reply: Reply::Error("FORBIDDEN"),
+            },
+            Resp {
+                status: 404,
+                description: r#"The ref names no pool or runner the caller can see, or the pool has no runner (`NO_RUNNERS`) (code `NOT_FOUND`, `NO_RUNNERS`)."#,
+                reply: Reply::Error("NOT_FOUND"),
+            },
+            Resp {
+                status: 408,
+                description: r#"The request body did not arrive within the body timeout; the connection closes (code `REQUEST_TIMEOUT`)."#,
+                reply: Reply::Error("REQUEST_TIMEOUT"),
+            },
+            Resp {
+                status: 409,
+                description: r#"The `Idempotency-Key` was used in the last 24 hours with a different body (code `CONFLICT`)."#,
+                reply: Reply::Error("CONFLICT"),
+            },
+            Resp {
+                status: 413,
+                description: r#"The request body exceeds 1 MiB (code `PAYLOAD_TOO_LARGE`)."#,
+                reply: Reply::Error("PAYLOAD_TOO_LARGE"),
+            },
+            Resp {
+                status: 422,
+                description: r#"The ref pins a runner that lacks a capability in `requires` (code `CAPABILITY_MISMATCH`)."#,
+                reply: Reply::Error("CAPABILITY_MISMATCH"),
+            },
+            Resp {
+                status: 500,
+                description: r#"Something failed inside the coordinator; details are in its log only. When the write may or may not have happened the message says so: retry with the same `Idempotency-Key` (code `INTERNAL`)."#,
+                reply: Reply::Error("INTERNAL"),
+            },
+            Resp {
+                status: 503,
+                description: r#"The coordinator is overloaded (too many connections, large bodies or member reads in flight, or a busy database); retry after `Retry-After` seconds (code `OVERLOADED`)."#,
+                reply: Reply::Error("OVERLOADED"),
+            },
         ],
     },
     Op {
@@ -132,12 +188,36 @@ pub static OPS: &[Op] = &[
         query: Some(schema::<jobs::ListQuery>),
         body: None,
         responses: &[
-            Resp { status: 200, description: r#"The jobs, newest first."#, reply: Reply::Json(schema::<wire::JobList>) },
-            Resp { status: 400, description: r#"Unknown `state`, `limit` outside 1..=1000, or an unknown query parameter (code `BAD_REQUEST`)."#, reply: Reply::Error("BAD_REQUEST") },
-            Resp { status: 401, description: r#"No `Authorization: Bearer` header, or an unknown, expired or revoked token (code `UNAUTHORIZED`)."#, reply: Reply::Error("UNAUTHORIZED") },
-            Resp { status: 403, description: r#"The token is not a member API token (code `FORBIDDEN`)."#, reply: Reply::Error("FORBIDDEN") },
-            Resp { status: 500, description: r#"Something failed inside the coordinator; details are in its log only (code `INTERNAL`)."#, reply: Reply::Error("INTERNAL") },
-            Resp { status: 503, description: r#"The coordinator is overloaded (too many connections, large bodies or member reads in flight, or a busy database); retry after `Retry-After` seconds (code `OVERLOADED`)."#, reply: Reply::Error("OVERLOADED") },
+            Resp {
+                status: 200,
+                description: r#"The jobs, newest first."#,
+                reply: Reply::Json(schema::<wire::JobList>),
+            },
+            Resp {
+                status: 400,
+                description: r#"Unknown `state`, `limit` outside 1..=1000, or an unknown query parameter (code `BAD_REQUEST`)."#,
+                reply: Reply::Error("BAD_REQUEST"),
+            },
+            Resp {
+                status: 401,
+                description: r#"No `Authorization: Bearer` header, or an unknown, expired or revoked token (code `UNAUTHORIZED`)."#,
+                reply: Reply::Error("UNAUTHORIZED"),
+            },
+            Resp {
+                status: 403,
+                description: r#"The token is not a member API token (code `FORBIDDEN`)."#,
+                reply: Reply::Error("FORBIDDEN"),
+            },
+            Resp {
+                status: 500,
+                description: r#"Something failed inside the coordinator; details are in its log only (code `INTERNAL`)."#,
+                reply: Reply::Error("INTERNAL"),
+            },
+            Resp {
+                status: 503,
+                description: r#"The coordinator is overloaded (too many connections, large bodies or member reads in flight, or a busy database); retry after `Retry-After` seconds (code `OVERLOADED`)."#,
+                reply: Reply::Error("OVERLOADED"),
+            },
         ],
     },
     Op {
@@ -153,12 +233,36 @@ pub static OPS: &[Op] = &[
         query: None,
         body: None,
         responses: &[
-            Resp { status: 200, description: r#"The job."#, reply: Reply::Json(schema::<wire::Job>) },
-            Resp { status: 401, description: r#"No `Authorization: Bearer` header, or an unknown, expired or revoked token (code `UNAUTHORIZED`)."#, reply: Reply::Error("UNAUTHORIZED") },
-            Resp { status: 403, description: r#"The token is not a member API token (code `FORBIDDEN`)."#, reply: Reply::Error("FORBIDDEN") },
-            Resp { status: 404, description: r#"No such job, or one the caller may not see (code `NOT_FOUND`)."#, reply: Reply::Error("NOT_FOUND") },
-            Resp { status: 500, description: r#"Something failed inside the coordinator; details are in its log only (code `INTERNAL`)."#, reply: Reply::Error("INTERNAL") },
-            Resp { status: 503, description: r#"The coordinator is overloaded (too many connections, large bodies or member reads in flight, or a busy database); retry after `Retry-After` seconds (code `OVERLOADED`)."#, reply: Reply::Error("OVERLOADED") },
+            Resp {
+                status: 200,
+                description: r#"The job."#,
+                reply: Reply::Json(schema::<wire::Job>),
+            },
+            Resp {
+                status: 401,
+                description: r#"No `Authorization: Bearer` header, or an unknown, expired or revoked token (code `UNAUTHORIZED`)."#,
+                reply: Reply::Error("UNAUTHORIZED"),
+            },
+            Resp {
+                status: 403,
+                description: r#"The token is not a member API token (code `FORBIDDEN`)."#,
+                reply: Reply::Error("FORBIDDEN"),
+            },
+            Resp {
+                status: 404,
+                description: r#"No such job, or one the caller may not see (code `NOT_FOUND`)."#,
+                reply: Reply::Error("NOT_FOUND"),
+            },
+            Resp {
+                status: 500,
+                description: r#"Something failed inside the coordinator; details are in its log only (code `INTERNAL`)."#,
+                reply: Reply::Error("INTERNAL"),
+            },
+            Resp {
+                status: 503,
+                description: r#"The coordinator is overloaded (too many connections, large bodies or member reads in flight, or a busy database); retry after `Retry-After` seconds (code `OVERLOADED`)."#,
+                reply: Reply::Error("OVERLOADED"),
+            },
         ],
     },
     Op {
@@ -174,13 +278,41 @@ pub static OPS: &[Op] = &[
         query: None,
         body: None,
         responses: &[
-            Resp { status: 200, description: r#"The job after the cancel."#, reply: Reply::Json(schema::<wire::Job>) },
-            Resp { status: 401, description: r#"No `Authorization: Bearer` header, or an unknown, expired or revoked token (code `UNAUTHORIZED`)."#, reply: Reply::Error("UNAUTHORIZED") },
-            Resp { status: 403, description: r#"The token is not a member API token (code `FORBIDDEN`)."#, reply: Reply::Error("FORBIDDEN") },
-            Resp { status: 404, description: r#"No such job, or one the caller may not see (code `NOT_FOUND`)."#, reply: Reply::Error("NOT_FOUND") },
-            Resp { status: 409, description: r#"The job already finished in a state other than `cancelled` (code `CONFLICT`)."#, reply: Reply::Error("CONFLICT") },
-            Resp { status: 500, description: r#"Something failed inside the coordinator; details are in its log only (code `INTERNAL`)."#, reply: Reply::Error("INTERNAL") },
-            Resp { status: 503, description: r#"The coordinator is overloaded (too many connections, large bodies or member reads in flight, or a busy database); retry after `Retry-After` seconds (code `OVERLOADED`)."#, reply: Reply::Error("OVERLOADED") },
+            Resp {
+                status: 200,
+                description: r#"The job after the cancel."#,
+                reply: Reply::Json(schema::<wire::Job>),
+            },
+            Resp {
+                status: 401,
+                description: r#"No `Authorization: Bearer` header, or an unknown, expired or revoked token (code `UNAUTHORIZED`)."#,
+                reply: Reply::Error("UNAUTHORIZED"),
+            },
+            Resp {
+                status: 403,
+                description: r#"The token is not a member API token (code `FORBIDDEN`)."#,
+                reply: Reply::Error("FORBIDDEN"),
+            },
+            Resp {
+                status: 404,
+                description: r#"No such job, or one the caller may not see (code `NOT_FOUND`)."#,
+                reply: Reply::Error("NOT_FOUND"),
+            },
+            Resp {
+                status: 409,
+                description: r#"The job already finished in a state other than `cancelled` (code `CONFLICT`)."#,
+                reply: Reply::Error("CONFLICT"),
+            },
+            Resp {
+                status: 500,
+                description: r#"Something failed inside the coordinator; details are in its log only (code `INTERNAL`)."#,
+                reply: Reply::Error("INTERNAL"),
+            },
+            Resp {
+                status: 503,
+                description: r#"The coordinator is overloaded (too many connections, large bodies or member reads in flight, or a busy database); retry after `Retry-After` seconds (code `OVERLOADED`)."#,
+                reply: Reply::Error("OVERLOADED"),
+            },
         ],
     },
     Op {
@@ -196,13 +328,43 @@ pub static OPS: &[Op] = &[
         query: Some(schema::<jobs::LogsQuery>),
         body: None,
         responses: &[
-            Resp { status: 200, description: r#"The log text; streamed when `follow=true`."#, reply: Reply::Raw(r#"{"text/plain; charset=utf-8": {"schema": {"type": "string"}}}"#) },
-            Resp { status: 400, description: r#"`follow` is not a boolean, or an unknown query parameter (code `BAD_REQUEST`)."#, reply: Reply::Error("BAD_REQUEST") },
-            Resp { status: 401, description: r#"No `Authorization: Bearer` header, or an unknown, expired or revoked token (code `UNAUTHORIZED`)."#, reply: Reply::Error("UNAUTHORIZED") },
-            Resp { status: 403, description: r#"The token is not a member API token (code `FORBIDDEN`)."#, reply: Reply::Error("FORBIDDEN") },
-            Resp { status: 404, description: r#"No such job, or one the caller may not see (code `NOT_FOUND`)."#, reply: Reply::Error("NOT_FOUND") },
-            Resp { status: 500, description: r#"Something failed inside the coordinator; details are in its log only (code `INTERNAL`)."#, reply: Reply::Error("INTERNAL") },
-            Resp { status: 503, description: r#"The coordinator is overloaded (too many connections, large bodies or member reads in flight, or a busy database); retry after `Retry-After` seconds (code `OVERLOADED`)."#, reply: Reply::Error("OVERLOADED") },
+            Resp {
+                status: 200,
+                description: r#"The log text; streamed when `follow=true`."#,
+                reply: Reply::Raw(
+                    r#"{"text/plain; charset=utf-8": {"schema": {"type": "string"}}}"#,
+                ),
+            },
+            Resp {
+                status: 400,
+                description: r#"`follow` is not a boolean, or an unknown query parameter (code `BAD_REQUEST`)."#,
+                reply: Reply::Error("BAD_REQUEST"),
+            },
+            Resp {
+                status: 401,
+                description: r#"No `Authorization: Bearer` header, or an unknown, expired or revoked token (code `UNAUTHORIZED`)."#,
+                reply: Reply::Error("UNAUTHORIZED"),
+            },
+            Resp {
+                status: 403,
+                description: r#"The token is not a member API token (code `FORBIDDEN`)."#,
+                reply: Reply::Error("FORBIDDEN"),
+            },
+            Resp {
+                status: 404,
+                description: r#"No such job, or one the caller may not see (code `NOT_FOUND`)."#,
+                reply: Reply::Error("NOT_FOUND"),
+            },
+            Resp {
+                status: 500,
+                description: r#"Something failed inside the coordinator; details are in its log only (code `INTERNAL`)."#,
+                reply: Reply::Error("INTERNAL"),
+            },
+            Resp {
+                status: 503,
+                description: r#"The coordinator is overloaded (too many connections, large bodies or member reads in flight, or a busy database); retry after `Retry-After` seconds (code `OVERLOADED`)."#,
+                reply: Reply::Error("OVERLOADED"),
+            },
         ],
     },
     Op {
@@ -216,17 +378,57 @@ pub static OPS: &[Op] = &[
         description: r#"Creates a personal runtime (pool) in the caller's workspace."#,
         params: "",
         query: None,
-        body: Some(Body { schema: schema::<wire::CreateRuntime>, required: true, description: r#""# }),
+        body: Some(Body {
+            schema: schema::<wire::CreateRuntime>,
+            required: true,
+            description: r#""#,
+        }),
         responses: &[
-            Resp { status: 201, description: r#"The new pool."#, reply: Reply::Json(schema::<wire::Runtime>) },
-            Resp { status: 400, description: r#"The JSON body is malformed, has unknown or missing fields or wrong types, or the name is invalid (code `BAD_REQUEST`)."#, reply: Reply::Error("BAD_REQUEST") },
-            Resp { status: 401, description: r#"No `Authorization: Bearer` header, or an unknown, expired or revoked token (code `UNAUTHORIZED`)."#, reply: Reply::Error("UNAUTHORIZED") },
-            Resp { status: 403, description: r#"The token is not a member API token (code `FORBIDDEN`)."#, reply: Reply::Error("FORBIDDEN") },
-            Resp { status: 408, description: r#"The request body did not arrive within the body timeout; the connection closes (code `REQUEST_TIMEOUT`)."#, reply: Reply::Error("REQUEST_TIMEOUT") },
-            Resp { status: 409, description: r#"A pool with this name already exists for this owner (code `CONFLICT`)."#, reply: Reply::Error("CONFLICT") },
-            Resp { status: 413, description: r#"The request body exceeds 1 MiB (code `PAYLOAD_TOO_LARGE`)."#, reply: Reply::Error("PAYLOAD_TOO_LARGE") },
-            Resp { status: 500, description: r#"Something failed inside the coordinator; details are in its log only (code `INTERNAL`)."#, reply: Reply::Error("INTERNAL") },
-            Resp { status: 503, description: r#"The coordinator is overloaded (too many connections, large bodies or member reads in flight, or a busy database); retry after `Retry-After` seconds (code `OVERLOADED`)."#, reply: Reply::Error("OVERLOADED") },
+            Resp {
+                status: 201,
+                description: r#"The new pool."#,
+                reply: Reply::Json(schema::<wire::Runtime>),
+            },
+            Resp {
+                status: 400,
+                description: r#"The JSON body is malformed, has unknown or missing fields or wrong types, or the name is invalid (code `BAD_REQUEST`)."#,
+                reply: Reply::Error("BAD_REQUEST"),
+            },
+            Resp {
+                status: 401,
+                description: r#"No `Authorization: Bearer` header, or an unknown, expired or revoked token (code `UNAUTHORIZED`)."#,
+                reply: Reply::Error("UNAUTHORIZED"),
+            },
+            Resp {
+                status: 403,
+                description: r#"The token is not a member API token (code `FORBIDDEN`)."#,
+                reply: Reply::Error("FORBIDDEN"),
+            },
+            Resp {
+                status: 408,
+                description: r#"The request body did not arrive within the body timeout; the connection closes (code `REQUEST_TIMEOUT`)."#,
+                reply: Reply::Error("REQUEST_TIMEOUT"),
+            },
+            Resp {
+                status: 409,
+                description: r#"A pool with this name already exists for this owner (code `CONFLICT`)."#,
+                reply: Reply::Error("CONFLICT"),
+            },
+            Resp {
+                status: 413,
+                description: r#"The request body exceeds 1 MiB (code `PAYLOAD_TOO_LARGE`)."#,
+                reply: Reply::Error("PAYLOAD_TOO_LARGE"),
+            },
+            Resp {
+                status: 500,
+                description: r#"Something failed inside the coordinator; details are in its log only (code `INTERNAL`)."#,
+                reply: Reply::Error("INTERNAL"),
+            },
+            Resp {
+                status: 503,
+                description: r#"The coordinator is overloaded (too many connections, large bodies or member reads in flight, or a busy database); retry after `Retry-After` seconds (code `OVERLOADED`)."#,
+                reply: Reply::Error("OVERLOADED"),
+            },
         ],
     },
     Op {
@@ -242,11 +444,31 @@ pub static OPS: &[Op] = &[
         query: None,
         body: None,
         responses: &[
-            Resp { status: 200, description: r#"The pools."#, reply: Reply::Json(schema::<wire::RuntimeList>) },
-            Resp { status: 401, description: r#"No `Authorization: Bearer` header, or an unknown, expired or revoked token (code `UNAUTHORIZED`)."#, reply: Reply::Error("UNAUTHORIZED") },
-            Resp { status: 403, description: r#"The token is not a member API token (code `FORBIDDEN`)."#, reply: Reply::Error("FORBIDDEN") },
-            Resp { status: 500, description: r#"Something failed inside the coordinator; details are in its log only (code `INTERNAL`)."#, reply: Reply::Error("INTERNAL") },
-            Resp { status: 503, description: r#"The coordinator is overloaded (too many connections, large bodies or member reads in flight, or a busy database); retry after `Retry-After` seconds (code `OVERLOADED`)."#, reply: Reply::Error("OVERLOADED") },
+            Resp {
+                status: 200,
+                description: r#"The pools."#,
+                reply: Reply::Json(schema::<wire::RuntimeList>),
+            },
+            Resp {
+                status: 401,
+                description: r#"No `Authorization: Bearer` header, or an unknown, expired or revoked token (code `UNAUTHORIZED`)."#,
+                reply: Reply::Error("UNAUTHORIZED"),
+            },
+            Resp {
+                status: 403,
+                description: r#"The token is not a member API token (code `FORBIDDEN`)."#,
+                reply: Reply::Error("FORBIDDEN"),
+            },
+            Resp {
+                status: 500,
+                description: r#"Something failed inside the coordinator; details are in its log only (code `INTERNAL`)."#,
+                reply: Reply::Error("INTERNAL"),
+            },
+            Resp {
+                status: 503,
+                description: r#"The coordinator is overloaded (too many connections, large bodies or member reads in flight, or a busy database); retry after `Retry-After` seconds (code `OVERLOADED`)."#,
+                reply: Reply::Error("OVERLOADED"),
+            },
         ],
     },
     Op {
@@ -260,17 +482,57 @@ pub static OPS: &[Op] = &[
         description: r#"Mints a join token (`djt_…`, shown once) that a runner exchanges at `POST /v1/runner/join` for its own credential. The body may be empty."#,
         params: r#"[{"name": "id", "in": "path", "required": true, "description": "The pool's name or id (`rt_\u2026`). The name `default` creates the owner's default pool on first use.", "schema": {"type": "string"}}]"#,
         query: None,
-        body: Some(Body { schema: schema::<wire::CreateJoinToken>, required: false, description: r#"Optional; an empty body means the defaults."# }),
+        body: Some(Body {
+            schema: schema::<wire::CreateJoinToken>,
+            required: false,
+            description: r#"Optional; an empty body means the defaults."#,
+        }),
         responses: &[
-            Resp { status: 201, description: r#"The join token."#, reply: Reply::Json(schema::<wire::JoinToken>) },
-            Resp { status: 400, description: r#"The JSON body is malformed, has unknown or missing fields or wrong types, or `ttlSeconds` is outside 1..=2592000 (code `BAD_REQUEST`)."#, reply: Reply::Error("BAD_REQUEST") },
-            Resp { status: 401, description: r#"No `Authorization: Bearer` header, or an unknown, expired or revoked token (code `UNAUTHORIZED`)."#, reply: Reply::Error("UNAUTHORIZED") },
-            Resp { status: 403, description: r#"The token is not a member API token (code `FORBIDDEN`)."#, reply: Reply::Error("FORBIDDEN") },
-            Resp { status: 404, description: r#"No pool with this name or id for this owner (code `NOT_FOUND`)."#, reply: Reply::Error("NOT_FOUND") },
-            Resp { status: 408, description: r#"The request body did not arrive within the body timeout; the connection closes (code `REQUEST_TIMEOUT`)."#, reply: Reply::Error("REQUEST_TIMEOUT") },
-            Resp { status: 413, description: r#"The request body exceeds 1 MiB (code `PAYLOAD_TOO_LARGE`)."#, reply: Reply::Error("PAYLOAD_TOO_LARGE") },
-            Resp { status: 500, description: r#"Something failed inside the coordinator; details are in its log only (code `INTERNAL`)."#, reply: Reply::Error("INTERNAL") },
-            Resp { status: 503, description: r#"The coordinator is overloaded (too many connections, large bodies or member reads in flight, or a busy database); retry after `Retry-After` seconds (code `OVERLOADED`)."#, reply: Reply::Error("OVERLOADED") },
+            Resp {
+                status: 201,
+                description: r#"The join token."#,
+                reply: Reply::Json(schema::<wire::JoinToken>),
+            },
+            Resp {
+                status: 400,
+                description: r#"The JSON body is malformed, has unknown or missing fields or wrong types, or `ttlSeconds` is outside 1..=2592000 (code `BAD_REQUEST`)."#,
+                reply: Reply::Error("BAD_REQUEST"),
+            },
+            Resp {
+                status: 401,
+                description: r#"No `Authorization: Bearer` header, or an unknown, expired or revoked token (code `UNAUTHORIZED`)."#,
+                reply: Reply::Error("UNAUTHORIZED"),
+            },
+            Resp {
+                status: 403,
+                description: r#"The token is not a member API token (code `FORBIDDEN`)."#,
+                reply: Reply::Error("FORBIDDEN"),
+            },
+            Resp {
+                status: 404,
+                description: r#"No pool with this name or id for this owner (code `NOT_FOUND`)."#,
+                reply: Reply::Error("NOT_FOUND"),
+            },
+            Resp {
+                status: 408,
+                description: r#"The request body did not arrive within the body timeout; the connection closes (code `REQUEST_TIMEOUT`)."#,
+                reply: Reply::Error("REQUEST_TIMEOUT"),
+            },
+            Resp {
+                status: 413,
+                description: r#"The request body exceeds 1 MiB (code `PAYLOAD_TOO_LARGE`)."#,
+                reply: Reply::Error("PAYLOAD_TOO_LARGE"),
+            },
+            Resp {
+                status: 500,
+                description: r#"Something failed inside the coordinator; details are in its log only (code `INTERNAL`)."#,
+                reply: Reply::Error("INTERNAL"),
+            },
+            Resp {
+                status: 503,
+                description: r#"The coordinator is overloaded (too many connections, large bodies or member reads in flight, or a busy database); retry after `Retry-After` seconds (code `OVERLOADED`)."#,
+                reply: Reply::Error("OVERLOADED"),
+            },
         ],
     },
     Op {
@@ -284,17 +546,57 @@ pub static OPS: &[Op] = &[
         description: r#"Creates a workspace-owned runtime (pool) in the caller's workspace. Needs the workspace admin role."#,
         params: "",
         query: None,
-        body: Some(Body { schema: schema::<wire::CreateRuntime>, required: true, description: r#""# }),
+        body: Some(Body {
+            schema: schema::<wire::CreateRuntime>,
+            required: true,
+            description: r#""#,
+        }),
         responses: &[
-            Resp { status: 201, description: r#"The new pool."#, reply: Reply::Json(schema::<wire::Runtime>) },
-            Resp { status: 400, description: r#"The JSON body is malformed, has unknown or missing fields or wrong types, or the name is invalid (code `BAD_REQUEST`)."#, reply: Reply::Error("BAD_REQUEST") },
-            Resp { status: 401, description: r#"No `Authorization: Bearer` header, or an unknown, expired or revoked token (code `UNAUTHORIZED`)."#, reply: Reply::Error("UNAUTHORIZED") },
-            Resp { status: 403, description: r#"The token is not a member API token, or the member lacks the workspace admin role (code `FORBIDDEN`)."#, reply: Reply::Error("FORBIDDEN") },
-            Resp { status: 408, description: r#"The request body did not arrive within the body timeout; the connection closes (code `REQUEST_TIMEOUT`)."#, reply: Reply::Error("REQUEST_TIMEOUT") },
-            Resp { status: 409, description: r#"A pool with this name already exists for this owner (code `CONFLICT`)."#, reply: Reply::Error("CONFLICT") },
-            Resp { status: 413, description: r#"The request body exceeds 1 MiB (code `PAYLOAD_TOO_LARGE`)."#, reply: Reply::Error("PAYLOAD_TOO_LARGE") },
-            Resp { status: 500, description: r#"Something failed inside the coordinator; details are in its log only (code `INTERNAL`)."#, reply: Reply::Error("INTERNAL") },
-            Resp { status: 503, description: r#"The coordinator is overloaded (too many connections, large bodies or member reads in flight, or a busy database); retry after `Retry-After` seconds (code `OVERLOADED`)."#, reply: Reply::Error("OVERLOADED") },
+            Resp {
+                status: 201,
+                description: r#"The new pool."#,
+                reply: Reply::Json(schema::<wire::Runtime>),
+            },
+            Resp {
+                status: 400,
+                description: r#"The JSON body is malformed, has unknown or missing fields or wrong types, or the name is invalid (code `BAD_REQUEST`)."#,
+                reply: Reply::Error("BAD_REQUEST"),
+            },
+            Resp {
+                status: 401,
+                description: r#"No `Authorization: Bearer` header, or an unknown, expired or revoked token (code `UNAUTHORIZED`)."#,
+                reply: Reply::Error("UNAUTHORIZED"),
+            },
+            Resp {
+                status: 403,
+                description: r#"The token is not a member API token, or the member lacks the workspace admin role (code `FORBIDDEN`)."#,
+                reply: Reply::Error("FORBIDDEN"),
+            },
+            Resp {
+                status: 408,
+                description: r#"The request body did not arrive within the body timeout; the connection closes (code `REQUEST_TIMEOUT`)."#,
+                reply: Reply::Error("REQUEST_TIMEOUT"),
+            },
+            Resp {
+                status: 409,
+                description: r#"A pool with this name already exists for this owner (code `CONFLICT`)."#,
+                reply: Reply::Error("CONFLICT"),
+            },
+            Resp {
+                status: 413,
+                description: r#"The request body exceeds 1 MiB (code `PAYLOAD_TOO_LARGE`)."#,
+                reply: Reply::Error("PAYLOAD_TOO_LARGE"),
+            },
+            Resp {
+                status: 500,
+                description: r#"Something failed inside the coordinator; details are in its log only (code `INTERNAL`)."#,
+                reply: Reply::Error("INTERNAL"),
+            },
+            Resp {
+                status: 503,
+                description: r#"The coordinator is overloaded (too many connections, large bodies or member reads in flight, or a busy database); retry after `Retry-After` seconds (code `OVERLOADED`)."#,
+                reply: Reply::Error("OVERLOADED"),
+            },
         ],
     },
     Op {
@@ -310,11 +612,31 @@ pub static OPS: &[Op] = &[
         query: None,
         body: None,
         responses: &[
-            Resp { status: 200, description: r#"The pools."#, reply: Reply::Json(schema::<wire::RuntimeList>) },
-            Resp { status: 401, description: r#"No `Authorization: Bearer` header, or an unknown, expired or revoked token (code `UNAUTHORIZED`)."#, reply: Reply::Error("UNAUTHORIZED") },
-            Resp { status: 403, description: r#"The token is not a member API token (code `FORBIDDEN`)."#, reply: Reply::Error("FORBIDDEN") },
-            Resp { status: 500, description: r#"Something failed inside the coordinator; details are in its log only (code `INTERNAL`)."#, reply: Reply::Error("INTERNAL") },
-            Resp { status: 503, description: r#"The coordinator is overloaded (too many connections, large bodies or member reads in flight, or a busy database); retry after `Retry-After` seconds (code `OVERLOADED`)."#, reply: Reply::Error("OVERLOADED") },
+            Resp {
+                status: 200,
+                description: r#"The pools."#,
+                reply: Reply::Json(schema::<wire::RuntimeList>),
+            },
+            Resp {
+                status: 401,
+                description: r#"No `Authorization: Bearer` header, or an unknown, expired or revoked token (code `UNAUTHORIZED`)."#,
+                reply: Reply::Error("UNAUTHORIZED"),
+            },
+            Resp {
+                status: 403,
+                description: r#"The token is not a member API token (code `FORBIDDEN`)."#,
+                reply: Reply::Error("FORBIDDEN"),
+            },
+            Resp {
+                status: 500,
+                description: r#"Something failed inside the coordinator; details are in its log only (code `INTERNAL`)."#,
+                reply: Reply::Error("INTERNAL"),
+            },
+            Resp {
+                status: 503,
+                description: r#"The coordinator is overloaded (too many connections, large bodies or member reads in flight, or a busy database); retry after `Retry-After` seconds (code `OVERLOADED`)."#,
+                reply: Reply::Error("OVERLOADED"),
+            },
         ],
     },
     Op {
@@ -328,17 +650,57 @@ pub static OPS: &[Op] = &[
         description: r#"Mints a join token (`djt_…`, shown once) that a runner exchanges at `POST /v1/runner/join` for its own credential. The body may be empty. Needs the workspace admin role."#,
         params: r#"[{"name": "id", "in": "path", "required": true, "description": "The pool's name or id (`rt_\u2026`). The name `default` creates the owner's default pool on first use.", "schema": {"type": "string"}}]"#,
         query: None,
-        body: Some(Body { schema: schema::<wire::CreateJoinToken>, required: false, description: r#"Optional; an empty body means the defaults."# }),
+        body: Some(Body {
+            schema: schema::<wire::CreateJoinToken>,
+            required: false,
+            description: r#"Optional; an empty body means the defaults."#,
+        }),
         responses: &[
-            Resp { status: 201, description: r#"The join token."#, reply: Reply::Json(schema::<wire::JoinToken>) },
-            Resp { status: 400, description: r#"The JSON body is malformed, has unknown or missing fields or wrong types, or `ttlSeconds` is outside 1..=2592000 (code `BAD_REQUEST`)."#, reply: Reply::Error("BAD_REQUEST") },
-            Resp { status: 401, description: r#"No `Authorization: Bearer` header, or an unknown, expired or revoked token (code `UNAUTHORIZED`)."#, reply: Reply::Error("UNAUTHORIZED") },
-            Resp { status: 403, description: r#"The token is not a member API token, or the member lacks the workspace admin role (code `FORBIDDEN`)."#, reply: Reply::Error("FORBIDDEN") },
-            Resp { status: 404, description: r#"No pool with this name or id for this owner (code `NOT_FOUND`)."#, reply: Reply::Error("NOT_FOUND") },
-            Resp { status: 408, description: r#"The request body did not arrive within the body timeout; the connection closes (code `REQUEST_TIMEOUT`)."#, reply: Reply::Error("REQUEST_TIMEOUT") },
-            Resp { status: 413, description: r#"The request body exceeds 1 MiB (code `PAYLOAD_TOO_LARGE`)."#, reply: Reply::Error("PAYLOAD_TOO_LARGE") },
-            Resp { status: 500, description: r#"Something failed inside the coordinator; details are in its log only (code `INTERNAL`)."#, reply: Reply::Error("INTERNAL") },
-            Resp { status: 503, description: r#"The coordinator is overloaded (too many connections, large bodies or member reads in flight, or a busy database); retry after `Retry-After` seconds (code `OVERLOADED`)."#, reply: Reply::Error("OVERLOADED") },
+            Resp {
+                status: 201,
+                description: r#"The join token."#,
+                reply: Reply::Json(schema::<wire::JoinToken>),
+            },
+            Resp {
+                status: 400,
+                description: r#"The JSON body is malformed, has unknown or missing fields or wrong types, or `ttlSeconds` is outside 1..=2592000 (code `BAD_REQUEST`)."#,
+                reply: Reply::Error("BAD_REQUEST"),
+            },
+            Resp {
+                status: 401,
+                description: r#"No `Authorization: Bearer` header, or an unknown, expired or revoked token (code `UNAUTHORIZED`)."#,
+                reply: Reply::Error("UNAUTHORIZED"),
+            },
+            Resp {
+                status: 403,
+                description: r#"The token is not a member API token, or the member lacks the workspace admin role (code `FORBIDDEN`)."#,
+                reply: Reply::Error("FORBIDDEN"),
+            },
+            Resp {
+                status: 404,
+                description: r#"No pool with this name or id for this owner (code `NOT_FOUND`)."#,
+                reply: Reply::Error("NOT_FOUND"),
+            },
+            Resp {
+                status: 408,
+                description: r#"The request body did not arrive within the body timeout; the connection closes (code `REQUEST_TIMEOUT`)."#,
+                reply: Reply::Error("REQUEST_TIMEOUT"),
+            },
+            Resp {
+                status: 413,
+                description: r#"The request body exceeds 1 MiB (code `PAYLOAD_TOO_LARGE`)."#,
+                reply: Reply::Error("PAYLOAD_TOO_LARGE"),
+            },
+            Resp {
+                status: 500,
+                description: r#"Something failed inside the coordinator; details are in its log only (code `INTERNAL`)."#,
+                reply: Reply::Error("INTERNAL"),
+            },
+            Resp {
+                status: 503,
+                description: r#"The coordinator is overloaded (too many connections, large bodies or member reads in flight, or a busy database); retry after `Retry-After` seconds (code `OVERLOADED`)."#,
+                reply: Reply::Error("OVERLOADED"),
+            },
         ],
     },
     Op {
@@ -352,17 +714,57 @@ pub static OPS: &[Op] = &[
         description: r#"Creates a runner in one of the owner's pools and returns its credential (`rnr_…`, shown once). The body may be empty."#,
         params: "",
         query: None,
-        body: Some(Body { schema: schema::<wire::PairRunner>, required: false, description: r#"Optional; an empty body pairs a runner named `runner` into the `default` pool."# }),
+        body: Some(Body {
+            schema: schema::<wire::PairRunner>,
+            required: false,
+            description: r#"Optional; an empty body pairs a runner named `runner` into the `default` pool."#,
+        }),
         responses: &[
-            Resp { status: 201, description: r#"The runner and its credential."#, reply: Reply::Json(schema::<wire::PairedRunner>) },
-            Resp { status: 400, description: r#"The JSON body is malformed, has unknown or missing fields or wrong types, or the name or a label is invalid (code `BAD_REQUEST`)."#, reply: Reply::Error("BAD_REQUEST") },
-            Resp { status: 401, description: r#"No `Authorization: Bearer` header, or an unknown, expired or revoked token (code `UNAUTHORIZED`)."#, reply: Reply::Error("UNAUTHORIZED") },
-            Resp { status: 403, description: r#"The token is not a member API token (code `FORBIDDEN`)."#, reply: Reply::Error("FORBIDDEN") },
-            Resp { status: 404, description: r#"No pool with this name or id for this owner (code `NOT_FOUND`)."#, reply: Reply::Error("NOT_FOUND") },
-            Resp { status: 408, description: r#"The request body did not arrive within the body timeout; the connection closes (code `REQUEST_TIMEOUT`)."#, reply: Reply::Error("REQUEST_TIMEOUT") },
-            Resp { status: 413, description: r#"The request body exceeds 1 MiB (code `PAYLOAD_TOO_LARGE`)."#, reply: Reply::Error("PAYLOAD_TOO_LARGE") },
-            Resp { status: 500, description: r#"Something failed inside the coordinator; details are in its log only (code `INTERNAL`)."#, reply: Reply::Error("INTERNAL") },
-            Resp { status: 503, description: r#"The coordinator is overloaded (too many connections, large bodies or member reads in flight, or a busy database); retry after `Retry-After` seconds (code `OVERLOADED`)."#, reply: Reply::Error("OVERLOADED") },
+            Resp {
+                status: 201,
+                description: r#"The runner and its credential."#,
+                reply: Reply::Json(schema::<wire::PairedRunner>),
+            },
+            Resp {
+                status: 400,
+                description: r#"The JSON body is malformed, has unknown or missing fields or wrong types, or the name or a label is invalid (code `BAD_REQUEST`)."#,
+                reply: Reply::Error("BAD_REQUEST"),
+            },
+            Resp {
+                status: 401,
+                description: r#"No `Authorization: Bearer` header, or an unknown, expired or revoked token (code `UNAUTHORIZED`)."#,
+                reply: Reply::Error("UNAUTHORIZED"),
+            },
+            Resp {
+                status: 403,
+                description: r#"The token is not a member API token (code `FORBIDDEN`)."#,
+                reply: Reply::Error("FORBIDDEN"),
+            },
+            Resp {
+                status: 404,
+                description: r#"No pool with this name or id for this owner (code `NOT_FOUND`)."#,
+                reply: Reply::Error("NOT_FOUND"),
+            },
+            Resp {
+                status: 408,
+                description: r#"The request body did not arrive within the body timeout; the connection closes (code `REQUEST_TIMEOUT`)."#,
+                reply: Reply::Error("REQUEST_TIMEOUT"),
+            },
+            Resp {
+                status: 413,
+                description: r#"The request body exceeds 1 MiB (code `PAYLOAD_TOO_LARGE`)."#,
+                reply: Reply::Error("PAYLOAD_TOO_LARGE"),
+            },
+            Resp {
+                status: 500,
+                description: r#"Something failed inside the coordinator; details are in its log only (code `INTERNAL`)."#,
+                reply: Reply::Error("INTERNAL"),
+            },
+            Resp {
+                status: 503,
+                description: r#"The coordinator is overloaded (too many connections, large bodies or member reads in flight, or a busy database); retry after `Retry-After` seconds (code `OVERLOADED`)."#,
+                reply: Reply::Error("OVERLOADED"),
+            },
         ],
     },
     Op {
@@ -378,11 +780,31 @@ pub static OPS: &[Op] = &[
         query: None,
         body: None,
         responses: &[
-            Resp { status: 200, description: r#"The runners."#, reply: Reply::Json(schema::<wire::RunnerList>) },
-            Resp { status: 401, description: r#"No `Authorization: Bearer` header, or an unknown, expired or revoked token (code `UNAUTHORIZED`)."#, reply: Reply::Error("UNAUTHORIZED") },
-            Resp { status: 403, description: r#"The token is not a member API token (code `FORBIDDEN`)."#, reply: Reply::Error("FORBIDDEN") },
-            Resp { status: 500, description: r#"Something failed inside the coordinator; details are in its log only (code `INTERNAL`)."#, reply: Reply::Error("INTERNAL") },
-            Resp { status: 503, description: r#"The coordinator is overloaded (too many connections, large bodies or member reads in flight, or a busy database); retry after `Retry-After` seconds (code `OVERLOADED`)."#, reply: Reply::Error("OVERLOADED") },
+            Resp {
+                status: 200,
+                description: r#"The runners."#,
+                reply: Reply::Json(schema::<wire::RunnerList>),
+            },
+            Resp {
+                status: 401,
+                description: r#"No `Authorization: Bearer` header, or an unknown, expired or revoked token (code `UNAUTHORIZED`)."#,
+                reply: Reply::Error("UNAUTHORIZED"),
+            },
+            Resp {
+                status: 403,
+                description: r#"The token is not a member API token (code `FORBIDDEN`)."#,
+                reply: Reply::Error("FORBIDDEN"),
+            },
+            Resp {
+                status: 500,
+                description: r#"Something failed inside the coordinator; details are in its log only (code `INTERNAL`)."#,
+                reply: Reply::Error("INTERNAL"),
+            },
+            Resp {
+                status: 503,
+                description: r#"The coordinator is overloaded (too many connections, large bodies or member reads in flight, or a busy database); retry after `Retry-After` seconds (code `OVERLOADED`)."#,
+                reply: Reply::Error("OVERLOADED"),
+            },
         ],
     },
     Op {
@@ -398,12 +820,36 @@ pub static OPS: &[Op] = &[
         query: None,
         body: None,
         responses: &[
-            Resp { status: 204, description: r#"Revoked."#, reply: Reply::Empty },
-            Resp { status: 401, description: r#"No `Authorization: Bearer` header, or an unknown, expired or revoked token (code `UNAUTHORIZED`)."#, reply: Reply::Error("UNAUTHORIZED") },
-            Resp { status: 403, description: r#"The token is not a member API token (code `FORBIDDEN`)."#, reply: Reply::Error("FORBIDDEN") },
-            Resp { status: 404, description: r#"No live personal runner with this id in the caller's scope (code `NOT_FOUND`)."#, reply: Reply::Error("NOT_FOUND") },
-            Resp { status: 500, description: r#"Something failed inside the coordinator; details are in its log only (code `INTERNAL`)."#, reply: Reply::Error("INTERNAL") },
-            Resp { status: 503, description: r#"The coordinator is overloaded (too many connections, large bodies or member reads in flight, or a busy database); retry after `Retry-After` seconds (code `OVERLOADED`)."#, reply: Reply::Error("OVERLOADED") },
+            Resp {
+                status: 204,
+                description: r#"Revoked."#,
+                reply: Reply::Empty,
+            },
+            Resp {
+                status: 401,
+                description: r#"No `Authorization: Bearer` header, or an unknown, expired or revoked token (code `UNAUTHORIZED`)."#,
+                reply: Reply::Error("UNAUTHORIZED"),
+            },
+            Resp {
+                status: 403,
+                description: r#"The token is not a member API token (code `FORBIDDEN`)."#,
+                reply: Reply::Error("FORBIDDEN"),
+            },
+            Resp {
+                status: 404,
+                description: r#"No live personal runner with this id in the caller's scope (code `NOT_FOUND`)."#,
+                reply: Reply::Error("NOT_FOUND"),
+            },
+            Resp {
+                status: 500,
+                description: r#"Something failed inside the coordinator; details are in its log only (code `INTERNAL`)."#,
+                reply: Reply::Error("INTERNAL"),
+            },
+            Resp {
+                status: 503,
+                description: r#"The coordinator is overloaded (too many connections, large bodies or member reads in flight, or a busy database); retry after `Retry-After` seconds (code `OVERLOADED`)."#,
+                reply: Reply::Error("OVERLOADED"),
+            },
         ],
     },
     Op {
@@ -417,17 +863,57 @@ pub static OPS: &[Op] = &[
         description: r#"Creates a runner in one of the owner's pools and returns its credential (`rnr_…`, shown once). The body may be empty. Needs the workspace admin role."#,
         params: "",
         query: None,
-        body: Some(Body { schema: schema::<wire::PairRunner>, required: false, description: r#"Optional; an empty body pairs a runner named `runner` into the `default` pool."# }),
+        body: Some(Body {
+            schema: schema::<wire::PairRunner>,
+            required: false,
+            description: r#"Optional; an empty body pairs a runner named `runner` into the `default` pool."#,
+        }),
         responses: &[
-            Resp { status: 201, description: r#"The runner and its credential."#, reply: Reply::Json(schema::<wire::PairedRunner>) },
-            Resp { status: 400, description: r#"The JSON body is malformed, has unknown or missing fields or wrong types, or the name or a label is invalid (code `BAD_REQUEST`)."#, reply: Reply::Error("BAD_REQUEST") },
-            Resp { status: 401, description: r#"No `Authorization: Bearer` header, or an unknown, expired or revoked token (code `UNAUTHORIZED`)."#, reply: Reply::Error("UNAUTHORIZED") },
-            Resp { status: 403, description: r#"The token is not a member API token, or the member lacks the workspace admin role (code `FORBIDDEN`)."#, reply: Reply::Error("FORBIDDEN") },
-            Resp { status: 404, description: r#"No pool with this name or id for this owner (code `NOT_FOUND`)."#, reply: Reply::Error("NOT_FOUND") },
-            Resp { status: 408, description: r#"The request body did not arrive within the body timeout; the connection closes (code `REQUEST_TIMEOUT`)."#, reply: Reply::Error("REQUEST_TIMEOUT") },
-            Resp { status: 413, description: r#"The request body exceeds 1 MiB (code `PAYLOAD_TOO_LARGE`)."#, reply: Reply::Error("PAYLOAD_TOO_LARGE") },
-            Resp { status: 500, description: r#"Something failed inside the coordinator; details are in its log only (code `INTERNAL`)."#, reply: Reply::Error("INTERNAL") },
-            Resp { status: 503, description: r#"The coordinator is overloaded (too many connections, large bodies or member reads in flight, or a busy database); retry after `Retry-After` seconds (code `OVERLOADED`)."#, reply: Reply::Error("OVERLOADED") },
+            Resp {
+                status: 201,
+                description: r#"The runner and its credential."#,
+                reply: Reply::Json(schema::<wire::PairedRunner>),
+            },
+            Resp {
+                status: 400,
+                description: r#"The JSON body is malformed, has unknown or missing fields or wrong types, or the name or a label is invalid (code `BAD_REQUEST`)."#,
+                reply: Reply::Error("BAD_REQUEST"),
+            },
+            Resp {
+                status: 401,
+                description: r#"No `Authorization: Bearer` header, or an unknown, expired or revoked token (code `UNAUTHORIZED`)."#,
+                reply: Reply::Error("UNAUTHORIZED"),
+            },
+            Resp {
+                status: 403,
+                description: r#"The token is not a member API token, or the member lacks the workspace admin role (code `FORBIDDEN`)."#,
+                reply: Reply::Error("FORBIDDEN"),
+            },
+            Resp {
+                status: 404,
+                description: r#"No pool with this name or id for this owner (code `NOT_FOUND`)."#,
+                reply: Reply::Error("NOT_FOUND"),
+            },
+            Resp {
+                status: 408,
+                description: r#"The request body did not arrive within the body timeout; the connection closes (code `REQUEST_TIMEOUT`)."#,
+                reply: Reply::Error("REQUEST_TIMEOUT"),
+            },
+            Resp {
+                status: 413,
+                description: r#"The request body exceeds 1 MiB (code `PAYLOAD_TOO_LARGE`)."#,
+                reply: Reply::Error("PAYLOAD_TOO_LARGE"),
+            },
+            Resp {
+                status: 500,
+                description: r#"Something failed inside the coordinator; details are in its log only (code `INTERNAL`)."#,
+                reply: Reply::Error("INTERNAL"),
+            },
+            Resp {
+                status: 503,
+                description: r#"The coordinator is overloaded (too many connections, large bodies or member reads in flight, or a busy database); retry after `Retry-After` seconds (code `OVERLOADED`)."#,
+                reply: Reply::Error("OVERLOADED"),
+            },
         ],
     },
     Op {
@@ -443,11 +929,31 @@ pub static OPS: &[Op] = &[
         query: None,
         body: None,
         responses: &[
-            Resp { status: 200, description: r#"The runners."#, reply: Reply::Json(schema::<wire::RunnerList>) },
-            Resp { status: 401, description: r#"No `Authorization: Bearer` header, or an unknown, expired or revoked token (code `UNAUTHORIZED`)."#, reply: Reply::Error("UNAUTHORIZED") },
-            Resp { status: 403, description: r#"The token is not a member API token (code `FORBIDDEN`)."#, reply: Reply::Error("FORBIDDEN") },
-            Resp { status: 500, description: r#"Something failed inside the coordinator; details are in its log only (code `INTERNAL`)."#, reply: Reply::Error("INTERNAL") },
-            Resp { status: 503, description: r#"The coordinator is overloaded (too many connections, large bodies or member reads in flight, or a busy database); retry after `Retry-After` seconds (code `OVERLOADED`)."#, reply: Reply::Error("OVERLOADED") },
+            Resp {
+                status: 200,
+                description: r#"The runners."#,
+                reply: Reply::Json(schema::<wire::RunnerList>),
+            },
+            Resp {
+                status: 401,
+                description: r#"No `Authorization: Bearer` header, or an unknown, expired or revoked token (code `UNAUTHORIZED`)."#,
+                reply: Reply::Error("UNAUTHORIZED"),
+            },
+            Resp {
+                status: 403,
+                description: r#"The token is not a member API token (code `FORBIDDEN`)."#,
+                reply: Reply::Error("FORBIDDEN"),
+            },
+            Resp {
+                status: 500,
+                description: r#"Something failed inside the coordinator; details are in its log only (code `INTERNAL`)."#,
+                reply: Reply::Error("INTERNAL"),
+            },
+            Resp {
+                status: 503,
+                description: r#"The coordinator is overloaded (too many connections, large bodies or member reads in flight, or a busy database); retry after `Retry-After` seconds (code `OVERLOADED`)."#,
+                reply: Reply::Error("OVERLOADED"),
+            },
         ],
     },
     Op {
@@ -463,12 +969,36 @@ pub static OPS: &[Op] = &[
         query: None,
         body: None,
         responses: &[
-            Resp { status: 204, description: r#"Revoked."#, reply: Reply::Empty },
-            Resp { status: 401, description: r#"No `Authorization: Bearer` header, or an unknown, expired or revoked token (code `UNAUTHORIZED`)."#, reply: Reply::Error("UNAUTHORIZED") },
-            Resp { status: 403, description: r#"The token is not a member API token, or the member lacks the workspace admin role (code `FORBIDDEN`)."#, reply: Reply::Error("FORBIDDEN") },
-            Resp { status: 404, description: r#"No live workspace-owned runner with this id in the caller's scope (code `NOT_FOUND`)."#, reply: Reply::Error("NOT_FOUND") },
-            Resp { status: 500, description: r#"Something failed inside the coordinator; details are in its log only (code `INTERNAL`)."#, reply: Reply::Error("INTERNAL") },
-            Resp { status: 503, description: r#"The coordinator is overloaded (too many connections, large bodies or member reads in flight, or a busy database); retry after `Retry-After` seconds (code `OVERLOADED`)."#, reply: Reply::Error("OVERLOADED") },
+            Resp {
+                status: 204,
+                description: r#"Revoked."#,
+                reply: Reply::Empty,
+            },
+            Resp {
+                status: 401,
+                description: r#"No `Authorization: Bearer` header, or an unknown, expired or revoked token (code `UNAUTHORIZED`)."#,
+                reply: Reply::Error("UNAUTHORIZED"),
+            },
+            Resp {
+                status: 403,
+                description: r#"The token is not a member API token, or the member lacks the workspace admin role (code `FORBIDDEN`)."#,
+                reply: Reply::Error("FORBIDDEN"),
+            },
+            Resp {
+                status: 404,
+                description: r#"No live workspace-owned runner with this id in the caller's scope (code `NOT_FOUND`)."#,
+                reply: Reply::Error("NOT_FOUND"),
+            },
+            Resp {
+                status: 500,
+                description: r#"Something failed inside the coordinator; details are in its log only (code `INTERNAL`)."#,
+                reply: Reply::Error("INTERNAL"),
+            },
+            Resp {
+                status: 503,
+                description: r#"The coordinator is overloaded (too many connections, large bodies or member reads in flight, or a busy database); retry after `Retry-After` seconds (code `OVERLOADED`)."#,
+                reply: Reply::Error("OVERLOADED"),
+            },
         ],
     },
     Op {
@@ -484,11 +1014,31 @@ pub static OPS: &[Op] = &[
         query: None,
         body: None,
         responses: &[
-            Resp { status: 200, description: r#"The runners."#, reply: Reply::Json(schema::<wire::RunnerList>) },
-            Resp { status: 401, description: r#"No `Authorization: Bearer` header, or an unknown, expired or revoked token (code `UNAUTHORIZED`)."#, reply: Reply::Error("UNAUTHORIZED") },
-            Resp { status: 403, description: r#"The token is not a member API token (code `FORBIDDEN`)."#, reply: Reply::Error("FORBIDDEN") },
-            Resp { status: 500, description: r#"Something failed inside the coordinator; details are in its log only (code `INTERNAL`)."#, reply: Reply::Error("INTERNAL") },
-            Resp { status: 503, description: r#"The coordinator is overloaded (too many connections, large bodies or member reads in flight, or a busy database); retry after `Retry-After` seconds (code `OVERLOADED`)."#, reply: Reply::Error("OVERLOADED") },
+            Resp {
+                status: 200,
+                description: r#"The runners."#,
+                reply: Reply::Json(schema::<wire::RunnerList>),
+            },
+            Resp {
+                status: 401,
+                description: r#"No `Authorization: Bearer` header, or an unknown, expired or revoked token (code `UNAUTHORIZED`)."#,
+                reply: Reply::Error("UNAUTHORIZED"),
+            },
+            Resp {
+                status: 403,
+                description: r#"The token is not a member API token (code `FORBIDDEN`)."#,
+                reply: Reply::Error("FORBIDDEN"),
+            },
+            Resp {
+                status: 500,
+                description: r#"Something failed inside the coordinator; details are in its log only (code `INTERNAL`)."#,
+                reply: Reply::Error("INTERNAL"),
+            },
+            Resp {
+                status: 503,
+                description: r#"The coordinator is overloaded (too many connections, large bodies or member reads in flight, or a busy database); retry after `Retry-After` seconds (code `OVERLOADED`)."#,
+                reply: Reply::Error("OVERLOADED"),
+            },
         ],
     },
     Op {
@@ -502,16 +1052,52 @@ pub static OPS: &[Op] = &[
         description: r#"Sets (or, with `null`, removes) the runner-minutes the workspace may be charged per calendar month (UTC). Once this month's are spent, jobs submitted to workspace-owned pools are refused with `402 BUDGET_EXCEEDED` (saying the budget, the use and when it resets) until the month ends; queued and running jobs go on, and jobs on members' own runners are never refused. Needs the workspace admin role. Recorded in the audit log (`budget.set`)."#,
         params: "",
         query: None,
-        body: Some(Body { schema: schema::<wire::SetBudget>, required: true, description: r#""# }),
+        body: Some(Body {
+            schema: schema::<wire::SetBudget>,
+            required: true,
+            description: r#""#,
+        }),
         responses: &[
-            Resp { status: 200, description: r#"The workspace's usage with the new limit."#, reply: Reply::Json(schema::<wire::Usage>) },
-            Resp { status: 400, description: r#"The JSON body is malformed, has unknown or missing fields or wrong types, or `limitSeconds` is too large (code `BAD_REQUEST`)."#, reply: Reply::Error("BAD_REQUEST") },
-            Resp { status: 401, description: r#"No `Authorization: Bearer` header, or an unknown, expired or revoked token (code `UNAUTHORIZED`)."#, reply: Reply::Error("UNAUTHORIZED") },
-            Resp { status: 403, description: r#"The token is not a member API token, or the member lacks the workspace admin role (code `FORBIDDEN`)."#, reply: Reply::Error("FORBIDDEN") },
-            Resp { status: 408, description: r#"The request body did not arrive within the body timeout; the connection closes (code `REQUEST_TIMEOUT`)."#, reply: Reply::Error("REQUEST_TIMEOUT") },
-            Resp { status: 413, description: r#"The request body exceeds 1 MiB (code `PAYLOAD_TOO_LARGE`)."#, reply: Reply::Error("PAYLOAD_TOO_LARGE") },
-            Resp { status: 500, description: r#"Something failed inside the coordinator; details are in its log only (code `INTERNAL`)."#, reply: Reply::Error("INTERNAL") },
-            Resp { status: 503, description: r#"The coordinator is overloaded (too many connections, large bodies or member reads in flight, or a busy database); retry after `Retry-After` seconds (code `OVERLOADED`)."#, reply: Reply::Error("OVERLOADED") },
+            Resp {
+                status: 200,
+                description: r#"The workspace's usage with the new limit."#,
+                reply: Reply::Json(schema::<wire::Usage>),
+            },
+            Resp {
+                status: 400,
+                description: r#"The JSON body is malformed, has unknown or missing fields or wrong types, or `limitSeconds` is too large (code `BAD_REQUEST`)."#,
+                reply: Reply::Error("BAD_REQUEST"),
+            },
+            Resp {
+                status: 401,
+                description: r#"No `Authorization: Bearer` header, or an unknown, expired or revoked token (code `UNAUTHORIZED`)."#,
+                reply: Reply::Error("UNAUTHORIZED"),
+            },
+            Resp {
+                status: 403,
+                description: r#"The token is not a member API token, or the member lacks the workspace admin role (code `FORBIDDEN`)."#,
+                reply: Reply::Error("FORBIDDEN"),
+            },
+            Resp {
+                status: 408,
+                description: r#"The request body did not arrive within the body timeout; the connection closes (code `REQUEST_TIMEOUT`)."#,
+                reply: Reply::Error("REQUEST_TIMEOUT"),
+            },
+            Resp {
+                status: 413,
+                description: r#"The request body exceeds 1 MiB (code `PAYLOAD_TOO_LARGE`)."#,
+                reply: Reply::Error("PAYLOAD_TOO_LARGE"),
+            },
+            Resp {
+                status: 500,
+                description: r#"Something failed inside the coordinator; details are in its log only (code `INTERNAL`)."#,
+                reply: Reply::Error("INTERNAL"),
+            },
+            Resp {
+                status: 503,
+                description: r#"The coordinator is overloaded (too many connections, large bodies or member reads in flight, or a busy database); retry after `Retry-After` seconds (code `OVERLOADED`)."#,
+                reply: Reply::Error("OVERLOADED"),
+            },
         ],
     },
     Op {
@@ -527,11 +1113,31 @@ pub static OPS: &[Op] = &[
         query: None,
         body: None,
         responses: &[
-            Resp { status: 200, description: r#"The usage."#, reply: Reply::Json(schema::<wire::Usage>) },
-            Resp { status: 401, description: r#"No `Authorization: Bearer` header, or an unknown, expired or revoked token (code `UNAUTHORIZED`)."#, reply: Reply::Error("UNAUTHORIZED") },
-            Resp { status: 403, description: r#"The token is not a member API token (code `FORBIDDEN`)."#, reply: Reply::Error("FORBIDDEN") },
-            Resp { status: 500, description: r#"Something failed inside the coordinator; details are in its log only (code `INTERNAL`)."#, reply: Reply::Error("INTERNAL") },
-            Resp { status: 503, description: r#"The coordinator is overloaded (too many connections, large bodies or member reads in flight, or a busy database); retry after `Retry-After` seconds (code `OVERLOADED`)."#, reply: Reply::Error("OVERLOADED") },
+            Resp {
+                status: 200,
+                description: r#"The usage."#,
+                reply: Reply::Json(schema::<wire::Usage>),
+            },
+            Resp {
+                status: 401,
+                description: r#"No `Authorization: Bearer` header, or an unknown, expired or revoked token (code `UNAUTHORIZED`)."#,
+                reply: Reply::Error("UNAUTHORIZED"),
+            },
+            Resp {
+                status: 403,
+                description: r#"The token is not a member API token (code `FORBIDDEN`)."#,
+                reply: Reply::Error("FORBIDDEN"),
+            },
+            Resp {
+                status: 500,
+                description: r#"Something failed inside the coordinator; details are in its log only (code `INTERNAL`)."#,
+                reply: Reply::Error("INTERNAL"),
+            },
+            Resp {
+                status: 503,
+                description: r#"The coordinator is overloaded (too many connections, large bodies or member reads in flight, or a busy database); retry after `Retry-After` seconds (code `OVERLOADED`)."#,
+                reply: Reply::Error("OVERLOADED"),
+            },
         ],
     },
     Op {
@@ -547,11 +1153,31 @@ pub static OPS: &[Op] = &[
         query: None,
         body: None,
         responses: &[
-            Resp { status: 200, description: r#"The caller."#, reply: Reply::Json(schema::<wire::Me>) },
-            Resp { status: 401, description: r#"No `Authorization: Bearer` header, or an unknown, expired or revoked token (code `UNAUTHORIZED`)."#, reply: Reply::Error("UNAUTHORIZED") },
-            Resp { status: 403, description: r#"The token is not a member API token (code `FORBIDDEN`)."#, reply: Reply::Error("FORBIDDEN") },
-            Resp { status: 500, description: r#"Something failed inside the coordinator; details are in its log only (code `INTERNAL`)."#, reply: Reply::Error("INTERNAL") },
-            Resp { status: 503, description: r#"The coordinator is overloaded (too many connections, large bodies or member reads in flight, or a busy database); retry after `Retry-After` seconds (code `OVERLOADED`)."#, reply: Reply::Error("OVERLOADED") },
+            Resp {
+                status: 200,
+                description: r#"The caller."#,
+                reply: Reply::Json(schema::<wire::Me>),
+            },
+            Resp {
+                status: 401,
+                description: r#"No `Authorization: Bearer` header, or an unknown, expired or revoked token (code `UNAUTHORIZED`)."#,
+                reply: Reply::Error("UNAUTHORIZED"),
+            },
+            Resp {
+                status: 403,
+                description: r#"The token is not a member API token (code `FORBIDDEN`)."#,
+                reply: Reply::Error("FORBIDDEN"),
+            },
+            Resp {
+                status: 500,
+                description: r#"Something failed inside the coordinator; details are in its log only (code `INTERNAL`)."#,
+                reply: Reply::Error("INTERNAL"),
+            },
+            Resp {
+                status: 503,
+                description: r#"The coordinator is overloaded (too many connections, large bodies or member reads in flight, or a busy database); retry after `Retry-After` seconds (code `OVERLOADED`)."#,
+                reply: Reply::Error("OVERLOADED"),
+            },
         ],
     },
     Op {
@@ -567,11 +1193,31 @@ pub static OPS: &[Op] = &[
         query: None,
         body: None,
         responses: &[
-            Resp { status: 201, description: r#"The code and its link."#, reply: Reply::Json(schema::<wire::PairingCode>) },
-            Resp { status: 401, description: r#"No `Authorization: Bearer` header, or an unknown, expired or revoked token (code `UNAUTHORIZED`)."#, reply: Reply::Error("UNAUTHORIZED") },
-            Resp { status: 403, description: r#"The token is not a member API token (code `FORBIDDEN`)."#, reply: Reply::Error("FORBIDDEN") },
-            Resp { status: 500, description: r#"Something failed inside the coordinator; details are in its log only (code `INTERNAL`)."#, reply: Reply::Error("INTERNAL") },
-            Resp { status: 503, description: r#"The coordinator is overloaded (too many connections, large bodies or member reads in flight, or a busy database); retry after `Retry-After` seconds (code `OVERLOADED`)."#, reply: Reply::Error("OVERLOADED") },
+            Resp {
+                status: 201,
+                description: r#"The code and its link."#,
+                reply: Reply::Json(schema::<wire::PairingCode>),
+            },
+            Resp {
+                status: 401,
+                description: r#"No `Authorization: Bearer` header, or an unknown, expired or revoked token (code `UNAUTHORIZED`)."#,
+                reply: Reply::Error("UNAUTHORIZED"),
+            },
+            Resp {
+                status: 403,
+                description: r#"The token is not a member API token (code `FORBIDDEN`)."#,
+                reply: Reply::Error("FORBIDDEN"),
+            },
+            Resp {
+                status: 500,
+                description: r#"Something failed inside the coordinator; details are in its log only (code `INTERNAL`)."#,
+                reply: Reply::Error("INTERNAL"),
+            },
+            Resp {
+                status: 503,
+                description: r#"The coordinator is overloaded (too many connections, large bodies or member reads in flight, or a busy database); retry after `Retry-After` seconds (code `OVERLOADED`)."#,
+                reply: Reply::Error("OVERLOADED"),
+            },
         ],
     },
     Op {
@@ -585,17 +1231,57 @@ pub static OPS: &[Op] = &[
         description: r#"Needs no other credential: the code is one. Answers once with a member API token named after the device (listed under `GET /v1/me/tokens`, revocable there). Of two redeems of one code at once, exactly one succeeds. Wrong codes (unknown, used or expired) are limited per client address: after a burst of 20, one more every 3 seconds; beyond that the answer is 429 `RATE_LIMITED` with `Retry-After`, before any lookup. A right code costs nothing. Behind a reverse proxy its clients share the proxy's address."#,
         params: r#"[{"name": "code", "in": "path", "required": true, "description": "The pairing code (`dpc_\u2026`).", "schema": {"type": "string"}}]"#,
         query: None,
-        body: Some(Body { schema: schema::<wire::RedeemPairingCode>, required: true, description: r#""# }),
+        body: Some(Body {
+            schema: schema::<wire::RedeemPairingCode>,
+            required: true,
+            description: r#""#,
+        }),
         responses: &[
-            Resp { status: 201, description: r#"The device's token (shown once)."#, reply: Reply::Json(schema::<wire::DeviceToken>) },
-            Resp { status: 400, description: r#"The JSON body is malformed, or `deviceName` is empty, over 64 characters or holds control characters (code `BAD_REQUEST`)."#, reply: Reply::Error("BAD_REQUEST") },
-            Resp { status: 404, description: r#"No such pairing code (unknown or malformed; code `NOT_FOUND`)."#, reply: Reply::Error("NOT_FOUND") },
-            Resp { status: 408, description: r#"The request body did not arrive within the body timeout; the connection closes (code `REQUEST_TIMEOUT`)."#, reply: Reply::Error("REQUEST_TIMEOUT") },
-            Resp { status: 410, description: r#"The code was already redeemed (code `PAIRING_CODE_USED`), or is older than ten minutes (code `PAIRING_CODE_EXPIRED`)."#, reply: Reply::Error("PAIRING_CODE_USED") },
-            Resp { status: 413, description: r#"The request body exceeds 1 MiB (code `PAYLOAD_TOO_LARGE`)."#, reply: Reply::Error("PAYLOAD_TOO_LARGE") },
-            Resp { status: 429, description: r#"Too many wrong pairing codes from this client address; retry after `Retry-After` seconds (code `RATE_LIMITED`)."#, reply: Reply::Error("RATE_LIMITED") },
-            Resp { status: 500, description: r#"Something failed inside the coordinator; details are in its log only (code `INTERNAL`)."#, reply: Reply::Error("INTERNAL") },
-            Resp { status: 503, description: r#"The coordinator is overloaded (too many connections, large bodies or member reads in flight, or a busy database); retry after `Retry-After` seconds (code `OVERLOADED`)."#, reply: Reply::Error("OVERLOADED") },
+            Resp {
+                status: 201,
+                description: r#"The device's token (shown once)."#,
+                reply: Reply::Json(schema::<wire::DeviceToken>),
+            },
+            Resp {
+                status: 400,
+                description: r#"The JSON body is malformed, or `deviceName` is empty, over 64 characters or holds control characters (code `BAD_REQUEST`)."#,
+                reply: Reply::Error("BAD_REQUEST"),
+            },
+            Resp {
+                status: 404,
+                description: r#"No such pairing code (unknown or malformed; code `NOT_FOUND`)."#,
+                reply: Reply::Error("NOT_FOUND"),
+            },
+            Resp {
+                status: 408,
+                description: r#"The request body did not arrive within the body timeout; the connection closes (code `REQUEST_TIMEOUT`)."#,
+                reply: Reply::Error("REQUEST_TIMEOUT"),
+            },
+            Resp {
+                status: 410,
+                description: r#"The code was already redeemed (code `PAIRING_CODE_USED`), or is older than ten minutes (code `PAIRING_CODE_EXPIRED`)."#,
+                reply: Reply::Error("PAIRING_CODE_USED"),
+            },
+            Resp {
+                status: 413,
+                description: r#"The request body exceeds 1 MiB (code `PAYLOAD_TOO_LARGE`)."#,
+                reply: Reply::Error("PAYLOAD_TOO_LARGE"),
+            },
+            Resp {
+                status: 429,
+                description: r#"Too many wrong pairing codes from this client address; retry after `Retry-After` seconds (code `RATE_LIMITED`)."#,
+                reply: Reply::Error("RATE_LIMITED"),
+            },
+            Resp {
+                status: 500,
+                description: r#"Something failed inside the coordinator; details are in its log only (code `INTERNAL`)."#,
+                reply: Reply::Error("INTERNAL"),
+            },
+            Resp {
+                status: 503,
+                description: r#"The coordinator is overloaded (too many connections, large bodies or member reads in flight, or a busy database); retry after `Retry-After` seconds (code `OVERLOADED`)."#,
+                reply: Reply::Error("OVERLOADED"),
+            },
         ],
     },
     Op {
@@ -611,11 +1297,31 @@ pub static OPS: &[Op] = &[
         query: None,
         body: None,
         responses: &[
-            Resp { status: 200, description: r#"The tokens."#, reply: Reply::Json(schema::<wire::ApiTokenList>) },
-            Resp { status: 401, description: r#"No `Authorization: Bearer` header, or an unknown, expired or revoked token (code `UNAUTHORIZED`)."#, reply: Reply::Error("UNAUTHORIZED") },
-            Resp { status: 403, description: r#"The token is not a member API token (code `FORBIDDEN`)."#, reply: Reply::Error("FORBIDDEN") },
-            Resp { status: 500, description: r#"Something failed inside the coordinator; details are in its log only (code `INTERNAL`)."#, reply: Reply::Error("INTERNAL") },
-            Resp { status: 503, description: r#"The coordinator is overloaded (too many connections, large bodies or member reads in flight, or a busy database); retry after `Retry-After` seconds (code `OVERLOADED`)."#, reply: Reply::Error("OVERLOADED") },
+            Resp {
+                status: 200,
+                description: r#"The tokens."#,
+                reply: Reply::Json(schema::<wire::ApiTokenList>),
+            },
+            Resp {
+                status: 401,
+                description: r#"No `Authorization: Bearer` header, or an unknown, expired or revoked token (code `UNAUTHORIZED`)."#,
+                reply: Reply::Error("UNAUTHORIZED"),
+            },
+            Resp {
+                status: 403,
+                description: r#"The token is not a member API token (code `FORBIDDEN`)."#,
+                reply: Reply::Error("FORBIDDEN"),
+            },
+            Resp {
+                status: 500,
+                description: r#"Something failed inside the coordinator; details are in its log only (code `INTERNAL`)."#,
+                reply: Reply::Error("INTERNAL"),
+            },
+            Resp {
+                status: 503,
+                description: r#"The coordinator is overloaded (too many connections, large bodies or member reads in flight, or a busy database); retry after `Retry-After` seconds (code `OVERLOADED`)."#,
+                reply: Reply::Error("OVERLOADED"),
+            },
         ],
     },
     Op {
@@ -631,12 +1337,36 @@ pub static OPS: &[Op] = &[
         query: None,
         body: None,
         responses: &[
-            Resp { status: 204, description: r#"Revoked."#, reply: Reply::Empty },
-            Resp { status: 401, description: r#"No `Authorization: Bearer` header, or an unknown, expired or revoked token (code `UNAUTHORIZED`)."#, reply: Reply::Error("UNAUTHORIZED") },
-            Resp { status: 403, description: r#"The token is not a member API token (code `FORBIDDEN`)."#, reply: Reply::Error("FORBIDDEN") },
-            Resp { status: 404, description: r#"No token with this id among the caller's (another member's token is not found either; code `NOT_FOUND`)."#, reply: Reply::Error("NOT_FOUND") },
-            Resp { status: 500, description: r#"Something failed inside the coordinator; details are in its log only (code `INTERNAL`)."#, reply: Reply::Error("INTERNAL") },
-            Resp { status: 503, description: r#"The coordinator is overloaded (too many connections, large bodies or member reads in flight, or a busy database); retry after `Retry-After` seconds (code `OVERLOADED`)."#, reply: Reply::Error("OVERLOADED") },
+            Resp {
+                status: 204,
+                description: r#"Revoked."#,
+                reply: Reply::Empty,
+            },
+            Resp {
+                status: 401,
+                description: r#"No `Authorization: Bearer` header, or an unknown, expired or revoked token (code `UNAUTHORIZED`)."#,
+                reply: Reply::Error("UNAUTHORIZED"),
+            },
+            Resp {
+                status: 403,
+                description: r#"The token is not a member API token (code `FORBIDDEN`)."#,
+                reply: Reply::Error("FORBIDDEN"),
+            },
+            Resp {
+                status: 404,
+                description: r#"No token with this id among the caller's (another member's token is not found either; code `NOT_FOUND`)."#,
+                reply: Reply::Error("NOT_FOUND"),
+            },
+            Resp {
+                status: 500,
+                description: r#"Something failed inside the coordinator; details are in its log only (code `INTERNAL`)."#,
+                reply: Reply::Error("INTERNAL"),
+            },
+            Resp {
+                status: 503,
+                description: r#"The coordinator is overloaded (too many connections, large bodies or member reads in flight, or a busy database); retry after `Retry-After` seconds (code `OVERLOADED`)."#,
+                reply: Reply::Error("OVERLOADED"),
+            },
         ],
     },
     Op {
@@ -650,17 +1380,57 @@ pub static OPS: &[Op] = &[
         description: r#"Creates a runner in the join token's pool. The token stays valid until it expires."#,
         params: r##"[{"$ref": "#/components/parameters/DroverProtocol"}]"##,
         query: None,
-        body: Some(Body { schema: schema::<wire::JoinRequest>, required: true, description: r#""# }),
+        body: Some(Body {
+            schema: schema::<wire::JoinRequest>,
+            required: true,
+            description: r#""#,
+        }),
         responses: &[
-            Resp { status: 201, description: r#"The new runner's id and credential."#, reply: Reply::Json(schema::<wire::JoinedRunner>) },
-            Resp { status: 400, description: r#"The JSON body is malformed, has unknown or missing fields or wrong types, the name or a capability is invalid, the ref breaks the grammar (`INVALID_REF`), or the `drover-protocol` header names a version other than 1 (code `BAD_REQUEST`, `INVALID_REF`, `UNSUPPORTED_PROTOCOL`)."#, reply: Reply::Error("BAD_REQUEST") },
-            Resp { status: 401, description: r#"No `Authorization: Bearer` header, or an unknown or expired join token (code `UNAUTHORIZED`)."#, reply: Reply::Error("UNAUTHORIZED") },
-            Resp { status: 403, description: r#"The token is not a join token (code `FORBIDDEN`)."#, reply: Reply::Error("FORBIDDEN") },
-            Resp { status: 404, description: r#"The ref does not name the join token's pool, or that pool no longer exists (code `NOT_FOUND`)."#, reply: Reply::Error("NOT_FOUND") },
-            Resp { status: 408, description: r#"The request body did not arrive within the body timeout; the connection closes (code `REQUEST_TIMEOUT`)."#, reply: Reply::Error("REQUEST_TIMEOUT") },
-            Resp { status: 413, description: r#"The request body exceeds 1 MiB (code `PAYLOAD_TOO_LARGE`)."#, reply: Reply::Error("PAYLOAD_TOO_LARGE") },
-            Resp { status: 500, description: r#"Something failed inside the coordinator; details are in its log only (code `INTERNAL`)."#, reply: Reply::Error("INTERNAL") },
-            Resp { status: 503, description: r#"The coordinator is overloaded (too many connections, large bodies or member reads in flight, or a busy database); retry after `Retry-After` seconds (code `OVERLOADED`)."#, reply: Reply::Error("OVERLOADED") },
+            Resp {
+                status: 201,
+                description: r#"The new runner's id and credential."#,
+                reply: Reply::Json(schema::<wire::JoinedRunner>),
+            },
+            Resp {
+                status: 400,
+                description: r#"The JSON body is malformed, has unknown or missing fields or wrong types, the name or a capability is invalid, the ref breaks the grammar (`INVALID_REF`), or the `drover-protocol` header names a version other than 1 (code `BAD_REQUEST`, `INVALID_REF`, `UNSUPPORTED_PROTOCOL`)."#,
+                reply: Reply::Error("BAD_REQUEST"),
+            },
+            Resp {
+                status: 401,
+                description: r#"No `Authorization: Bearer` header, or an unknown or expired join token (code `UNAUTHORIZED`)."#,
+                reply: Reply::Error("UNAUTHORIZED"),
+            },
+            Resp {
+                status: 403,
+                description: r#"The token is not a join token (code `FORBIDDEN`)."#,
+                reply: Reply::Error("FORBIDDEN"),
+            },
+            Resp {
+                status: 404,
+                description: r#"The ref does not name the join token's pool, or that pool no longer exists (code `NOT_FOUND`)."#,
+                reply: Reply::Error("NOT_FOUND"),
+            },
+            Resp {
+                status: 408,
+                description: r#"The request body did not arrive within the body timeout; the connection closes (code `REQUEST_TIMEOUT`)."#,
+                reply: Reply::Error("REQUEST_TIMEOUT"),
+            },
+            Resp {
+                status: 413,
+                description: r#"The request body exceeds 1 MiB (code `PAYLOAD_TOO_LARGE`)."#,
+                reply: Reply::Error("PAYLOAD_TOO_LARGE"),
+            },
+            Resp {
+                status: 500,
+                description: r#"Something failed inside the coordinator; details are in its log only (code `INTERNAL`)."#,
+                reply: Reply::Error("INTERNAL"),
+            },
+            Resp {
+                status: 503,
+                description: r#"The coordinator is overloaded (too many connections, large bodies or member reads in flight, or a busy database); retry after `Retry-After` seconds (code `OVERLOADED`)."#,
+                reply: Reply::Error("OVERLOADED"),
+            },
         ],
     },
     Op {
@@ -676,12 +1446,36 @@ pub static OPS: &[Op] = &[
         query: None,
         body: None,
         responses: &[
-            Resp { status: 200, description: r#"The token's pool."#, reply: Reply::Json(schema::<wire::JoinTokenInfo>) },
-            Resp { status: 400, description: r#"The `drover-protocol` header names a version other than 1 (code `UNSUPPORTED_PROTOCOL`)."#, reply: Reply::Error("UNSUPPORTED_PROTOCOL") },
-            Resp { status: 401, description: r#"No `Authorization: Bearer` header, or an unknown or expired join token (code `UNAUTHORIZED`)."#, reply: Reply::Error("UNAUTHORIZED") },
-            Resp { status: 403, description: r#"The token is not a join token (code `FORBIDDEN`)."#, reply: Reply::Error("FORBIDDEN") },
-            Resp { status: 404, description: r#"The join token's pool no longer exists (code `NOT_FOUND`)."#, reply: Reply::Error("NOT_FOUND") },
-            Resp { status: 500, description: r#"Something failed inside the coordinator; details are in its log only (code `INTERNAL`)."#, reply: Reply::Error("INTERNAL") },
+            Resp {
+                status: 200,
+                description: r#"The token's pool."#,
+                reply: Reply::Json(schema::<wire::JoinTokenInfo>),
+            },
+            Resp {
+                status: 400,
+                description: r#"The `drover-protocol` header names a version other than 1 (code `UNSUPPORTED_PROTOCOL`)."#,
+                reply: Reply::Error("UNSUPPORTED_PROTOCOL"),
+            },
+            Resp {
+                status: 401,
+                description: r#"No `Authorization: Bearer` header, or an unknown or expired join token (code `UNAUTHORIZED`)."#,
+                reply: Reply::Error("UNAUTHORIZED"),
+            },
+            Resp {
+                status: 403,
+                description: r#"The token is not a join token (code `FORBIDDEN`)."#,
+                reply: Reply::Error("FORBIDDEN"),
+            },
+            Resp {
+                status: 404,
+                description: r#"The join token's pool no longer exists (code `NOT_FOUND`)."#,
+                reply: Reply::Error("NOT_FOUND"),
+            },
+            Resp {
+                status: 500,
+                description: r#"Something failed inside the coordinator; details are in its log only (code `INTERNAL`)."#,
+                reply: Reply::Error("INTERNAL"),
+            },
         ],
     },
     Op {
@@ -695,16 +1489,52 @@ pub static OPS: &[Op] = &[
         description: r#"Replaces the runner's detected capabilities and its slots (how many leases it may hold at once), and marks it seen."#,
         params: r##"[{"$ref": "#/components/parameters/DroverProtocol"}]"##,
         query: None,
-        body: Some(Body { schema: schema::<wire::Hello>, required: true, description: r#""# }),
+        body: Some(Body {
+            schema: schema::<wire::Hello>,
+            required: true,
+            description: r#""#,
+        }),
         responses: &[
-            Resp { status: 200, description: r#"Who this runner is."#, reply: Reply::Json(schema::<wire::HelloResponse>) },
-            Resp { status: 400, description: r#"The JSON body is malformed, has unknown or missing fields or wrong types, a capability is invalid, `slots` is outside 1..=256, or the `drover-protocol` header names a version other than 1 (code `BAD_REQUEST`, `UNSUPPORTED_PROTOCOL`)."#, reply: Reply::Error("BAD_REQUEST") },
-            Resp { status: 401, description: r#"No `Authorization: Bearer` header, an unknown token, or the runner was revoked (code `UNAUTHORIZED`)."#, reply: Reply::Error("UNAUTHORIZED") },
-            Resp { status: 403, description: r#"The token is not a runner token (code `FORBIDDEN`)."#, reply: Reply::Error("FORBIDDEN") },
-            Resp { status: 408, description: r#"The request body did not arrive within the body timeout; the connection closes (code `REQUEST_TIMEOUT`)."#, reply: Reply::Error("REQUEST_TIMEOUT") },
-            Resp { status: 413, description: r#"The request body exceeds 1 MiB (code `PAYLOAD_TOO_LARGE`)."#, reply: Reply::Error("PAYLOAD_TOO_LARGE") },
-            Resp { status: 500, description: r#"Something failed inside the coordinator; details are in its log only (code `INTERNAL`)."#, reply: Reply::Error("INTERNAL") },
-            Resp { status: 503, description: r#"The coordinator is overloaded (too many connections, large bodies or member reads in flight, or a busy database); retry after `Retry-After` seconds (code `OVERLOADED`)."#, reply: Reply::Error("OVERLOADED") },
+            Resp {
+                status: 200,
+                description: r#"Who this runner is."#,
+                reply: Reply::Json(schema::<wire::HelloResponse>),
+            },
+            Resp {
+                status: 400,
+                description: r#"The JSON body is malformed, has unknown or missing fields or wrong types, a capability is invalid, `slots` is outside 1..=256, or the `drover-protocol` header names a version other than 1 (code `BAD_REQUEST`, `UNSUPPORTED_PROTOCOL`)."#,
+                reply: Reply::Error("BAD_REQUEST"),
+            },
+            Resp {
+                status: 401,
+                description: r#"No `Authorization: Bearer` header, an unknown token, or the runner was revoked (code `UNAUTHORIZED`)."#,
+                reply: Reply::Error("UNAUTHORIZED"),
+            },
+            Resp {
+                status: 403,
+                description: r#"The token is not a runner token (code `FORBIDDEN`)."#,
+                reply: Reply::Error("FORBIDDEN"),
+            },
+            Resp {
+                status: 408,
+                description: r#"The request body did not arrive within the body timeout; the connection closes (code `REQUEST_TIMEOUT`)."#,
+                reply: Reply::Error("REQUEST_TIMEOUT"),
+            },
+            Resp {
+                status: 413,
+                description: r#"The request body exceeds 1 MiB (code `PAYLOAD_TOO_LARGE`)."#,
+                reply: Reply::Error("PAYLOAD_TOO_LARGE"),
+            },
+            Resp {
+                status: 500,
+                description: r#"Something failed inside the coordinator; details are in its log only (code `INTERNAL`)."#,
+                reply: Reply::Error("INTERNAL"),
+            },
+            Resp {
+                status: 503,
+                description: r#"The coordinator is overloaded (too many connections, large bodies or member reads in flight, or a busy database); retry after `Retry-After` seconds (code `OVERLOADED`)."#,
+                reply: Reply::Error("OVERLOADED"),
+            },
         ],
     },
     Op {
@@ -720,12 +1550,36 @@ pub static OPS: &[Op] = &[
         query: None,
         body: None,
         responses: &[
-            Resp { status: 204, description: r#"Revoked."#, reply: Reply::Empty },
-            Resp { status: 400, description: r#"The `drover-protocol` header names a version other than 1 (code `UNSUPPORTED_PROTOCOL`)."#, reply: Reply::Error("UNSUPPORTED_PROTOCOL") },
-            Resp { status: 401, description: r#"No `Authorization: Bearer` header, an unknown token, or the runner was revoked already (code `UNAUTHORIZED`)."#, reply: Reply::Error("UNAUTHORIZED") },
-            Resp { status: 403, description: r#"The token is not a runner token (code `FORBIDDEN`)."#, reply: Reply::Error("FORBIDDEN") },
-            Resp { status: 500, description: r#"Something failed inside the coordinator; details are in its log only (code `INTERNAL`)."#, reply: Reply::Error("INTERNAL") },
-            Resp { status: 503, description: r#"The coordinator is overloaded (too many connections, large bodies or member reads in flight, or a busy database); retry after `Retry-After` seconds (code `OVERLOADED`)."#, reply: Reply::Error("OVERLOADED") },
+            Resp {
+                status: 204,
+                description: r#"Revoked."#,
+                reply: Reply::Empty,
+            },
+            Resp {
+                status: 400,
+                description: r#"The `drover-protocol` header names a version other than 1 (code `UNSUPPORTED_PROTOCOL`)."#,
+                reply: Reply::Error("UNSUPPORTED_PROTOCOL"),
+            },
+            Resp {
+                status: 401,
+                description: r#"No `Authorization: Bearer` header, an unknown token, or the runner was revoked already (code `UNAUTHORIZED`)."#,
+                reply: Reply::Error("UNAUTHORIZED"),
+            },
+            Resp {
+                status: 403,
+                description: r#"The token is not a runner token (code `FORBIDDEN`)."#,
+                reply: Reply::Error("FORBIDDEN"),
+            },
+            Resp {
+                status: 500,
+                description: r#"Something failed inside the coordinator; details are in its log only (code `INTERNAL`)."#,
+                reply: Reply::Error("INTERNAL"),
+            },
+            Resp {
+                status: 503,
+                description: r#"The coordinator is overloaded (too many connections, large bodies or member reads in flight, or a busy database); retry after `Retry-After` seconds (code `OVERLOADED`)."#,
+                reply: Reply::Error("OVERLOADED"),
+            },
         ],
     },
     Op {
@@ -739,17 +1593,57 @@ pub static OPS: &[Op] = &[
         description: r#"Answers at once with a lease when a job the runner can run is queued (jobs pinned to it first, then its pool's queue, by priority then first-in first-out); otherwise waits up to `waitMs` (at most 30000) and answers `{"lease": null}`. A runner holds at most as many leases, and keeps at most as many lease requests waiting, as the slots it declared in hello; beyond that this answers `429 LEASE_LIMIT` at once."#,
         params: r##"[{"$ref": "#/components/parameters/DroverProtocol"}]"##,
         query: None,
-        body: Some(Body { schema: schema::<wire::LeaseRequest>, required: true, description: r#""# }),
+        body: Some(Body {
+            schema: schema::<wire::LeaseRequest>,
+            required: true,
+            description: r#""#,
+        }),
         responses: &[
-            Resp { status: 200, description: r#"A lease, or `null` when the wait ended without a job."#, reply: Reply::Json(schema::<wire::LeaseResponse>) },
-            Resp { status: 400, description: r#"The JSON body is malformed, has unknown or missing fields or wrong types, or the `drover-protocol` header names a version other than 1 (code `BAD_REQUEST`, `UNSUPPORTED_PROTOCOL`)."#, reply: Reply::Error("BAD_REQUEST") },
-            Resp { status: 401, description: r#"No `Authorization: Bearer` header, an unknown token, or the runner was revoked (code `UNAUTHORIZED`)."#, reply: Reply::Error("UNAUTHORIZED") },
-            Resp { status: 403, description: r#"The token is not a runner token (code `FORBIDDEN`)."#, reply: Reply::Error("FORBIDDEN") },
-            Resp { status: 408, description: r#"The request body did not arrive within the body timeout; the connection closes (code `REQUEST_TIMEOUT`)."#, reply: Reply::Error("REQUEST_TIMEOUT") },
-            Resp { status: 413, description: r#"The request body exceeds 1 MiB (code `PAYLOAD_TOO_LARGE`)."#, reply: Reply::Error("PAYLOAD_TOO_LARGE") },
-            Resp { status: 429, description: r#"The runner already holds as many leases as its slots, or has a lease request waiting for each of them; it should finish a job (or wait) and ask again. Nothing was leased (code `LEASE_LIMIT`)."#, reply: Reply::Error("LEASE_LIMIT") },
-            Resp { status: 500, description: r#"Something failed inside the coordinator; details are in its log only (code `INTERNAL`)."#, reply: Reply::Error("INTERNAL") },
-            Resp { status: 503, description: r#"The coordinator is overloaded (too many connections, large bodies or member reads in flight, or a busy database); retry after `Retry-After` seconds (code `OVERLOADED`)."#, reply: Reply::Error("OVERLOADED") },
+            Resp {
+                status: 200,
+                description: r#"A lease, or `null` when the wait ended without a job."#,
+                reply: Reply::Json(schema::<wire::LeaseResponse>),
+            },
+            Resp {
+                status: 400,
+                description: r#"The JSON body is malformed, has unknown or missing fields or wrong types, or the `drover-protocol` header names a version other than 1 (code `BAD_REQUEST`, `UNSUPPORTED_PROTOCOL`)."#,
+                reply: Reply::Error("BAD_REQUEST"),
+            },
+            Resp {
+                status: 401,
+                description: r#"No `Authorization: Bearer` header, an unknown token, or the runner was revoked (code `UNAUTHORIZED`)."#,
+                reply: Reply::Error("UNAUTHORIZED"),
+            },
+            Resp {
+                status: 403,
+                description: r#"The token is not a runner token (code `FORBIDDEN`)."#,
+                reply: Reply::Error("FORBIDDEN"),
+            },
+            Resp {
+                status: 408,
+                description: r#"The request body did not arrive within the body timeout; the connection closes (code `REQUEST_TIMEOUT`)."#,
+                reply: Reply::Error("REQUEST_TIMEOUT"),
+            },
+            Resp {
+                status: 413,
+                description: r#"The request body exceeds 1 MiB (code `PAYLOAD_TOO_LARGE`)."#,
+                reply: Reply::Error("PAYLOAD_TOO_LARGE"),
+            },
+            Resp {
+                status: 429,
+                description: r#"The runner already holds as many leases as its slots, or has a lease request waiting for each of them; it should finish a job (or wait) and ask again. Nothing was leased (code `LEASE_LIMIT`)."#,
+                reply: Reply::Error("LEASE_LIMIT"),
+            },
+            Resp {
+                status: 500,
+                description: r#"Something failed inside the coordinator; details are in its log only (code `INTERNAL`)."#,
+                reply: Reply::Error("INTERNAL"),
+            },
+            Resp {
+                status: 503,
+                description: r#"The coordinator is overloaded (too many connections, large bodies or member reads in flight, or a busy database); retry after `Retry-After` seconds (code `OVERLOADED`)."#,
+                reply: Reply::Error("OVERLOADED"),
+            },
         ],
     },
     Op {
@@ -763,17 +1657,57 @@ pub static OPS: &[Op] = &[
         description: r#"Renews the lease (a leased job becomes `running`), then waits up to `waitMs` (at most half the lease TTL) for a cancel, so a cancel reaches the runner at once."#,
         params: r##"[{"$ref": "#/components/parameters/LeaseId"}, {"$ref": "#/components/parameters/DroverProtocol"}]"##,
         query: None,
-        body: Some(Body { schema: schema::<wire::Heartbeat>, required: true, description: r#""# }),
+        body: Some(Body {
+            schema: schema::<wire::Heartbeat>,
+            required: true,
+            description: r#""#,
+        }),
         responses: &[
-            Resp { status: 200, description: r#"Whether to cancel, and the lease TTL."#, reply: Reply::Json(schema::<wire::HeartbeatResponse>) },
-            Resp { status: 400, description: r#"The JSON body is malformed, has unknown or missing fields or wrong types, or the `drover-protocol` header names a version other than 1 (code `BAD_REQUEST`, `UNSUPPORTED_PROTOCOL`)."#, reply: Reply::Error("BAD_REQUEST") },
-            Resp { status: 401, description: r#"No `Authorization: Bearer` header, an unknown token, or the runner was revoked (code `UNAUTHORIZED`)."#, reply: Reply::Error("UNAUTHORIZED") },
-            Resp { status: 403, description: r#"The token is not a runner token (code `FORBIDDEN`)."#, reply: Reply::Error("FORBIDDEN") },
-            Resp { status: 408, description: r#"The request body did not arrive within the body timeout; the connection closes (code `REQUEST_TIMEOUT`)."#, reply: Reply::Error("REQUEST_TIMEOUT") },
-            Resp { status: 409, description: r#"The lease is no longer held by this runner (expired, re-queued or revoked) (code `LEASE_LOST`)."#, reply: Reply::Error("LEASE_LOST") },
-            Resp { status: 413, description: r#"The request body exceeds 1 MiB (code `PAYLOAD_TOO_LARGE`)."#, reply: Reply::Error("PAYLOAD_TOO_LARGE") },
-            Resp { status: 500, description: r#"Something failed inside the coordinator; details are in its log only (code `INTERNAL`)."#, reply: Reply::Error("INTERNAL") },
-            Resp { status: 503, description: r#"The coordinator is overloaded (too many connections, large bodies or member reads in flight, or a busy database); retry after `Retry-After` seconds (code `OVERLOADED`)."#, reply: Reply::Error("OVERLOADED") },
+            Resp {
+                status: 200,
+                description: r#"Whether to cancel, and the lease TTL."#,
+                reply: Reply::Json(schema::<wire::HeartbeatResponse>),
+            },
+            Resp {
+                status: 400,
+                description: r#"The JSON body is malformed, has unknown or missing fields or wrong types, or the `drover-protocol` header names a version other than 1 (code `BAD_REQUEST`, `UNSUPPORTED_PROTOCOL`)."#,
+                reply: Reply::Error("BAD_REQUEST"),
+            },
+            Resp {
+                status: 401,
+                description: r#"No `Authorization: Bearer` header, an unknown token, or the runner was revoked (code `UNAUTHORIZED`)."#,
+                reply: Reply::Error("UNAUTHORIZED"),
+            },
+            Resp {
+                status: 403,
+                description: r#"The token is not a runner token (code `FORBIDDEN`)."#,
+                reply: Reply::Error("FORBIDDEN"),
+            },
+            Resp {
+                status: 408,
+                description: r#"The request body did not arrive within the body timeout; the connection closes (code `REQUEST_TIMEOUT`)."#,
+                reply: Reply::Error("REQUEST_TIMEOUT"),
+            },
+            Resp {
+                status: 409,
+                description: r#"The lease is no longer held by this runner (expired, re-queued or revoked) (code `LEASE_LOST`)."#,
+                reply: Reply::Error("LEASE_LOST"),
+            },
+            Resp {
+                status: 413,
+                description: r#"The request body exceeds 1 MiB (code `PAYLOAD_TOO_LARGE`)."#,
+                reply: Reply::Error("PAYLOAD_TOO_LARGE"),
+            },
+            Resp {
+                status: 500,
+                description: r#"Something failed inside the coordinator; details are in its log only (code `INTERNAL`)."#,
+                reply: Reply::Error("INTERNAL"),
+            },
+            Resp {
+                status: 503,
+                description: r#"The coordinator is overloaded (too many connections, large bodies or member reads in flight, or a busy database); retry after `Retry-After` seconds (code `OVERLOADED`)."#,
+                reply: Reply::Error("OVERLOADED"),
+            },
         ],
     },
     Op {
@@ -787,17 +1721,57 @@ pub static OPS: &[Op] = &[
         description: r#"Stores one chunk of output for the leased job; a chunk number already stored for this attempt is ignored."#,
         params: r##"[{"$ref": "#/components/parameters/LeaseId"}, {"$ref": "#/components/parameters/DroverProtocol"}]"##,
         query: None,
-        body: Some(Body { schema: schema::<wire::LogChunk>, required: true, description: r#""# }),
+        body: Some(Body {
+            schema: schema::<wire::LogChunk>,
+            required: true,
+            description: r#""#,
+        }),
         responses: &[
-            Resp { status: 204, description: r#"Stored (or already stored)."#, reply: Reply::Empty },
-            Resp { status: 400, description: r#"The JSON body is malformed, has unknown or missing fields or wrong types, `seq` is too large, or the `drover-protocol` header names a version other than 1 (code `BAD_REQUEST`, `UNSUPPORTED_PROTOCOL`)."#, reply: Reply::Error("BAD_REQUEST") },
-            Resp { status: 401, description: r#"No `Authorization: Bearer` header, an unknown token, or the runner was revoked (code `UNAUTHORIZED`)."#, reply: Reply::Error("UNAUTHORIZED") },
-            Resp { status: 403, description: r#"The token is not a runner token (code `FORBIDDEN`)."#, reply: Reply::Error("FORBIDDEN") },
-            Resp { status: 408, description: r#"The request body did not arrive within the body timeout; the connection closes (code `REQUEST_TIMEOUT`)."#, reply: Reply::Error("REQUEST_TIMEOUT") },
-            Resp { status: 409, description: r#"The lease is no longer held by this runner (expired, re-queued or revoked) (code `LEASE_LOST`)."#, reply: Reply::Error("LEASE_LOST") },
-            Resp { status: 413, description: r#"The request body exceeds 1 MiB (code `PAYLOAD_TOO_LARGE`)."#, reply: Reply::Error("PAYLOAD_TOO_LARGE") },
-            Resp { status: 500, description: r#"Something failed inside the coordinator; details are in its log only (code `INTERNAL`)."#, reply: Reply::Error("INTERNAL") },
-            Resp { status: 503, description: r#"The coordinator is overloaded (too many connections, large bodies or member reads in flight, or a busy database); retry after `Retry-After` seconds (code `OVERLOADED`)."#, reply: Reply::Error("OVERLOADED") },
+            Resp {
+                status: 204,
+                description: r#"Stored (or already stored)."#,
+                reply: Reply::Empty,
+            },
+            Resp {
+                status: 400,
+                description: r#"The JSON body is malformed, has unknown or missing fields or wrong types, `seq` is too large, or the `drover-protocol` header names a version other than 1 (code `BAD_REQUEST`, `UNSUPPORTED_PROTOCOL`)."#,
+                reply: Reply::Error("BAD_REQUEST"),
+            },
+            Resp {
+                status: 401,
+                description: r#"No `Authorization: Bearer` header, an unknown token, or the runner was revoked (code `UNAUTHORIZED`)."#,
+                reply: Reply::Error("UNAUTHORIZED"),
+            },
+            Resp {
+                status: 403,
+                description: r#"The token is not a runner token (code `FORBIDDEN`)."#,
+                reply: Reply::Error("FORBIDDEN"),
+            },
+            Resp {
+                status: 408,
+                description: r#"The request body did not arrive within the body timeout; the connection closes (code `REQUEST_TIMEOUT`)."#,
+                reply: Reply::Error("REQUEST_TIMEOUT"),
+            },
+            Resp {
+                status: 409,
+                description: r#"The lease is no longer held by this runner (expired, re-queued or revoked) (code `LEASE_LOST`)."#,
+                reply: Reply::Error("LEASE_LOST"),
+            },
+            Resp {
+                status: 413,
+                description: r#"The request body exceeds 1 MiB (code `PAYLOAD_TOO_LARGE`)."#,
+                reply: Reply::Error("PAYLOAD_TOO_LARGE"),
+            },
+            Resp {
+                status: 500,
+                description: r#"Something failed inside the coordinator; details are in its log only (code `INTERNAL`)."#,
+                reply: Reply::Error("INTERNAL"),
+            },
+            Resp {
+                status: 503,
+                description: r#"The coordinator is overloaded (too many connections, large bodies or member reads in flight, or a busy database); retry after `Retry-After` seconds (code `OVERLOADED`)."#,
+                reply: Reply::Error("OVERLOADED"),
+            },
         ],
     },
     Op {
@@ -811,17 +1785,57 @@ pub static OPS: &[Op] = &[
         description: r#"Finishes the job, records provenance and usage. Idempotent per lease: a repeat answers the final state with `repeated: true`."#,
         params: r##"[{"$ref": "#/components/parameters/LeaseId"}, {"$ref": "#/components/parameters/DroverProtocol"}]"##,
         query: None,
-        body: Some(Body { schema: schema::<wire::Complete>, required: true, description: r#""# }),
+        body: Some(Body {
+            schema: schema::<wire::Complete>,
+            required: true,
+            description: r#""#,
+        }),
         responses: &[
-            Resp { status: 200, description: r#"The job's final state."#, reply: Reply::Json(schema::<wire::CompleteResponse>) },
-            Resp { status: 400, description: r#"The JSON body is malformed, has unknown or missing fields or wrong types, or the `drover-protocol` header names a version other than 1 (code `BAD_REQUEST`, `UNSUPPORTED_PROTOCOL`)."#, reply: Reply::Error("BAD_REQUEST") },
-            Resp { status: 401, description: r#"No `Authorization: Bearer` header, an unknown token, or the runner was revoked (code `UNAUTHORIZED`)."#, reply: Reply::Error("UNAUTHORIZED") },
-            Resp { status: 403, description: r#"The token is not a runner token (code `FORBIDDEN`)."#, reply: Reply::Error("FORBIDDEN") },
-            Resp { status: 408, description: r#"The request body did not arrive within the body timeout; the connection closes (code `REQUEST_TIMEOUT`)."#, reply: Reply::Error("REQUEST_TIMEOUT") },
-            Resp { status: 409, description: r#"The lease is no longer held by this runner (expired, re-queued or revoked) (code `LEASE_LOST`)."#, reply: Reply::Error("LEASE_LOST") },
-            Resp { status: 413, description: r#"The request body exceeds 1 MiB (code `PAYLOAD_TOO_LARGE`)."#, reply: Reply::Error("PAYLOAD_TOO_LARGE") },
-            Resp { status: 500, description: r#"Something failed inside the coordinator; details are in its log only (code `INTERNAL`)."#, reply: Reply::Error("INTERNAL") },
-            Resp { status: 503, description: r#"The coordinator is overloaded (too many connections, large bodies or member reads in flight, or a busy database); retry after `Retry-After` seconds (code `OVERLOADED`)."#, reply: Reply::Error("OVERLOADED") },
+            Resp {
+                status: 200,
+                description: r#"The job's final state."#,
+                reply: Reply::Json(schema::<wire::CompleteResponse>),
+            },
+            Resp {
+                status: 400,
+                description: r#"The JSON body is malformed, has unknown or missing fields or wrong types, or the `drover-protocol` header names a version other than 1 (code `BAD_REQUEST`, `UNSUPPORTED_PROTOCOL`)."#,
+                reply: Reply::Error("BAD_REQUEST"),
+            },
+            Resp {
+                status: 401,
+                description: r#"No `Authorization: Bearer` header, an unknown token, or the runner was revoked (code `UNAUTHORIZED`)."#,
+                reply: Reply::Error("UNAUTHORIZED"),
+            },
+            Resp {
+                status: 403,
+                description: r#"The token is not a runner token (code `FORBIDDEN`)."#,
+                reply: Reply::Error("FORBIDDEN"),
+            },
+            Resp {
+                status: 408,
+                description: r#"The request body did not arrive within the body timeout; the connection closes (code `REQUEST_TIMEOUT`)."#,
+                reply: Reply::Error("REQUEST_TIMEOUT"),
+            },
+            Resp {
+                status: 409,
+                description: r#"The lease is no longer held by this runner (expired, re-queued or revoked) (code `LEASE_LOST`)."#,
+                reply: Reply::Error("LEASE_LOST"),
+            },
+            Resp {
+                status: 413,
+                description: r#"The request body exceeds 1 MiB (code `PAYLOAD_TOO_LARGE`)."#,
+                reply: Reply::Error("PAYLOAD_TOO_LARGE"),
+            },
+            Resp {
+                status: 500,
+                description: r#"Something failed inside the coordinator; details are in its log only (code `INTERNAL`)."#,
+                reply: Reply::Error("INTERNAL"),
+            },
+            Resp {
+                status: 503,
+                description: r#"The coordinator is overloaded (too many connections, large bodies or member reads in flight, or a busy database); retry after `Retry-After` seconds (code `OVERLOADED`)."#,
+                reply: Reply::Error("OVERLOADED"),
+            },
         ],
     },
     Op {
@@ -837,8 +1851,16 @@ pub static OPS: &[Op] = &[
         query: None,
         body: None,
         responses: &[
-            Resp { status: 200, description: r#"The OpenAPI 3.1 document."#, reply: Reply::Raw(r#"{"application/json": {"schema": {"type": "object"}}}"#) },
-            Resp { status: 503, description: r#"The coordinator is overloaded (too many connections, large bodies or member reads in flight, or a busy database); retry after `Retry-After` seconds (code `OVERLOADED`)."#, reply: Reply::Error("OVERLOADED") },
+            Resp {
+                status: 200,
+                description: r#"The OpenAPI 3.1 document."#,
+                reply: Reply::Raw(r#"{"application/json": {"schema": {"type": "object"}}}"#),
+            },
+            Resp {
+                status: 503,
+                description: r#"The coordinator is overloaded (too many connections, large bodies or member reads in flight, or a busy database); retry after `Retry-After` seconds (code `OVERLOADED`)."#,
+                reply: Reply::Error("OVERLOADED"),
+            },
         ],
     },
     Op {
@@ -854,8 +1876,18 @@ pub static OPS: &[Op] = &[
         query: None,
         body: None,
         responses: &[
-            Resp { status: 200, description: r#"The docs page."#, reply: Reply::Raw(r#"{"text/html; charset=utf-8": {"schema": {"type": "string"}}}"#) },
-            Resp { status: 503, description: r#"The coordinator is overloaded (too many connections, large bodies or member reads in flight, or a busy database); retry after `Retry-After` seconds (code `OVERLOADED`)."#, reply: Reply::Error("OVERLOADED") },
+            Resp {
+                status: 200,
+                description: r#"The docs page."#,
+                reply: Reply::Raw(
+                    r#"{"text/html; charset=utf-8": {"schema": {"type": "string"}}}"#,
+                ),
+            },
+            Resp {
+                status: 503,
+                description: r#"The coordinator is overloaded (too many connections, large bodies or member reads in flight, or a busy database); retry after `Retry-After` seconds (code `OVERLOADED`)."#,
+                reply: Reply::Error("OVERLOADED"),
+            },
         ],
     },
     Op {
@@ -871,8 +1903,18 @@ pub static OPS: &[Op] = &[
         query: None,
         body: None,
         responses: &[
-            Resp { status: 200, description: r#"The coordinator is up."#, reply: Reply::Raw(r#"{"application/json": {"schema": {"type": "object", "required": ["status", "waitingLeases"], "properties": {"status": {"type": "string", "const": "ok"}, "waitingLeases": {"type": "integer", "minimum": 0, "description": "Lease long-polls waiting for a job."}, "waitingHeartbeats": {"type": "integer", "minimum": 0, "description": "Leases whose heartbeat is waiting for a cancel."}, "followedLogs": {"type": "integer", "minimum": 0, "description": "Jobs whose log is being followed."}}}}}"#) },
-            Resp { status: 503, description: r#"The coordinator is overloaded (too many connections, large bodies or member reads in flight, or a busy database); retry after `Retry-After` seconds (code `OVERLOADED`)."#, reply: Reply::Error("OVERLOADED") },
+            Resp {
+                status: 200,
+                description: r#"The coordinator is up."#,
+                reply: Reply::Raw(
+                    r#"{"application/json": {"schema": {"type": "object", "required": ["status", "waitingLeases"], "properties": {"status": {"type": "string", "const": "ok"}, "waitingLeases": {"type": "integer", "minimum": 0, "description": "Lease long-polls waiting for a job."}, "waitingHeartbeats": {"type": "integer", "minimum": 0, "description": "Leases whose heartbeat is waiting for a cancel."}, "followedLogs": {"type": "integer", "minimum": 0, "description": "Jobs whose log is being followed."}}}}}"#,
+                ),
+            },
+            Resp {
+                status: 503,
+                description: r#"The coordinator is overloaded (too many connections, large bodies or member reads in flight, or a busy database); retry after `Retry-After` seconds (code `OVERLOADED`)."#,
+                reply: Reply::Error("OVERLOADED"),
+            },
         ],
     },
     Op {
@@ -888,8 +1930,18 @@ pub static OPS: &[Op] = &[
         query: None,
         body: None,
         responses: &[
-            Resp { status: 200, description: r#"Ready."#, reply: Reply::Raw(r#"{"application/json": {"schema": {"type": "object", "required": ["status"], "properties": {"status": {"type": "string", "const": "ready"}}}}}"#) },
-            Resp { status: 503, description: r#"Not ready (code `NOT_READY`; the message says why, naming migration versions at most), or overloaded (code `OVERLOADED`, with `Retry-After`)."#, reply: Reply::Error("NOT_READY") },
+            Resp {
+                status: 200,
+                description: r#"Ready."#,
+                reply: Reply::Raw(
+                    r#"{"application/json": {"schema": {"type": "object", "required": ["status"], "properties": {"status": {"type": "string", "const": "ready"}}}}}"#,
+                ),
+            },
+            Resp {
+                status: 503,
+                description: r#"Not ready (code `NOT_READY`; the message says why, naming migration versions at most), or overloaded (code `OVERLOADED`, with `Retry-After`)."#,
+                reply: Reply::Error("NOT_READY"),
+            },
         ],
     },
     Op {
@@ -905,9 +1957,23 @@ pub static OPS: &[Op] = &[
         query: None,
         body: None,
         responses: &[
-            Resp { status: 200, description: r#"The metrics."#, reply: Reply::Raw(r#"{"text/plain; version=0.0.4": {"schema": {"type": "string"}}}"#) },
-            Resp { status: 401, description: r#"`--metrics-token-file` is set and the bearer token is missing or wrong (code `UNAUTHORIZED`)."#, reply: Reply::Error("") },
-            Resp { status: 503, description: r#"The coordinator is overloaded (too many connections, large bodies or member reads in flight, or a busy database); retry after `Retry-After` seconds (code `OVERLOADED`)."#, reply: Reply::Error("OVERLOADED") },
+            Resp {
+                status: 200,
+                description: r#"The metrics."#,
+                reply: Reply::Raw(
+                    r#"{"text/plain; version=0.0.4": {"schema": {"type": "string"}}}"#,
+                ),
+            },
+            Resp {
+                status: 401,
+                description: r#"`--metrics-token-file` is set and the bearer token is missing or wrong (code `UNAUTHORIZED`)."#,
+                reply: Reply::Error(""),
+            },
+            Resp {
+                status: 503,
+                description: r#"The coordinator is overloaded (too many connections, large bodies or member reads in flight, or a busy database); retry after `Retry-After` seconds (code `OVERLOADED`)."#,
+                reply: Reply::Error("OVERLOADED"),
+            },
         ],
     },
     Op {
@@ -923,11 +1989,31 @@ pub static OPS: &[Op] = &[
         query: None,
         body: None,
         responses: &[
-            Resp { status: 200, description: r#"The members."#, reply: Reply::Json(schema::<wire::MemberList>) },
-            Resp { status: 401, description: r#"No `Authorization: Bearer` header, or an unknown, expired or revoked token (code `UNAUTHORIZED`)."#, reply: Reply::Error("UNAUTHORIZED") },
-            Resp { status: 403, description: r#"The token is not a member API token, or the member is not an admin (code `FORBIDDEN`)."#, reply: Reply::Error("FORBIDDEN") },
-            Resp { status: 500, description: r#"Something failed inside the coordinator; details are in its log only (code `INTERNAL`)."#, reply: Reply::Error("INTERNAL") },
-            Resp { status: 503, description: r#"The coordinator is overloaded (too many connections, large bodies or member reads in flight, or a busy database); retry after `Retry-After` seconds (code `OVERLOADED`)."#, reply: Reply::Error("OVERLOADED") },
+            Resp {
+                status: 200,
+                description: r#"The members."#,
+                reply: Reply::Json(schema::<wire::MemberList>),
+            },
+            Resp {
+                status: 401,
+                description: r#"No `Authorization: Bearer` header, or an unknown, expired or revoked token (code `UNAUTHORIZED`)."#,
+                reply: Reply::Error("UNAUTHORIZED"),
+            },
+            Resp {
+                status: 403,
+                description: r#"The token is not a member API token, or the member is not an admin (code `FORBIDDEN`)."#,
+                reply: Reply::Error("FORBIDDEN"),
+            },
+            Resp {
+                status: 500,
+                description: r#"Something failed inside the coordinator; details are in its log only (code `INTERNAL`)."#,
+                reply: Reply::Error("INTERNAL"),
+            },
+            Resp {
+                status: 503,
+                description: r#"The coordinator is overloaded (too many connections, large bodies or member reads in flight, or a busy database); retry after `Retry-After` seconds (code `OVERLOADED`)."#,
+                reply: Reply::Error("OVERLOADED"),
+            },
         ],
     },
     Op {
@@ -941,15 +2027,47 @@ pub static OPS: &[Op] = &[
         description: r#"Admins only. Adds the member (`status: invited`) and answers a one-time code, shown once, good for seven days, with its `drover://pair` link: the invitee redeems it (`POST /v1/pairing-codes/{code}/redeem`, `drover redeem`, or the desktop app) for their first token, and becomes `active`. Inviting someone invited but not joined gives a new code (the old ones stop working); someone removed comes back. Recorded in the audit log (`member.invited`)."#,
         params: r##"[{"$ref": "#/components/parameters/Surface"}]"##,
         query: None,
-        body: Some(Body { schema: schema::<wire::InviteMember>, required: true, description: r#""# }),
+        body: Some(Body {
+            schema: schema::<wire::InviteMember>,
+            required: true,
+            description: r#""#,
+        }),
         responses: &[
-            Resp { status: 201, description: r#"Invited."#, reply: Reply::Json(schema::<wire::Invite>) },
-            Resp { status: 400, description: r#"Not a JSON object of this shape, or an invalid email or role (code `BAD_REQUEST`)."#, reply: Reply::Error("BAD_REQUEST") },
-            Resp { status: 401, description: r#"No `Authorization: Bearer` header, or an unknown, expired or revoked token (code `UNAUTHORIZED`)."#, reply: Reply::Error("UNAUTHORIZED") },
-            Resp { status: 403, description: r#"The token is not a member API token, or the member is not an admin (code `FORBIDDEN`)."#, reply: Reply::Error("FORBIDDEN") },
-            Resp { status: 409, description: r#"Already an active member of this workspace (code `CONFLICT`)."#, reply: Reply::Error("CONFLICT") },
-            Resp { status: 500, description: r#"Something failed inside the coordinator; details are in its log only (code `INTERNAL`)."#, reply: Reply::Error("INTERNAL") },
-            Resp { status: 503, description: r#"The coordinator is overloaded (too many connections, large bodies or member reads in flight, or a busy database); retry after `Retry-After` seconds (code `OVERLOADED`)."#, reply: Reply::Error("OVERLOADED") },
+            Resp {
+                status: 201,
+                description: r#"Invited."#,
+                reply: Reply::Json(schema::<wire::Invite>),
+            },
+            Resp {
+                status: 400,
+                description: r#"Not a JSON object of this shape, or an invalid email or role (code `BAD_REQUEST`)."#,
+                reply: Reply::Error("BAD_REQUEST"),
+            },
+            Resp {
+                status: 401,
+                description: r#"No `Authorization: Bearer` header, or an unknown, expired or revoked token (code `UNAUTHORIZED`)."#,
+                reply: Reply::Error("UNAUTHORIZED"),
+            },
+            Resp {
+                status: 403,
+                description: r#"The token is not a member API token, or the member is not an admin (code `FORBIDDEN`)."#,
+                reply: Reply::Error("FORBIDDEN"),
+            },
+            Resp {
+                status: 409,
+                description: r#"Already an active member of this workspace (code `CONFLICT`)."#,
+                reply: Reply::Error("CONFLICT"),
+            },
+            Resp {
+                status: 500,
+                description: r#"Something failed inside the coordinator; details are in its log only (code `INTERNAL`)."#,
+                reply: Reply::Error("INTERNAL"),
+            },
+            Resp {
+                status: 503,
+                description: r#"The coordinator is overloaded (too many connections, large bodies or member reads in flight, or a busy database); retry after `Retry-After` seconds (code `OVERLOADED`)."#,
+                reply: Reply::Error("OVERLOADED"),
+            },
         ],
     },
     Op {
@@ -963,16 +2081,52 @@ pub static OPS: &[Op] = &[
         description: r#"Admins only. The last admin cannot be demoted. Recorded in the audit log (`member.updated`)."#,
         params: r##"[{"name": "id", "in": "path", "required": true, "description": "Member id (`usr_\u2026`).", "schema": {"type": "string"}}, {"$ref": "#/components/parameters/Surface"}]"##,
         query: None,
-        body: Some(Body { schema: schema::<wire::UpdateMember>, required: true, description: r#""# }),
+        body: Some(Body {
+            schema: schema::<wire::UpdateMember>,
+            required: true,
+            description: r#""#,
+        }),
         responses: &[
-            Resp { status: 200, description: r#"The member, with the new role."#, reply: Reply::Json(schema::<wire::Member>) },
-            Resp { status: 400, description: r#"Not a JSON object of this shape, or an invalid email or role (code `BAD_REQUEST`)."#, reply: Reply::Error("BAD_REQUEST") },
-            Resp { status: 401, description: r#"No `Authorization: Bearer` header, or an unknown, expired or revoked token (code `UNAUTHORIZED`)."#, reply: Reply::Error("UNAUTHORIZED") },
-            Resp { status: 403, description: r#"The token is not a member API token, or the member is not an admin (code `FORBIDDEN`)."#, reply: Reply::Error("FORBIDDEN") },
-            Resp { status: 404, description: r#"No current member with this id in the caller's workspace (code `NOT_FOUND`)."#, reply: Reply::Error("NOT_FOUND") },
-            Resp { status: 409, description: r#"The change would leave the workspace without an admin (code `LAST_ADMIN`)."#, reply: Reply::Error("LAST_ADMIN") },
-            Resp { status: 500, description: r#"Something failed inside the coordinator; details are in its log only (code `INTERNAL`)."#, reply: Reply::Error("INTERNAL") },
-            Resp { status: 503, description: r#"The coordinator is overloaded (too many connections, large bodies or member reads in flight, or a busy database); retry after `Retry-After` seconds (code `OVERLOADED`)."#, reply: Reply::Error("OVERLOADED") },
+            Resp {
+                status: 200,
+                description: r#"The member, with the new role."#,
+                reply: Reply::Json(schema::<wire::Member>),
+            },
+            Resp {
+                status: 400,
+                description: r#"Not a JSON object of this shape, or an invalid email or role (code `BAD_REQUEST`)."#,
+                reply: Reply::Error("BAD_REQUEST"),
+            },
+            Resp {
+                status: 401,
+                description: r#"No `Authorization: Bearer` header, or an unknown, expired or revoked token (code `UNAUTHORIZED`)."#,
+                reply: Reply::Error("UNAUTHORIZED"),
+            },
+            Resp {
+                status: 403,
+                description: r#"The token is not a member API token, or the member is not an admin (code `FORBIDDEN`)."#,
+                reply: Reply::Error("FORBIDDEN"),
+            },
+            Resp {
+                status: 404,
+                description: r#"No current member with this id in the caller's workspace (code `NOT_FOUND`)."#,
+                reply: Reply::Error("NOT_FOUND"),
+            },
+            Resp {
+                status: 409,
+                description: r#"The change would leave the workspace without an admin (code `LAST_ADMIN`)."#,
+                reply: Reply::Error("LAST_ADMIN"),
+            },
+            Resp {
+                status: 500,
+                description: r#"Something failed inside the coordinator; details are in its log only (code `INTERNAL`)."#,
+                reply: Reply::Error("INTERNAL"),
+            },
+            Resp {
+                status: 503,
+                description: r#"The coordinator is overloaded (too many connections, large bodies or member reads in flight, or a busy database); retry after `Retry-After` seconds (code `OVERLOADED`)."#,
+                reply: Reply::Error("OVERLOADED"),
+            },
         ],
     },
     Op {
@@ -988,13 +2142,41 @@ pub static OPS: &[Op] = &[
         query: None,
         body: None,
         responses: &[
-            Resp { status: 204, description: r#"Removed."#, reply: Reply::Empty },
-            Resp { status: 401, description: r#"No `Authorization: Bearer` header, or an unknown, expired or revoked token (code `UNAUTHORIZED`)."#, reply: Reply::Error("UNAUTHORIZED") },
-            Resp { status: 403, description: r#"The token is not a member API token, or the member is not an admin (code `FORBIDDEN`)."#, reply: Reply::Error("FORBIDDEN") },
-            Resp { status: 404, description: r#"No current member with this id in the caller's workspace (code `NOT_FOUND`)."#, reply: Reply::Error("NOT_FOUND") },
-            Resp { status: 409, description: r#"The change would leave the workspace without an admin (code `LAST_ADMIN`)."#, reply: Reply::Error("LAST_ADMIN") },
-            Resp { status: 500, description: r#"Something failed inside the coordinator; details are in its log only (code `INTERNAL`)."#, reply: Reply::Error("INTERNAL") },
-            Resp { status: 503, description: r#"The coordinator is overloaded (too many connections, large bodies or member reads in flight, or a busy database); retry after `Retry-After` seconds (code `OVERLOADED`)."#, reply: Reply::Error("OVERLOADED") },
+            Resp {
+                status: 204,
+                description: r#"Removed."#,
+                reply: Reply::Empty,
+            },
+            Resp {
+                status: 401,
+                description: r#"No `Authorization: Bearer` header, or an unknown, expired or revoked token (code `UNAUTHORIZED`)."#,
+                reply: Reply::Error("UNAUTHORIZED"),
+            },
+            Resp {
+                status: 403,
+                description: r#"The token is not a member API token, or the member is not an admin (code `FORBIDDEN`)."#,
+                reply: Reply::Error("FORBIDDEN"),
+            },
+            Resp {
+                status: 404,
+                description: r#"No current member with this id in the caller's workspace (code `NOT_FOUND`)."#,
+                reply: Reply::Error("NOT_FOUND"),
+            },
+            Resp {
+                status: 409,
+                description: r#"The change would leave the workspace without an admin (code `LAST_ADMIN`)."#,
+                reply: Reply::Error("LAST_ADMIN"),
+            },
+            Resp {
+                status: 500,
+                description: r#"Something failed inside the coordinator; details are in its log only (code `INTERNAL`)."#,
+                reply: Reply::Error("INTERNAL"),
+            },
+            Resp {
+                status: 503,
+                description: r#"The coordinator is overloaded (too many connections, large bodies or member reads in flight, or a busy database); retry after `Retry-After` seconds (code `OVERLOADED`)."#,
+                reply: Reply::Error("OVERLOADED"),
+            },
         ],
     },
     Op {
@@ -1010,12 +2192,36 @@ pub static OPS: &[Op] = &[
         query: Some(schema::<members::AuditParams>),
         body: None,
         responses: &[
-            Resp { status: 200, description: r#"A page of entries."#, reply: Reply::Json(schema::<wire::AuditPage>) },
-            Resp { status: 400, description: r#"An unknown parameter or action, or a bad limit or cursor (code `BAD_REQUEST`)."#, reply: Reply::Error("BAD_REQUEST") },
-            Resp { status: 401, description: r#"No `Authorization: Bearer` header, or an unknown, expired or revoked token (code `UNAUTHORIZED`)."#, reply: Reply::Error("UNAUTHORIZED") },
-            Resp { status: 403, description: r#"The token is not a member API token, or the member is not an admin (code `FORBIDDEN`)."#, reply: Reply::Error("FORBIDDEN") },
-            Resp { status: 500, description: r#"Something failed inside the coordinator; details are in its log only (code `INTERNAL`)."#, reply: Reply::Error("INTERNAL") },
-            Resp { status: 503, description: r#"The coordinator is overloaded (too many connections, large bodies or member reads in flight, or a busy database); retry after `Retry-After` seconds (code `OVERLOADED`)."#, reply: Reply::Error("OVERLOADED") },
+            Resp {
+                status: 200,
+                description: r#"A page of entries."#,
+                reply: Reply::Json(schema::<wire::AuditPage>),
+            },
+            Resp {
+                status: 400,
+                description: r#"An unknown parameter or action, or a bad limit or cursor (code `BAD_REQUEST`)."#,
+                reply: Reply::Error("BAD_REQUEST"),
+            },
+            Resp {
+                status: 401,
+                description: r#"No `Authorization: Bearer` header, or an unknown, expired or revoked token (code `UNAUTHORIZED`)."#,
+                reply: Reply::Error("UNAUTHORIZED"),
+            },
+            Resp {
+                status: 403,
+                description: r#"The token is not a member API token, or the member is not an admin (code `FORBIDDEN`)."#,
+                reply: Reply::Error("FORBIDDEN"),
+            },
+            Resp {
+                status: 500,
+                description: r#"Something failed inside the coordinator; details are in its log only (code `INTERNAL`)."#,
+                reply: Reply::Error("INTERNAL"),
+            },
+            Resp {
+                status: 503,
+                description: r#"The coordinator is overloaded (too many connections, large bodies or member reads in flight, or a busy database); retry after `Retry-After` seconds (code `OVERLOADED`)."#,
+                reply: Reply::Error("OVERLOADED"),
+            },
         ],
     },
     Op {
@@ -1031,12 +2237,36 @@ pub static OPS: &[Op] = &[
         query: Some(schema::<billing::ReportParams>),
         body: None,
         responses: &[
-            Resp { status: 200, description: r#"The report: JSON, or CSV (RFC 4180, a header line `month,<by>_id,<by>,runner_ms,charged_ms,attempts`) with `Accept: text/csv`."#, reply: Reply::JsonOrCsv(schema::<wire::UsageReport>) },
-            Resp { status: 400, description: r#"A month not `YYYY-MM`, a `by` not pool, member or runner, or an unknown parameter (code `BAD_REQUEST`)."#, reply: Reply::Error("BAD_REQUEST") },
-            Resp { status: 401, description: r#"No `Authorization: Bearer` header, or an unknown, expired or revoked token (code `UNAUTHORIZED`)."#, reply: Reply::Error("UNAUTHORIZED") },
-            Resp { status: 403, description: r#"The token is not a member API token, or the member is not an admin (code `FORBIDDEN`)."#, reply: Reply::Error("FORBIDDEN") },
-            Resp { status: 500, description: r#"Something failed inside the coordinator; details are in its log only (code `INTERNAL`)."#, reply: Reply::Error("INTERNAL") },
-            Resp { status: 503, description: r#"The coordinator is overloaded (too many connections, large bodies or member reads in flight, or a busy database); retry after `Retry-After` seconds (code `OVERLOADED`)."#, reply: Reply::Error("OVERLOADED") },
+            Resp {
+                status: 200,
+                description: r#"The report: JSON, or CSV (RFC 4180, a header line `month,<by>_id,<by>,runner_ms,charged_ms,attempts`) with `Accept: text/csv`."#,
+                reply: Reply::JsonOrCsv(schema::<wire::UsageReport>),
+            },
+            Resp {
+                status: 400,
+                description: r#"A month not `YYYY-MM`, a `by` not pool, member or runner, or an unknown parameter (code `BAD_REQUEST`)."#,
+                reply: Reply::Error("BAD_REQUEST"),
+            },
+            Resp {
+                status: 401,
+                description: r#"No `Authorization: Bearer` header, or an unknown, expired or revoked token (code `UNAUTHORIZED`)."#,
+                reply: Reply::Error("UNAUTHORIZED"),
+            },
+            Resp {
+                status: 403,
+                description: r#"The token is not a member API token, or the member is not an admin (code `FORBIDDEN`)."#,
+                reply: Reply::Error("FORBIDDEN"),
+            },
+            Resp {
+                status: 500,
+                description: r#"Something failed inside the coordinator; details are in its log only (code `INTERNAL`)."#,
+                reply: Reply::Error("INTERNAL"),
+            },
+            Resp {
+                status: 503,
+                description: r#"The coordinator is overloaded (too many connections, large bodies or member reads in flight, or a busy database); retry after `Retry-After` seconds (code `OVERLOADED`)."#,
+                reply: Reply::Error("OVERLOADED"),
+            },
         ],
     },
     Op {
@@ -1052,12 +2282,36 @@ pub static OPS: &[Op] = &[
         query: Some(schema::<billing::ReportParams>),
         body: None,
         responses: &[
-            Resp { status: 200, description: r#"The report: JSON, or CSV (RFC 4180, a header line `month,<by>_id,<by>,runner_ms,charged_ms,attempts`) with `Accept: text/csv`."#, reply: Reply::JsonOrCsv(schema::<wire::UsageReport>) },
-            Resp { status: 400, description: r#"A month not `YYYY-MM`, a `by` not pool, member or runner, or an unknown parameter (code `BAD_REQUEST`)."#, reply: Reply::Error("BAD_REQUEST") },
-            Resp { status: 401, description: r#"No `Authorization: Bearer` header, or an unknown, expired or revoked token (code `UNAUTHORIZED`)."#, reply: Reply::Error("UNAUTHORIZED") },
-            Resp { status: 403, description: r#"The token is not a member API token (code `FORBIDDEN`)."#, reply: Reply::Error("FORBIDDEN") },
-            Resp { status: 500, description: r#"Something failed inside the coordinator; details are in its log only (code `INTERNAL`)."#, reply: Reply::Error("INTERNAL") },
-            Resp { status: 503, description: r#"The coordinator is overloaded (too many connections, large bodies or member reads in flight, or a busy database); retry after `Retry-After` seconds (code `OVERLOADED`)."#, reply: Reply::Error("OVERLOADED") },
+            Resp {
+                status: 200,
+                description: r#"The report: JSON, or CSV (RFC 4180, a header line `month,<by>_id,<by>,runner_ms,charged_ms,attempts`) with `Accept: text/csv`."#,
+                reply: Reply::JsonOrCsv(schema::<wire::UsageReport>),
+            },
+            Resp {
+                status: 400,
+                description: r#"A month not `YYYY-MM`, a `by` not pool, member or runner, or an unknown parameter (code `BAD_REQUEST`)."#,
+                reply: Reply::Error("BAD_REQUEST"),
+            },
+            Resp {
+                status: 401,
+                description: r#"No `Authorization: Bearer` header, or an unknown, expired or revoked token (code `UNAUTHORIZED`)."#,
+                reply: Reply::Error("UNAUTHORIZED"),
+            },
+            Resp {
+                status: 403,
+                description: r#"The token is not a member API token (code `FORBIDDEN`)."#,
+                reply: Reply::Error("FORBIDDEN"),
+            },
+            Resp {
+                status: 500,
+                description: r#"Something failed inside the coordinator; details are in its log only (code `INTERNAL`)."#,
+                reply: Reply::Error("INTERNAL"),
+            },
+            Resp {
+                status: 503,
+                description: r#"The coordinator is overloaded (too many connections, large bodies or member reads in flight, or a busy database); retry after `Retry-After` seconds (code `OVERLOADED`)."#,
+                reply: Reply::Error("OVERLOADED"),
+            },
         ],
     },
 ];

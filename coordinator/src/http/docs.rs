@@ -14,7 +14,11 @@ pub fn router() -> Router<AppState> {
         .route(
             "/openapi.json",
             get(|| async {
-                ([(header::CONTENT_TYPE, "application/json")], super::openapi::document()).into_response()
+                (
+                    [(header::CONTENT_TYPE, "application/json")],
+                    super::openapi::document(),
+                )
+                    .into_response()
             }),
         )
         .route("/docs", get(|| async { Html(DOCS_HTML) }))

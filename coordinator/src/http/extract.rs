@@ -287,3 +287,15 @@ impl FromRequestParts<AppState> for AuthJoin {
         }
     }
 }
+
+/// The member behind an MCP request: the same bearer token as REST, with
+/// `mcp` as the surface the audit log names.
+pub async fn mcp_member(parts: &Parts, state: &AppState) -> Result<Member, Error> {
+    match principal(parts, state).await? {
+        Principal::Member(m) => Ok(Member {
+            surface: Surface::Mcp,
+            ..m
+        }),
+        _ => Err(wrong_kind("member API")),
+    }
+}

@@ -34,7 +34,7 @@ pub fn router() -> Router<AppState> {
 /// of queueing another; with a different body, `409 CONFLICT`.
 const IDEMPOTENCY_KEY: &str = "idempotency-key";
 
-async fn submit(
+pub(super) async fn submit(
     State(st): State<AppState>,
     AuthMember(member): AuthMember,
     headers: HeaderMap,
@@ -110,7 +110,7 @@ pub struct ListQuery {
     limit: Option<u32>,
 }
 
-async fn list(
+pub(super) async fn list(
     State(st): State<AppState>,
     AuthMember(member): AuthMember,
     Query(q): Query<ListQuery>,
@@ -130,7 +130,7 @@ async fn list(
     }))
 }
 
-async fn show(
+pub(super) async fn show(
     State(st): State<AppState>,
     AuthMember(member): AuthMember,
     Path(id): Path<String>,
@@ -138,7 +138,7 @@ async fn show(
     Ok(axum::Json(st.store.get_job(&member, &id).await?.into()))
 }
 
-async fn cancel(
+pub(super) async fn cancel(
     State(st): State<AppState>,
     AuthMember(member): AuthMember,
     Path(id): Path<String>,
@@ -199,7 +199,7 @@ impl Follow {
     }
 }
 
-async fn logs(
+pub(super) async fn logs(
     State(st): State<AppState>,
     AuthMember(member): AuthMember,
     Path(id): Path<String>,

@@ -24,7 +24,7 @@ pub fn router() -> Router<AppState> {
         .route("/v1/workspace/audit", get(audit))
 }
 
-async fn list(
+pub(super) async fn list(
     State(st): State<AppState>,
     AuthMember(m): AuthMember,
 ) -> Result<axum::Json<wire::MemberList>> {
@@ -35,7 +35,7 @@ async fn list(
     }))
 }
 
-async fn invite(
+pub(super) async fn invite(
     State(st): State<AppState>,
     AuthMember(m): AuthMember,
     Json(req): Json<wire::InviteMember>,
@@ -51,7 +51,7 @@ async fn invite(
     ))
 }
 
-async fn update(
+pub(super) async fn update(
     State(st): State<AppState>,
     AuthMember(m): AuthMember,
     Path(id): Path<String>,
@@ -65,7 +65,7 @@ async fn update(
 /// Removes a member. Their tokens fail at once on every replica (member
 /// tokens are read from the database on each request); their runners'
 /// credentials are dropped from every replica's cache by the signals.
-async fn remove(
+pub(super) async fn remove(
     State(st): State<AppState>,
     AuthMember(m): AuthMember,
     Path(id): Path<String>,
@@ -110,7 +110,7 @@ pub struct AuditParams {
     limit: Option<u32>,
 }
 
-async fn audit(
+pub(super) async fn audit(
     State(st): State<AppState>,
     AuthMember(m): AuthMember,
     Query(q): Query<AuditParams>,

@@ -8,6 +8,7 @@ pub mod error;
 mod extract;
 mod health;
 mod jobs;
+mod mcp;
 mod members;
 pub mod openapi;
 mod pairing;
@@ -215,6 +216,7 @@ pub fn router(state: AppState) -> Router {
         .merge(pairing::router())
         .merge(members::router())
         .merge(billing::router())
+        .merge(mcp::router(state.clone()))
         .route_layer(middleware::from_fn_with_state(state.clone(), limit_reads));
     Router::new()
         .merge(member_api)

@@ -4,8 +4,8 @@
 use std::sync::OnceLock;
 
 use drover_wire as wire;
-use schemars::generate::SchemaSettings;
 use schemars::SchemaGenerator;
+use schemars::generate::SchemaSettings;
 use serde_json::{Map, Value, json};
 
 use super::catalogue::{Auth, OPS, Op, Reply, SchemaFn, schema};

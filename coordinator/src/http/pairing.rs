@@ -27,12 +27,15 @@ pub fn router() -> Router<AppState> {
         .route("/v1/me/tokens/{id}", delete(revoke_token))
 }
 
-async fn me(State(st): State<AppState>, AuthMember(m): AuthMember) -> Result<axum::Json<wire::Me>> {
+pub(super) async fn me(
+    State(st): State<AppState>,
+    AuthMember(m): AuthMember,
+) -> Result<axum::Json<wire::Me>> {
     let token = st.store.current_token(&m).await?;
     Ok(axum::Json(dto::me(m, token)))
 }
 
-async fn create_code(
+pub(super) async fn create_code(
     State(st): State<AppState>,
     AuthMember(m): AuthMember,
 ) -> Result<impl IntoResponse> {
@@ -87,7 +90,7 @@ async fn redeem(
     }
 }
 
-async fn list_tokens(
+pub(super) async fn list_tokens(
     State(st): State<AppState>,
     AuthMember(m): AuthMember,
 ) -> Result<axum::Json<wire::ApiTokenList>> {
@@ -97,7 +100,7 @@ async fn list_tokens(
     }))
 }
 
-async fn revoke_token(
+pub(super) async fn revoke_token(
     State(st): State<AppState>,
     AuthMember(m): AuthMember,
     Path(id): Path<String>,

@@ -24,7 +24,7 @@ pub fn router() -> Router<AppState> {
         .route("/v1/workspace/runners/{id}", delete(revoke_ws))
 }
 
-async fn pair_mine(
+pub(super) async fn pair_mine(
     State(st): State<AppState>,
     AuthMember(m): AuthMember,
     OptionalJson(req): OptionalJson<wire::PairRunner>,
@@ -39,7 +39,7 @@ async fn pair_mine(
     ))
 }
 
-async fn list_mine(
+pub(super) async fn list_mine(
     State(st): State<AppState>,
     AuthMember(m): AuthMember,
 ) -> Result<axum::Json<wire::RunnerList>> {
@@ -80,7 +80,7 @@ pub(super) fn revoked_signals(changed: Vec<(JobId, Option<Wake>)>, id: &str) -> 
     signals
 }
 
-async fn revoke_mine(
+pub(super) async fn revoke_mine(
     State(st): State<AppState>,
     AuthMember(m): AuthMember,
     Path(id): Path<String>,
@@ -89,7 +89,7 @@ async fn revoke_mine(
     revoke(&st, &m, owner, &id).await
 }
 
-async fn pair_ws(
+pub(super) async fn pair_ws(
     State(st): State<AppState>,
     AuthMember(m): AuthMember,
     OptionalJson(req): OptionalJson<wire::PairRunner>,
@@ -105,7 +105,7 @@ async fn pair_ws(
     ))
 }
 
-async fn roster(
+pub(super) async fn roster(
     State(st): State<AppState>,
     AuthMember(m): AuthMember,
 ) -> Result<axum::Json<wire::RunnerList>> {
@@ -118,7 +118,7 @@ async fn roster(
     }))
 }
 
-async fn list_owned(
+pub(super) async fn list_owned(
     State(st): State<AppState>,
     AuthMember(m): AuthMember,
 ) -> Result<axum::Json<wire::RunnerList>> {
@@ -131,7 +131,7 @@ async fn list_owned(
     }))
 }
 
-async fn revoke_ws(
+pub(super) async fn revoke_ws(
     State(st): State<AppState>,
     AuthMember(m): AuthMember,
     Path(id): Path<String>,

@@ -25,7 +25,7 @@ pub fn router() -> Router<AppState> {
         )
 }
 
-async fn create_mine(
+pub(super) async fn create_mine(
     State(st): State<AppState>,
     AuthMember(m): AuthMember,
     Json(req): Json<wire::CreateRuntime>,
@@ -37,7 +37,7 @@ async fn create_mine(
     Ok((StatusCode::CREATED, axum::Json(wire::Runtime::from(rt))))
 }
 
-async fn list_mine(
+pub(super) async fn list_mine(
     State(st): State<AppState>,
     AuthMember(m): AuthMember,
 ) -> Result<axum::Json<wire::RuntimeList>> {
@@ -50,7 +50,7 @@ async fn list_mine(
     }))
 }
 
-async fn join_token_mine(
+pub(super) async fn join_token_mine(
     State(st): State<AppState>,
     AuthMember(m): AuthMember,
     Path(id): Path<String>,
@@ -72,7 +72,7 @@ async fn join_token_mine(
     ))
 }
 
-async fn create_ws(
+pub(super) async fn create_ws(
     State(st): State<AppState>,
     AuthMember(m): AuthMember,
     Json(req): Json<wire::CreateRuntime>,
@@ -85,7 +85,7 @@ async fn create_ws(
     Ok((StatusCode::CREATED, axum::Json(wire::Runtime::from(rt))))
 }
 
-async fn list_ws(
+pub(super) async fn list_ws(
     State(st): State<AppState>,
     AuthMember(m): AuthMember,
 ) -> Result<axum::Json<wire::RuntimeList>> {
@@ -95,7 +95,7 @@ async fn list_ws(
     }))
 }
 
-async fn join_token_ws(
+pub(super) async fn join_token_ws(
     State(st): State<AppState>,
     AuthMember(m): AuthMember,
     Path(id): Path<String>,

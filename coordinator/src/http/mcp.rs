@@ -1,0 +1,367 @@
+//! MCP on `/mcp` (streamable HTTP, stateless, JSON answers; `rmcp`).
+//!
+//! One tool for every human-facing operation of the catalogue: its name is
+//! the operation's `tool`, its input schema joins the path parameters, the
+//! query fields and the body's fields (derived from the same wire types as
+//! `/openapi.json`). A call authenticates with the same bearer token as
+//! REST and runs the operation's own handler function, in process: the same
+//! role checks, the same store calls, the same audit entries (surface
+//! `mcp`). A refusal is a tool error whose structured content is REST's
+//! envelope, `{"error": {"code", "message"}}`, with the same code.
+
+use std::collections::HashMap;
+use std::sync::{Arc, OnceLock};
+
+use axum::Router;
+use axum::body::to_bytes;
+use axum::extract::{Path, Request, State};
+use axum::http::request::Parts;
+use axum::http::{HeaderMap, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use rmcp::ErrorData;
+use rmcp::handler::server::ServerHandler;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, ListToolsResult,
+    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+};
+use rmcp::service::{RequestContext, RoleServer};
+use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use serde::de::DeserializeOwned;
+use serde_json::{Map, Value, json};
+
+use super::catalogue::{OPS, Op, by_tool};
+use super::extract::{AuthMember, Json, OptionalJson, Query, mcp_member};
+use super::openapi::{inline_generator, query_fields};
+use super::{AppState, MAX_BODY_BYTES};
+use super::{billing, jobs, members, pairing, runners, runtimes};
+use crate::error::Error;
+use crate::store::Member;
+
+/// Largest answer a tool returns (a job's log, followed to its end).
+const MAX_ANSWER_BYTES: usize = 16 * 1024 * 1024;
+
+/// `/mcp`: the token is checked before the MCP layer sees the request.
+pub fn router(state: AppState) -> Router<AppState> {
+    let mut config = StreamableHttpServerConfig::default();
+    config.legacy_session_mode = false;
+    config.json_response = true;
+    config.sse_keep_alive = None;
+    // Every call carries a bearer token, so a page that rebinds a name to
+    // this address gains nothing: any Host is served (as on REST).
+    config.allowed_hosts = Vec::new();
+    config.max_request_body_bytes = MAX_BODY_BYTES;
+    let tools = Tools { st: state.clone() };
+    let service = StreamableHttpService::new(
+        move || Ok(tools.clone()),
+        Arc::new(NeverSessionManager::default()),
+        config,
+    );
+    Router::new()
+        .nest_service("/mcp", service)
+        .layer(middleware::from_fn_with_state(state, authenticate))
+}
+
+async fn authenticate(State(st): State<AppState>, req: Request, next: Next) -> Response {
+    let (parts, body) = req.into_parts();
+    match mcp_member(&parts, &st).await {
+        Ok(member) => {
+            let mut req = Request::from_parts(parts, body);
+            req.extensions_mut().insert(member);
+            next.run(req).await
+        }
+        Err(e) => {
+            let mut r = e.into_response();
+            r.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                "Bearer".parse().expect("a header"),
+            );
+            r
+        }
+    }
+}
+
+#[derive(Clone)]
+struct Tools {
+    st: AppState,
+}
+
+impl ServerHandler for Tools {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("drover", env!("CARGO_PKG_VERSION")))
+            .with_instructions(
+                "Drover runs jobs on pools of self-hosted runners. Each tool is one REST \
+                 operation of /openapi.json (its x-mcp-tool), with the same rules and error codes.",
+            )
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        Ok(ListToolsResult::with_all_items(tools().to_vec()))
+    }
+
+    fn get_tool(&self, name: &str) -> Option<Tool> {
+        tools().iter().find(|t| t.name == name).cloned()
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let Some(op) = by_tool(&request.name) else {
+            return Err(ErrorData::invalid_params(
+                format!("no tool named {:?}", request.name),
+                None,
+            ));
+        };
+        let member = context
+            .extensions
+            .get::<Parts>()
+            .and_then(|p| p.extensions.get::<Member>())
+            .cloned()
+            .ok_or_else(|| ErrorData::internal_error("the request was not authenticated", None))?;
+        let answer = match Args::split(op, request.arguments.unwrap_or_default()) {
+            Ok(args) => call(&self.st, member, op, args).await,
+            Err(e) => Err(e),
+        }
+        .unwrap_or_else(IntoResponse::into_response);
+        Ok(tool_result(answer).await.into())
+    }
+}
+
+/// Every tool, built once.
+fn tools() -> &'static [Tool] {
+    static TOOLS: OnceLock<Vec<Tool>> = OnceLock::new();
+    TOOLS.get_or_init(|| {
+        OPS.iter()
+            .filter_map(|op| {
+                let name = op.tool?;
+                let description = if op.description.is_empty() {
+                    op.summary.to_owned()
+                } else {
+                    format!("{}.\n\n{}", op.summary, op.description)
+                };
+                Some(Tool::new(name, description, input_schema(op)))
+            })
+            .collect()
+    })
+}
+
+/// One object: the path parameters, the query fields and the body's fields.
+pub fn input_schema(op: &Op) -> Map<String, Value> {
+    let mut properties = Map::new();
+    let mut required = Vec::new();
+    let documented: Vec<Value> = if op.params.is_empty() {
+        Vec::new()
+    } else {
+        serde_json::from_str(op.params).expect("catalogue params are JSON")
+    };
+    for name in op.path_params() {
+        let description = documented
+            .iter()
+            .find(|p| p["name"] == name && p["in"] == "path")
+            .map(|p| p["description"].clone())
+            .unwrap_or_else(|| json!(format!("The `{name}` in the path.")));
+        properties.insert(
+            name.to_owned(),
+            json!({"type": "string", "description": description}),
+        );
+        required.push(json!(name));
+    }
+    if let Some(query) = op.query {
+        for (name, schema, needed) in query_fields(query) {
+            if needed {
+                required.push(json!(name));
+            }
+            properties.insert(name, schema);
+        }
+    }
+    let mut schema = Map::new();
+    if let Some(body) = &op.body {
+        let body_schema = (body.schema)(&mut inline_generator()).to_value();
+        if let Some(props) = body_schema["properties"].as_object() {
+            properties.extend(props.clone());
+        }
+        if body.required
+            && let Some(needed) = body_schema["required"].as_array()
+        {
+            required.extend(needed.iter().cloned());
+        }
+        if let Some(one_of) = body_schema.get("oneOf") {
+            schema.insert("oneOf".into(), one_of.clone());
+        }
+    }
+    schema.insert("type".into(), json!("object"));
+    schema.insert("properties".into(), Value::Object(properties));
+    schema.insert("required".into(), Value::Array(required));
+    schema.insert("additionalProperties".into(), json!(false));
+    schema
+}
+
+/// A call's arguments, sorted into the path, the query and the body.
+struct Args {
+    path: HashMap<&'static str, String>,
+    query: Map<String, Value>,
+    body: Map<String, Value>,
+}
+
+impl Args {
+    fn split(op: &Op, mut args: Map<String, Value>) -> Result<Self, Error> {
+        let mut path = HashMap::new();
+        for name in op.path_params() {
+            match args.remove(name) {
+                Some(Value::String(s)) => path.insert(name, s),
+                Some(_) => return Err(Error::bad_request(format!("`{name}` must be a string"))),
+                None => return Err(Error::bad_request(format!("`{name}` is required"))),
+            };
+        }
+        let mut query = Map::new();
+        if let Some(q) = op.query {
+            for (name, _, _) in query_fields(q) {
+                if let Some(v) = args.remove(&name) {
+                    query.insert(name, v);
+                }
+            }
+        }
+        if op.body.is_none()
+            && let Some(name) = args.keys().next()
+        {
+            return Err(Error::bad_request(format!("unknown argument `{name}`")));
+        }
+        Ok(Self {
+            path,
+            query,
+            body: args,
+        })
+    }
+
+    fn id(&self, name: &str) -> Path<String> {
+        Path(self.path.get(name).cloned().unwrap_or_default())
+    }
+
+    fn query<T: DeserializeOwned>(&self) -> Result<Query<T>, Error> {
+        serde_json::from_value(Value::Object(self.query.clone()))
+            .map(Query)
+            .map_err(|e| Error::bad_request(format!("invalid arguments: {e}")))
+    }
+
+    fn body<T: DeserializeOwned>(&self) -> Result<Json<T>, Error> {
+        serde_json::from_value(Value::Object(self.body.clone()))
+            .map(Json)
+            .map_err(|e| Error::bad_request(format!("invalid arguments: {e}")))
+    }
+
+    fn optional_body<T: DeserializeOwned + Default>(&self) -> Result<OptionalJson<T>, Error> {
+        if self.body.is_empty() {
+            return Ok(OptionalJson(T::default()));
+        }
+        self.body().map(|Json(t)| OptionalJson(t))
+    }
+}
+
+/// Runs the operation's handler, as its route would.
+async fn call(st: &AppState, member: Member, op: &Op, a: Args) -> Result<Response, Error> {
+    let (s, m) = (State(st.clone()), AuthMember(member));
+    macro_rules! run {
+        ($e:expr) => {
+            $e.await.into_response()
+        };
+    }
+    Ok(match op.id {
+        "submitJob" => run!(jobs::submit(s, m, HeaderMap::new(), a.body()?)),
+        "listJobs" => run!(jobs::list(s, m, a.query()?)),
+        "getJob" => run!(jobs::show(s, m, a.id("id"))),
+        "cancelJob" => run!(jobs::cancel(s, m, a.id("id"))),
+        "getJobLogs" => run!(jobs::logs(s, m, a.id("id"), a.query()?)),
+        "createRuntimeMine" => run!(runtimes::create_mine(s, m, a.body()?)),
+        "listRuntimesMine" => run!(runtimes::list_mine(s, m)),
+        "createJoinTokenMine" => {
+            run!(runtimes::join_token_mine(
+                s,
+                m,
+                a.id("id"),
+                a.optional_body()?
+            ))
+        }
+        "createRuntimeWorkspace" => run!(runtimes::create_ws(s, m, a.body()?)),
+        "listRuntimesWorkspace" => run!(runtimes::list_ws(s, m)),
+        "createJoinTokenWorkspace" => {
+            run!(runtimes::join_token_ws(
+                s,
+                m,
+                a.id("id"),
+                a.optional_body()?
+            ))
+        }
+        "pairRunnerMine" => run!(runners::pair_mine(s, m, a.optional_body()?)),
+        "listRunnersMine" => run!(runners::list_mine(s, m)),
+        "revokeRunnerMine" => run!(runners::revoke_mine(s, m, a.id("id"))),
+        "pairRunnerWorkspace" => run!(runners::pair_ws(s, m, a.optional_body()?)),
+        "listRunnerRoster" => run!(runners::roster(s, m)),
+        "listRunnersWorkspace" => run!(runners::list_owned(s, m)),
+        "revokeRunnerWorkspace" => run!(runners::revoke_ws(s, m, a.id("id"))),
+        "setBudget" => run!(billing::set_budget(s, m, a.body()?)),
+        "getUsage" => run!(billing::usage(s, m)),
+        "getWorkspaceUsageReport" => {
+            run!(billing::workspace_report(
+                s,
+                m,
+                HeaderMap::new(),
+                a.query()?
+            ))
+        }
+        "getMyUsageReport" => run!(billing::my_report(s, m, HeaderMap::new(), a.query()?)),
+        "getMe" => run!(pairing::me(s, m)),
+        "createPairingCode" => run!(pairing::create_code(s, m)),
+        "listTokensMine" => run!(pairing::list_tokens(s, m)),
+        "revokeTokenMine" => run!(pairing::revoke_token(s, m, a.id("id"))),
+        "listMembers" => run!(members::list(s, m)),
+        "inviteMember" => run!(members::invite(s, m, a.body()?)),
+        "updateMember" => run!(members::update(s, m, a.id("id"), a.body()?)),
+        "removeMember" => run!(members::remove(s, m, a.id("id"))),
+        "listAuditEvents" => run!(members::audit(s, m, a.query()?)),
+        other => Error::api(
+            drover_wire::ErrorCode::Internal,
+            format!("the MCP tool of {other} has no handler"),
+        )
+        .into_response(),
+    })
+}
+
+/// The handler's answer as a tool result: its JSON as structured content
+/// (an empty answer is `{}`; text is `{"text": …}`), and a refusal as a
+/// tool error holding REST's error envelope.
+async fn tool_result(answer: Response) -> CallToolResult {
+    let (parts, body) = answer.into_parts();
+    let is_json = parts
+        .headers
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(b"application/json"));
+    let bytes = match to_bytes(body, MAX_ANSWER_BYTES).await {
+        Ok(bytes) => bytes,
+        Err(e) => {
+            return CallToolResult::structured_error(json!({"error": {
+                "code": "PAYLOAD_TOO_LARGE",
+                "message": format!("the answer could not be read whole: {e}"),
+            }}));
+        }
+    };
+    let value = if bytes.is_empty() {
+        json!({})
+    } else if is_json {
+        serde_json::from_slice(&bytes).unwrap_or_else(|_| json!({}))
+    } else {
+        json!({"text": String::from_utf8_lossy(&bytes)})
+    };
+    if parts.status.is_success() {
+        CallToolResult::structured(value)
+    } else {
+        CallToolResult::structured_error(value)
+    }
+}

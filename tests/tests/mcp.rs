@@ -1,0 +1,46 @@
+//! MCP on `/mcp`: parity with REST for every human-facing operation of
+//! `/openapi.json`, checked by an independent client (the official Python
+//! SDK; `tests/run.sh` installs it and sets `DROVER_MCP_PYTHON`).
+
+use std::path::Path;
+use std::process::Command;
+
+use drover_tests::*;
+
+#[tokio::test]
+async fn every_human_facing_operation_has_an_mcp_tool_that_does_and_refuses_the_same() {
+    let python = std::env::var("DROVER_MCP_PYTHON").expect(
+        "DROVER_MCP_PYTHON is not set: run tests/run.sh, which makes a venv with the MCP \
+         client (pip install mcp==2.3.0) and sets it to that venv's python",
+    );
+    let c = Coordinator::start().await;
+    let admin = c.bootstrap("acme", "admin@acme.test");
+    let member = c.add_member("acme", "dev@acme.test", "member");
+    let other = c.bootstrap("globex", "root@globex.test");
+    // A runner on the workspace's default pool, so jobs run.
+    let join = ws_join_token(&admin, "default").await;
+    let state = TempDir::new("state");
+    let _runner = RunnerProcess::join(&c.url, "self:ws", &join.token, 1, state.path(), &[]);
+    c.wait_for_waiting(1).await;
+
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("mcp/parity.py");
+    let out = tokio::task::spawn_blocking(move || {
+        Command::new(python)
+            .arg(script)
+            .env("DROVER_URL", &c.url)
+            .env("ADMIN_TOKEN", &admin.token)
+            .env("MEMBER_TOKEN", &member.token)
+            .env("OTHER_TOKEN", &other.token)
+            .output()
+            .expect("run the MCP parity script")
+    })
+    .await
+    .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    println!("{stdout}");
+    assert!(out.status.success(), "parity failed:\n{stdout}\n{stderr}");
+    assert!(stdout.contains("parity: every human-facing operation"));
+}
