@@ -294,7 +294,10 @@ async fn main() -> anyhow::Result<()> {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("DROVER_LOG")
-                .unwrap_or_else(|_| "drover_coordinator=info,warn".into()),
+                .unwrap_or_else(|_| "drover_coordinator=info,warn".into())
+                // rmcp logs whole MCP messages at debug and trace: tool
+                // arguments (a job's env) and answers (a runner's token).
+                .add_directive("rmcp=info".parse().expect("a directive")),
         )
         .with_writer(std::io::stderr)
         .init();

@@ -36,6 +36,18 @@ TOKENS = {
     "other": os.environ["OTHER_TOKEN"],
 }
 failures = []
+secrets = []  # tokens and codes MCP answered: the coordinator's log must hold none
+
+
+def collect(v):
+    if isinstance(v, dict):
+        for k, x in v.items():
+            if k in ("token", "code") and isinstance(x, str) and len(x) > 8:
+                secrets.append(x)
+            collect(x)
+    elif isinstance(v, list):
+        for x in v:
+            collect(x)
 
 
 def fail(msg):
@@ -122,6 +134,7 @@ class Mcp:
         value = r.structured_content
         if value is None:
             value = json.loads(r.content[0].text) if r.content else {}
+        collect(value)
         return (not r.is_error), value
 
 
@@ -332,6 +345,8 @@ async def main():
             fail(f"{audited} audited writes through MCP, but {len(via_mcp)} audit entries via mcp")
         print(f"audit: {len(via_mcp)} entries via mcp for {mcp_writes} writes", flush=True)
 
+    with open(os.environ["SECRETS_OUT"], "w") as f:
+        json.dump(secrets + list(TOKENS.values()), f)
     if failures:
         print(f"{len(failures)} parity failure(s)", flush=True)
         sys.exit(1)

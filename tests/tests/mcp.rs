@@ -13,7 +13,12 @@ async fn every_human_facing_operation_has_an_mcp_tool_that_does_and_refuses_the_
         "DROVER_MCP_PYTHON is not set: run tests/run.sh, which makes a venv with the MCP \
          client (pip install mcp==2.3.0) and sets it to that venv's python",
     );
-    let c = Coordinator::start().await;
+    // Everything at debug: rmcp's message dumps too, were they let through.
+    let c = Coordinator::start_with(CoordinatorOptions {
+        env: vec![("DROVER_LOG", "debug".into())],
+        ..CoordinatorOptions::default()
+    })
+    .await;
     let admin = c.bootstrap("acme", "admin@acme.test");
     let member = c.add_member("acme", "dev@acme.test", "member");
     let other = c.bootstrap("globex", "root@globex.test");
@@ -24,10 +29,13 @@ async fn every_human_facing_operation_has_an_mcp_tool_that_does_and_refuses_the_
     c.wait_for_waiting(1).await;
 
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("mcp/parity.py");
+    let secrets_file = state.path().join("secrets.json");
+    let (url, secrets_out) = (c.url.clone(), secrets_file.clone());
     let out = tokio::task::spawn_blocking(move || {
         Command::new(python)
             .arg(script)
-            .env("DROVER_URL", &c.url)
+            .env("DROVER_URL", url)
+            .env("SECRETS_OUT", secrets_out)
             .env("ADMIN_TOKEN", &admin.token)
             .env("MEMBER_TOKEN", &member.token)
             .env("OTHER_TOKEN", &other.token)
@@ -43,4 +51,16 @@ async fn every_human_facing_operation_has_an_mcp_tool_that_does_and_refuses_the_
     println!("{stdout}");
     assert!(out.status.success(), "parity failed:\n{stdout}\n{stderr}");
     assert!(stdout.contains("parity: every human-facing operation"));
+
+    // Tool arguments and answers never reach the log, at debug level too.
+    let secrets: Vec<String> =
+        serde_json::from_slice(&std::fs::read(&secrets_file).unwrap()).unwrap();
+    assert!(secrets.len() > 10, "{secrets:?}");
+    let log = c.log_text();
+    for secret in &secrets {
+        assert!(
+            !log.contains(secret.as_str()),
+            "a secret from an MCP answer is in the log"
+        );
+    }
 }

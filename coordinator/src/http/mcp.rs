@@ -365,3 +365,41 @@ async fn tool_result(answer: Response) -> CallToolResult {
         CallToolResult::structured_error(value)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::http::catalogue::Auth;
+
+    #[test]
+    fn every_member_operation_has_one_tool_and_its_inputs_do_not_collide() {
+        let mut names = std::collections::HashSet::new();
+        for op in OPS {
+            if op.auth == Auth::Member {
+                let tool = op
+                    .tool
+                    .unwrap_or_else(|| panic!("{} has no MCP tool", op.id));
+                assert!(names.insert(tool), "{tool} names two operations");
+                let mut inputs: Vec<String> = op.path_params().map(str::to_owned).collect();
+                if let Some(q) = op.query {
+                    inputs.extend(query_fields(q).into_iter().map(|(n, _, _)| n));
+                }
+                let schema = input_schema(op);
+                let props = schema["properties"].as_object().unwrap();
+                let body = op.body.as_ref().map_or(0, |b| {
+                    (b.schema)(&mut inline_generator()).to_value()["properties"]
+                        .as_object()
+                        .map_or(0, |p| p.len())
+                });
+                assert_eq!(
+                    props.len(),
+                    inputs.len() + body,
+                    "{tool}: an input name is used twice"
+                );
+            } else {
+                assert!(op.tool.is_none(), "{} is not a member's operation", op.id);
+            }
+        }
+        assert_eq!(names.len(), tools().len());
+    }
+}
