@@ -285,9 +285,12 @@ fn job_env(args: &SubmitArgs) -> anyhow::Result<std::collections::BTreeMap<Strin
 
 #[derive(Subcommand)]
 enum JobsCommand {
-    /// Print a job as JSON.
+    /// Show a job: its state, where and by whom it ran, and when.
     Show {
         id: String,
+        /// Print the job as JSON (the API's shape) instead of a table.
+        #[arg(long)]
+        json: bool,
     },
     /// Print a job's log.
     Logs {
@@ -563,7 +566,13 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Jobs(cmd) => {
             let client = member_client(&cli)?;
             match cmd {
-                JobsCommand::Show { id } => print_json(&client.job(id).await?)?,
+                JobsCommand::Show { id, json } => {
+                    let job = client.job(id).await?;
+                    if *json {
+                        return print_json(&job).map(|()| ExitCode::SUCCESS);
+                    }
+                    show_job(&job);
+                }
                 JobsCommand::Logs { id, follow: false } => print!("{}", client.logs(id).await?),
                 JobsCommand::Logs { id, follow: true } => {
                     let mut out = std::io::stdout();
@@ -773,6 +782,40 @@ async fn main() -> ExitCode {
             ExitCode::from(2)
         }
     }
+}
+
+/// `drover jobs show`: one job, field by field.
+fn show_job(j: &drover_wire::Job) {
+    let or_dash = |v: Option<String>| v.unwrap_or_else(|| "-".into());
+    let what = match &j.script {
+        Some(script) => format!("sh -c {script:?}"),
+        None => j.command.join(" "),
+    };
+    let rows = [
+        ("id", j.id.clone()),
+        ("state", j.state.as_str().to_owned()),
+        ("runtime", format!("{} ({})", j.runtime, j.runtime_id)),
+        ("runs", what),
+        ("requires", j.requires.join(", ")),
+        ("attempt", format!("{} of {}", j.attempt, j.max_attempts)),
+        ("exit code", or_dash(j.exit_code.map(|c| c.to_string()))),
+        ("error", or_dash(j.error.clone())),
+        (
+            "ran by",
+            or_dash(
+                j.provenance
+                    .as_ref()
+                    .map(|p| format!("{} ({})", p.ran_by, p.by)),
+            ),
+        ),
+        ("submitted by", j.submitted_by.clone()),
+        ("submitted", human::utc(j.created_at)),
+        ("finished", or_dash(j.finished_at.map(human::utc))),
+    ];
+    table::print(
+        &["FIELD", "VALUE"],
+        rows.into_iter().map(|(k, v)| vec![k.to_owned(), v]),
+    );
 }
 
 #[cfg(test)]

@@ -354,7 +354,12 @@ async fn the_cli_submits_waits_shows_lists_and_cancels() {
     assert!(id.starts_with("job_"));
     assert!(stdout.contains("hello cli"), "{stdout}");
 
-    let show = c.drover(&admin.token, &["jobs", "show", &id]);
+    let table = stdout_ok(&c.drover(&admin.token, &["jobs", "show", &id]));
+    assert!(
+        table.contains("failed") && table.contains("ws:acme") && table.contains(&id),
+        "{table}"
+    );
+    let show = c.drover(&admin.token, &["jobs", "show", &id, "--json"]);
     let job: serde_json::Value = serde_json::from_slice(&show.stdout).unwrap();
     assert_eq!(
         (job["state"].as_str(), job["exitCode"].as_i64()),

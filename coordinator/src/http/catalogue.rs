@@ -5,8 +5,8 @@
 //! (`schemars`), and so are the MCP tools' input schemas (`crate::mcp`).
 //! A test checks that every entry is routed and every tool is served.
 //!
-//! This file is long because it is a table: one entry per operation, with
-//! the prose of its documentation. It holds no logic.
+//! Over 500 lines: it is a table, one entry per operation with the prose of
+//! its documentation, and holds no logic.
 
 use drover_wire as wire;
 use schemars::{JsonSchema, Schema, SchemaGenerator};
