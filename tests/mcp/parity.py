@@ -280,6 +280,10 @@ async def main():
             if tool not in listed:
                 fail(f"{op_id}: tool {tool} is not listed on /mcp")
                 continue
+            hints = listed[tool].annotations
+            if hints is None or hints.read_only_hint != (op["method"] == "get") \
+                    or hints.destructive_hint != (op["method"] == "delete"):
+                fail(f"{tool}: annotations {hints} do not match {op['method'].upper()}")
             schema = listed[tool].input_schema
             for p in op["path_params"]:
                 if p not in schema.get("properties", {}) or p not in schema.get("required", []):

@@ -90,6 +90,53 @@ pub fn by_tool(name: &str) -> Option<&'static Op> {
     OPS.iter().find(|op| op.tool == Some(name))
 }
 
+// The refusals many operations share.
+const OVERLOADED: Resp = Resp {
+    status: 503,
+    description: r#"The coordinator is overloaded (too many connections, large bodies or member reads in flight, or a busy database); retry after `Retry-After` seconds (code `OVERLOADED`)."#,
+    reply: Reply::Error("OVERLOADED"),
+};
+const INTERNAL: Resp = Resp {
+    status: 500,
+    description: r#"Something failed inside the coordinator; details are in its log only (code `INTERNAL`)."#,
+    reply: Reply::Error("INTERNAL"),
+};
+const NOT_MEMBER_TOKEN: Resp = Resp {
+    status: 403,
+    description: r#"The token is not a member API token (code `FORBIDDEN`)."#,
+    reply: Reply::Error("FORBIDDEN"),
+};
+const UNAUTHORIZED: Resp = Resp {
+    status: 401,
+    description: r#"No `Authorization: Bearer` header, or an unknown, expired or revoked token (code `UNAUTHORIZED`)."#,
+    reply: Reply::Error("UNAUTHORIZED"),
+};
+const BODY_TIMEOUT: Resp = Resp {
+    status: 408,
+    description: r#"The request body did not arrive within the body timeout; the connection closes (code `REQUEST_TIMEOUT`)."#,
+    reply: Reply::Error("REQUEST_TIMEOUT"),
+};
+const BODY_TOO_LARGE: Resp = Resp {
+    status: 413,
+    description: r#"The request body exceeds 1 MiB (code `PAYLOAD_TOO_LARGE`)."#,
+    reply: Reply::Error("PAYLOAD_TOO_LARGE"),
+};
+const NOT_ADMIN: Resp = Resp {
+    status: 403,
+    description: r#"The token is not a member API token, or the member is not an admin (code `FORBIDDEN`)."#,
+    reply: Reply::Error("FORBIDDEN"),
+};
+const NOT_RUNNER_TOKEN: Resp = Resp {
+    status: 403,
+    description: r#"The token is not a runner token (code `FORBIDDEN`)."#,
+    reply: Reply::Error("FORBIDDEN"),
+};
+const RUNNER_UNAUTHORIZED: Resp = Resp {
+    status: 401,
+    description: r#"No `Authorization: Bearer` header, an unknown token, or the runner was revoked (code `UNAUTHORIZED`)."#,
+    reply: Reply::Error("UNAUTHORIZED"),
+};
+
 pub static OPS: &[Op] = &[
     Op {
         id: "submitJob",
@@ -123,41 +170,25 @@ pub static OPS: &[Op] = &[
                 description: r#"The JSON body is malformed, has unknown or missing fields or wrong types, a field is out of range (command/script, env, requires, timeoutSeconds, priority, maxAttempts, image), the `Idempotency-Key` is not 1-255 printable ASCII characters, or the runtime ref breaks the grammar (`INVALID_REF`) (code `BAD_REQUEST`, `INVALID_REF`)."#,
                 reply: Reply::Error("BAD_REQUEST"),
             },
-            Resp {
-                status: 401,
-                description: r#"No `Authorization: Bearer` header, or an unknown, expired or revoked token (code `UNAUTHORIZED`)."#,
-                reply: Reply::Error("UNAUTHORIZED"),
-            },
+            UNAUTHORIZED,
             Resp {
                 status: 402,
                 description: r#"The target is workspace-owned and the workspace budget is spent (code `BUDGET_EXCEEDED`)."#,
                 reply: Reply::Error("BUDGET_EXCEEDED"),
             },
-            Resp {
-                status: 403,
-                description: r#"The token is not a member API token (code `FORBIDDEN`)."#,
-                reply: Reply::Error("FORBIDDEN"),
-            },
+            NOT_MEMBER_TOKEN,
             Resp {
                 status: 404,
                 description: r#"The ref names no pool or runner the caller can see, or the pool has no runner (`NO_RUNNERS`) (code `NOT_FOUND`, `NO_RUNNERS`)."#,
                 reply: Reply::Error("NOT_FOUND"),
             },
-            Resp {
-                status: 408,
-                description: r#"The request body did not arrive within the body timeout; the connection closes (code `REQUEST_TIMEOUT`)."#,
-                reply: Reply::Error("REQUEST_TIMEOUT"),
-            },
+            BODY_TIMEOUT,
             Resp {
                 status: 409,
                 description: r#"The `Idempotency-Key` was used in the last 24 hours with a different body (code `CONFLICT`)."#,
                 reply: Reply::Error("CONFLICT"),
             },
-            Resp {
-                status: 413,
-                description: r#"The request body exceeds 1 MiB (code `PAYLOAD_TOO_LARGE`)."#,
-                reply: Reply::Error("PAYLOAD_TOO_LARGE"),
-            },
+            BODY_TOO_LARGE,
             Resp {
                 status: 422,
                 description: r#"The ref pins a runner that lacks a capability in `requires` (code `CAPABILITY_MISMATCH`)."#,
@@ -168,11 +199,7 @@ pub static OPS: &[Op] = &[
                 description: r#"Something failed inside the coordinator; details are in its log only. When the write may or may not have happened the message says so: retry with the same `Idempotency-Key` (code `INTERNAL`)."#,
                 reply: Reply::Error("INTERNAL"),
             },
-            Resp {
-                status: 503,
-                description: r#"The coordinator is overloaded (too many connections, large bodies or member reads in flight, or a busy database); retry after `Retry-After` seconds (code `OVERLOADED`)."#,
-                reply: Reply::Error("OVERLOADED"),
-            },
+            OVERLOADED,
         ],
     },
     Op {
@@ -198,26 +225,10 @@ pub static OPS: &[Op] = &[
                 description: r#"Unknown `state`, `limit` outside 1..=1000, or an unknown query parameter (code `BAD_REQUEST`)."#,
                 reply: Reply::Error("BAD_REQUEST"),
             },
-            Resp {
-                status: 401,
-                description: r#"No `Authorization: Bearer` header, or an unknown, expired or revoked token (code `UNAUTHORIZED`)."#,
-                reply: Reply::Error("UNAUTHORIZED"),
-            },
-            Resp {
-                status: 403,
-                description: r#"The token is not a member API token (code `FORBIDDEN`)."#,
-                reply: Reply::Error("FORBIDDEN"),
-            },
-            Resp {
-                status: 500,
-                description: r#"Something failed inside the coordinator; details are in its log only (code `INTERNAL`)."#,
-                reply: Reply::Error("INTERNAL"),
-            },
-            Resp {
-                status: 503,
-                description: r#"The coordinator is overloaded (too many connections, large bodies or member reads in flight, or a busy database); retry after `Retry-After` seconds (code `OVERLOADED`)."#,
-                reply: Reply::Error("OVERLOADED"),
-            },
+            UNAUTHORIZED,
+            NOT_MEMBER_TOKEN,
+            INTERNAL,
+            OVERLOADED,
         ],
     },
     Op {
@@ -243,26 +254,14 @@ pub static OPS: &[Op] = &[
                 description: r#"No `Authorization: Bearer` header, or an unknown, expired or revoked token (code `UNAUTHORIZED`)."#,
                 reply: Reply::Error("UNAUTHORIZED"),
             },
-            Resp {
-                status: 403,
-                description: r#"The token is not a member API token (code `FORBIDDEN`)."#,
-                reply: Reply::Error("FORBIDDEN"),
-            },
+            NOT_MEMBER_TOKEN,
             Resp {
                 status: 404,
                 description: r#"No such job, or one the caller may not see (code `NOT_FOUND`)."#,
                 reply: Reply::Error("NOT_FOUND"),
             },
-            Resp {
-                status: 500,
-                description: r#"Something failed inside the coordinator; details are in its log only (code `INTERNAL`)."#,
-                reply: Reply::Error("INTERNAL"),
-            },
-            Resp {
-                status: 503,
-                description: r#"The coordinator is overloaded (too many connections, large bodies or member reads in flight, or a busy database); retry after `Retry-After` seconds (code `OVERLOADED`)."#,
-                reply: Reply::Error("OVERLOADED"),
-            },
+            INTERNAL,
+            OVERLOADED,
         ],
     },
     Op {
@@ -288,11 +287,7 @@ pub static OPS: &[Op] = &[
                 description: r#"No `Authorization: Bearer` header, or an unknown, expired or revoked token (code `UNAUTHORIZED`)."#,
                 reply: Reply::Error("UNAUTHORIZED"),
             },
-            Resp {
-                status: 403,
-                description: r#"The token is not a member API token (code `FORBIDDEN`)."#,
-                reply: Reply::Error("FORBIDDEN"),
-            },
+            NOT_MEMBER_TOKEN,
             Resp {
                 status: 404,
                 description: r#"No such job, or one the caller may not see (code `NOT_FOUND`)."#,
@@ -303,16 +298,8 @@ pub static OPS: &[Op] = &[
                 description: r#"The job already finished in a state other than `cancelled` (code `CONFLICT`)."#,
                 reply: Reply::Error("CONFLICT"),
             },
-            Resp {
-                status: 500,
-                description: r#"Something failed inside the coordinator; details are in its log only (code `INTERNAL`)."#,
-                reply: Reply::Error("INTERNAL"),
-            },
-            Resp {
-                status: 503,
-                description: r#"The coordinator is overloaded (too many connections, large bodies or member reads in flight, or a busy database); retry after `Retry-After` seconds (code `OVERLOADED`)."#,
-                reply: Reply::Error("OVERLOADED"),
-            },
+            INTERNAL,
+            OVERLOADED,
         ],
     },
     Op {
@@ -340,31 +327,15 @@ pub static OPS: &[Op] = &[
                 description: r#"`follow` is not a boolean, or an unknown query parameter (code `BAD_REQUEST`)."#,
                 reply: Reply::Error("BAD_REQUEST"),
             },
-            Resp {
-                status: 401,
-                description: r#"No `Authorization: Bearer` header, or an unknown, expired or revoked token (code `UNAUTHORIZED`)."#,
-                reply: Reply::Error("UNAUTHORIZED"),
-            },
-            Resp {
-                status: 403,
-                description: r#"The token is not a member API token (code `FORBIDDEN`)."#,
-                reply: Reply::Error("FORBIDDEN"),
-            },
+            UNAUTHORIZED,
+            NOT_MEMBER_TOKEN,
             Resp {
                 status: 404,
                 description: r#"No such job, or one the caller may not see (code `NOT_FOUND`)."#,
                 reply: Reply::Error("NOT_FOUND"),
             },
-            Resp {
-                status: 500,
-                description: r#"Something failed inside the coordinator; details are in its log only (code `INTERNAL`)."#,
-                reply: Reply::Error("INTERNAL"),
-            },
-            Resp {
-                status: 503,
-                description: r#"The coordinator is overloaded (too many connections, large bodies or member reads in flight, or a busy database); retry after `Retry-After` seconds (code `OVERLOADED`)."#,
-                reply: Reply::Error("OVERLOADED"),
-            },
+            INTERNAL,
+            OVERLOADED,
         ],
     },
     Op {
@@ -394,41 +365,17 @@ pub static OPS: &[Op] = &[
                 description: r#"The JSON body is malformed, has unknown or missing fields or wrong types, or the name is invalid (code `BAD_REQUEST`)."#,
                 reply: Reply::Error("BAD_REQUEST"),
             },
-            Resp {
-                status: 401,
-                description: r#"No `Authorization: Bearer` header, or an unknown, expired or revoked token (code `UNAUTHORIZED`)."#,
-                reply: Reply::Error("UNAUTHORIZED"),
-            },
-            Resp {
-                status: 403,
-                description: r#"The token is not a member API token (code `FORBIDDEN`)."#,
-                reply: Reply::Error("FORBIDDEN"),
-            },
-            Resp {
-                status: 408,
-                description: r#"The request body did not arrive within the body timeout; the connection closes (code `REQUEST_TIMEOUT`)."#,
-                reply: Reply::Error("REQUEST_TIMEOUT"),
-            },
+            UNAUTHORIZED,
+            NOT_MEMBER_TOKEN,
+            BODY_TIMEOUT,
             Resp {
                 status: 409,
                 description: r#"A pool with this name already exists for this owner (code `CONFLICT`)."#,
                 reply: Reply::Error("CONFLICT"),
             },
-            Resp {
-                status: 413,
-                description: r#"The request body exceeds 1 MiB (code `PAYLOAD_TOO_LARGE`)."#,
-                reply: Reply::Error("PAYLOAD_TOO_LARGE"),
-            },
-            Resp {
-                status: 500,
-                description: r#"Something failed inside the coordinator; details are in its log only (code `INTERNAL`)."#,
-                reply: Reply::Error("INTERNAL"),
-            },
-            Resp {
-                status: 503,
-                description: r#"The coordinator is overloaded (too many connections, large bodies or member reads in flight, or a busy database); retry after `Retry-After` seconds (code `OVERLOADED`)."#,
-                reply: Reply::Error("OVERLOADED"),
-            },
+            BODY_TOO_LARGE,
+            INTERNAL,
+            OVERLOADED,
         ],
     },
     Op {
@@ -454,21 +401,9 @@ pub static OPS: &[Op] = &[
                 description: r#"No `Authorization: Bearer` header, or an unknown, expired or revoked token (code `UNAUTHORIZED`)."#,
                 reply: Reply::Error("UNAUTHORIZED"),
             },
-            Resp {
-                status: 403,
-                description: r#"The token is not a member API token (code `FORBIDDEN`)."#,
-                reply: Reply::Error("FORBIDDEN"),
-            },
-            Resp {
-                status: 500,
-                description: r#"Something failed inside the coordinator; details are in its log only (code `INTERNAL`)."#,
-                reply: Reply::Error("INTERNAL"),
-            },
-            Resp {
-                status: 503,
-                description: r#"The coordinator is overloaded (too many connections, large bodies or member reads in flight, or a busy database); retry after `Retry-After` seconds (code `OVERLOADED`)."#,
-                reply: Reply::Error("OVERLOADED"),
-            },
+            NOT_MEMBER_TOKEN,
+            INTERNAL,
+            OVERLOADED,
         ],
     },
     Op {
@@ -498,41 +433,17 @@ pub static OPS: &[Op] = &[
                 description: r#"The JSON body is malformed, has unknown or missing fields or wrong types, or `ttlSeconds` is outside 1..=2592000 (code `BAD_REQUEST`)."#,
                 reply: Reply::Error("BAD_REQUEST"),
             },
-            Resp {
-                status: 401,
-                description: r#"No `Authorization: Bearer` header, or an unknown, expired or revoked token (code `UNAUTHORIZED`)."#,
-                reply: Reply::Error("UNAUTHORIZED"),
-            },
-            Resp {
-                status: 403,
-                description: r#"The token is not a member API token (code `FORBIDDEN`)."#,
-                reply: Reply::Error("FORBIDDEN"),
-            },
+            UNAUTHORIZED,
+            NOT_MEMBER_TOKEN,
             Resp {
                 status: 404,
                 description: r#"No pool with this name or id for this owner (code `NOT_FOUND`)."#,
                 reply: Reply::Error("NOT_FOUND"),
             },
-            Resp {
-                status: 408,
-                description: r#"The request body did not arrive within the body timeout; the connection closes (code `REQUEST_TIMEOUT`)."#,
-                reply: Reply::Error("REQUEST_TIMEOUT"),
-            },
-            Resp {
-                status: 413,
-                description: r#"The request body exceeds 1 MiB (code `PAYLOAD_TOO_LARGE`)."#,
-                reply: Reply::Error("PAYLOAD_TOO_LARGE"),
-            },
-            Resp {
-                status: 500,
-                description: r#"Something failed inside the coordinator; details are in its log only (code `INTERNAL`)."#,
-                reply: Reply::Error("INTERNAL"),
-            },
-            Resp {
-                status: 503,
-                description: r#"The coordinator is overloaded (too many connections, large bodies or member reads in flight, or a busy database); retry after `Retry-After` seconds (code `OVERLOADED`)."#,
-                reply: Reply::Error("OVERLOADED"),
-            },
+            BODY_TIMEOUT,
+            BODY_TOO_LARGE,
+            INTERNAL,
+            OVERLOADED,
         ],
     },
     Op {
@@ -562,41 +473,17 @@ pub static OPS: &[Op] = &[
                 description: r#"The JSON body is malformed, has unknown or missing fields or wrong types, or the name is invalid (code `BAD_REQUEST`)."#,
                 reply: Reply::Error("BAD_REQUEST"),
             },
-            Resp {
-                status: 401,
-                description: r#"No `Authorization: Bearer` header, or an unknown, expired or revoked token (code `UNAUTHORIZED`)."#,
-                reply: Reply::Error("UNAUTHORIZED"),
-            },
-            Resp {
-                status: 403,
-                description: r#"The token is not a member API token, or the member lacks the workspace admin role (code `FORBIDDEN`)."#,
-                reply: Reply::Error("FORBIDDEN"),
-            },
-            Resp {
-                status: 408,
-                description: r#"The request body did not arrive within the body timeout; the connection closes (code `REQUEST_TIMEOUT`)."#,
-                reply: Reply::Error("REQUEST_TIMEOUT"),
-            },
+            UNAUTHORIZED,
+            NOT_ADMIN,
+            BODY_TIMEOUT,
             Resp {
                 status: 409,
                 description: r#"A pool with this name already exists for this owner (code `CONFLICT`)."#,
                 reply: Reply::Error("CONFLICT"),
             },
-            Resp {
-                status: 413,
-                description: r#"The request body exceeds 1 MiB (code `PAYLOAD_TOO_LARGE`)."#,
-                reply: Reply::Error("PAYLOAD_TOO_LARGE"),
-            },
-            Resp {
-                status: 500,
-                description: r#"Something failed inside the coordinator; details are in its log only (code `INTERNAL`)."#,
-                reply: Reply::Error("INTERNAL"),
-            },
-            Resp {
-                status: 503,
-                description: r#"The coordinator is overloaded (too many connections, large bodies or member reads in flight, or a busy database); retry after `Retry-After` seconds (code `OVERLOADED`)."#,
-                reply: Reply::Error("OVERLOADED"),
-            },
+            BODY_TOO_LARGE,
+            INTERNAL,
+            OVERLOADED,
         ],
     },
     Op {
@@ -622,21 +509,9 @@ pub static OPS: &[Op] = &[
                 description: r#"No `Authorization: Bearer` header, or an unknown, expired or revoked token (code `UNAUTHORIZED`)."#,
                 reply: Reply::Error("UNAUTHORIZED"),
             },
-            Resp {
-                status: 403,
-                description: r#"The token is not a member API token (code `FORBIDDEN`)."#,
-                reply: Reply::Error("FORBIDDEN"),
-            },
-            Resp {
-                status: 500,
-                description: r#"Something failed inside the coordinator; details are in its log only (code `INTERNAL`)."#,
-                reply: Reply::Error("INTERNAL"),
-            },
-            Resp {
-                status: 503,
-                description: r#"The coordinator is overloaded (too many connections, large bodies or member reads in flight, or a busy database); retry after `Retry-After` seconds (code `OVERLOADED`)."#,
-                reply: Reply::Error("OVERLOADED"),
-            },
+            NOT_MEMBER_TOKEN,
+            INTERNAL,
+            OVERLOADED,
         ],
     },
     Op {
@@ -666,41 +541,17 @@ pub static OPS: &[Op] = &[
                 description: r#"The JSON body is malformed, has unknown or missing fields or wrong types, or `ttlSeconds` is outside 1..=2592000 (code `BAD_REQUEST`)."#,
                 reply: Reply::Error("BAD_REQUEST"),
             },
-            Resp {
-                status: 401,
-                description: r#"No `Authorization: Bearer` header, or an unknown, expired or revoked token (code `UNAUTHORIZED`)."#,
-                reply: Reply::Error("UNAUTHORIZED"),
-            },
-            Resp {
-                status: 403,
-                description: r#"The token is not a member API token, or the member lacks the workspace admin role (code `FORBIDDEN`)."#,
-                reply: Reply::Error("FORBIDDEN"),
-            },
+            UNAUTHORIZED,
+            NOT_ADMIN,
             Resp {
                 status: 404,
                 description: r#"No pool with this name or id for this owner (code `NOT_FOUND`)."#,
                 reply: Reply::Error("NOT_FOUND"),
             },
-            Resp {
-                status: 408,
-                description: r#"The request body did not arrive within the body timeout; the connection closes (code `REQUEST_TIMEOUT`)."#,
-                reply: Reply::Error("REQUEST_TIMEOUT"),
-            },
-            Resp {
-                status: 413,
-                description: r#"The request body exceeds 1 MiB (code `PAYLOAD_TOO_LARGE`)."#,
-                reply: Reply::Error("PAYLOAD_TOO_LARGE"),
-            },
-            Resp {
-                status: 500,
-                description: r#"Something failed inside the coordinator; details are in its log only (code `INTERNAL`)."#,
-                reply: Reply::Error("INTERNAL"),
-            },
-            Resp {
-                status: 503,
-                description: r#"The coordinator is overloaded (too many connections, large bodies or member reads in flight, or a busy database); retry after `Retry-After` seconds (code `OVERLOADED`)."#,
-                reply: Reply::Error("OVERLOADED"),
-            },
+            BODY_TIMEOUT,
+            BODY_TOO_LARGE,
+            INTERNAL,
+            OVERLOADED,
         ],
     },
     Op {
@@ -730,41 +581,17 @@ pub static OPS: &[Op] = &[
                 description: r#"The JSON body is malformed, has unknown or missing fields or wrong types, or the name or a label is invalid (code `BAD_REQUEST`)."#,
                 reply: Reply::Error("BAD_REQUEST"),
             },
-            Resp {
-                status: 401,
-                description: r#"No `Authorization: Bearer` header, or an unknown, expired or revoked token (code `UNAUTHORIZED`)."#,
-                reply: Reply::Error("UNAUTHORIZED"),
-            },
-            Resp {
-                status: 403,
-                description: r#"The token is not a member API token (code `FORBIDDEN`)."#,
-                reply: Reply::Error("FORBIDDEN"),
-            },
+            UNAUTHORIZED,
+            NOT_MEMBER_TOKEN,
             Resp {
                 status: 404,
                 description: r#"No pool with this name or id for this owner (code `NOT_FOUND`)."#,
                 reply: Reply::Error("NOT_FOUND"),
             },
-            Resp {
-                status: 408,
-                description: r#"The request body did not arrive within the body timeout; the connection closes (code `REQUEST_TIMEOUT`)."#,
-                reply: Reply::Error("REQUEST_TIMEOUT"),
-            },
-            Resp {
-                status: 413,
-                description: r#"The request body exceeds 1 MiB (code `PAYLOAD_TOO_LARGE`)."#,
-                reply: Reply::Error("PAYLOAD_TOO_LARGE"),
-            },
-            Resp {
-                status: 500,
-                description: r#"Something failed inside the coordinator; details are in its log only (code `INTERNAL`)."#,
-                reply: Reply::Error("INTERNAL"),
-            },
-            Resp {
-                status: 503,
-                description: r#"The coordinator is overloaded (too many connections, large bodies or member reads in flight, or a busy database); retry after `Retry-After` seconds (code `OVERLOADED`)."#,
-                reply: Reply::Error("OVERLOADED"),
-            },
+            BODY_TIMEOUT,
+            BODY_TOO_LARGE,
+            INTERNAL,
+            OVERLOADED,
         ],
     },
     Op {
@@ -790,21 +617,9 @@ pub static OPS: &[Op] = &[
                 description: r#"No `Authorization: Bearer` header, or an unknown, expired or revoked token (code `UNAUTHORIZED`)."#,
                 reply: Reply::Error("UNAUTHORIZED"),
             },
-            Resp {
-                status: 403,
-                description: r#"The token is not a member API token (code `FORBIDDEN`)."#,
-                reply: Reply::Error("FORBIDDEN"),
-            },
-            Resp {
-                status: 500,
-                description: r#"Something failed inside the coordinator; details are in its log only (code `INTERNAL`)."#,
-                reply: Reply::Error("INTERNAL"),
-            },
-            Resp {
-                status: 503,
-                description: r#"The coordinator is overloaded (too many connections, large bodies or member reads in flight, or a busy database); retry after `Retry-After` seconds (code `OVERLOADED`)."#,
-                reply: Reply::Error("OVERLOADED"),
-            },
+            NOT_MEMBER_TOKEN,
+            INTERNAL,
+            OVERLOADED,
         ],
     },
     Op {
@@ -830,26 +645,14 @@ pub static OPS: &[Op] = &[
                 description: r#"No `Authorization: Bearer` header, or an unknown, expired or revoked token (code `UNAUTHORIZED`)."#,
                 reply: Reply::Error("UNAUTHORIZED"),
             },
-            Resp {
-                status: 403,
-                description: r#"The token is not a member API token (code `FORBIDDEN`)."#,
-                reply: Reply::Error("FORBIDDEN"),
-            },
+            NOT_MEMBER_TOKEN,
             Resp {
                 status: 404,
                 description: r#"No live personal runner with this id in the caller's scope (code `NOT_FOUND`)."#,
                 reply: Reply::Error("NOT_FOUND"),
             },
-            Resp {
-                status: 500,
-                description: r#"Something failed inside the coordinator; details are in its log only (code `INTERNAL`)."#,
-                reply: Reply::Error("INTERNAL"),
-            },
-            Resp {
-                status: 503,
-                description: r#"The coordinator is overloaded (too many connections, large bodies or member reads in flight, or a busy database); retry after `Retry-After` seconds (code `OVERLOADED`)."#,
-                reply: Reply::Error("OVERLOADED"),
-            },
+            INTERNAL,
+            OVERLOADED,
         ],
     },
     Op {
@@ -879,41 +682,17 @@ pub static OPS: &[Op] = &[
                 description: r#"The JSON body is malformed, has unknown or missing fields or wrong types, or the name or a label is invalid (code `BAD_REQUEST`)."#,
                 reply: Reply::Error("BAD_REQUEST"),
             },
-            Resp {
-                status: 401,
-                description: r#"No `Authorization: Bearer` header, or an unknown, expired or revoked token (code `UNAUTHORIZED`)."#,
-                reply: Reply::Error("UNAUTHORIZED"),
-            },
-            Resp {
-                status: 403,
-                description: r#"The token is not a member API token, or the member lacks the workspace admin role (code `FORBIDDEN`)."#,
-                reply: Reply::Error("FORBIDDEN"),
-            },
+            UNAUTHORIZED,
+            NOT_ADMIN,
             Resp {
                 status: 404,
                 description: r#"No pool with this name or id for this owner (code `NOT_FOUND`)."#,
                 reply: Reply::Error("NOT_FOUND"),
             },
-            Resp {
-                status: 408,
-                description: r#"The request body did not arrive within the body timeout; the connection closes (code `REQUEST_TIMEOUT`)."#,
-                reply: Reply::Error("REQUEST_TIMEOUT"),
-            },
-            Resp {
-                status: 413,
-                description: r#"The request body exceeds 1 MiB (code `PAYLOAD_TOO_LARGE`)."#,
-                reply: Reply::Error("PAYLOAD_TOO_LARGE"),
-            },
-            Resp {
-                status: 500,
-                description: r#"Something failed inside the coordinator; details are in its log only (code `INTERNAL`)."#,
-                reply: Reply::Error("INTERNAL"),
-            },
-            Resp {
-                status: 503,
-                description: r#"The coordinator is overloaded (too many connections, large bodies or member reads in flight, or a busy database); retry after `Retry-After` seconds (code `OVERLOADED`)."#,
-                reply: Reply::Error("OVERLOADED"),
-            },
+            BODY_TIMEOUT,
+            BODY_TOO_LARGE,
+            INTERNAL,
+            OVERLOADED,
         ],
     },
     Op {
@@ -939,21 +718,9 @@ pub static OPS: &[Op] = &[
                 description: r#"No `Authorization: Bearer` header, or an unknown, expired or revoked token (code `UNAUTHORIZED`)."#,
                 reply: Reply::Error("UNAUTHORIZED"),
             },
-            Resp {
-                status: 403,
-                description: r#"The token is not a member API token (code `FORBIDDEN`)."#,
-                reply: Reply::Error("FORBIDDEN"),
-            },
-            Resp {
-                status: 500,
-                description: r#"Something failed inside the coordinator; details are in its log only (code `INTERNAL`)."#,
-                reply: Reply::Error("INTERNAL"),
-            },
-            Resp {
-                status: 503,
-                description: r#"The coordinator is overloaded (too many connections, large bodies or member reads in flight, or a busy database); retry after `Retry-After` seconds (code `OVERLOADED`)."#,
-                reply: Reply::Error("OVERLOADED"),
-            },
+            NOT_MEMBER_TOKEN,
+            INTERNAL,
+            OVERLOADED,
         ],
     },
     Op {
@@ -979,26 +746,14 @@ pub static OPS: &[Op] = &[
                 description: r#"No `Authorization: Bearer` header, or an unknown, expired or revoked token (code `UNAUTHORIZED`)."#,
                 reply: Reply::Error("UNAUTHORIZED"),
             },
-            Resp {
-                status: 403,
-                description: r#"The token is not a member API token, or the member lacks the workspace admin role (code `FORBIDDEN`)."#,
-                reply: Reply::Error("FORBIDDEN"),
-            },
+            NOT_ADMIN,
             Resp {
                 status: 404,
                 description: r#"No live workspace-owned runner with this id in the caller's scope (code `NOT_FOUND`)."#,
                 reply: Reply::Error("NOT_FOUND"),
             },
-            Resp {
-                status: 500,
-                description: r#"Something failed inside the coordinator; details are in its log only (code `INTERNAL`)."#,
-                reply: Reply::Error("INTERNAL"),
-            },
-            Resp {
-                status: 503,
-                description: r#"The coordinator is overloaded (too many connections, large bodies or member reads in flight, or a busy database); retry after `Retry-After` seconds (code `OVERLOADED`)."#,
-                reply: Reply::Error("OVERLOADED"),
-            },
+            INTERNAL,
+            OVERLOADED,
         ],
     },
     Op {
@@ -1024,21 +779,9 @@ pub static OPS: &[Op] = &[
                 description: r#"No `Authorization: Bearer` header, or an unknown, expired or revoked token (code `UNAUTHORIZED`)."#,
                 reply: Reply::Error("UNAUTHORIZED"),
             },
-            Resp {
-                status: 403,
-                description: r#"The token is not a member API token (code `FORBIDDEN`)."#,
-                reply: Reply::Error("FORBIDDEN"),
-            },
-            Resp {
-                status: 500,
-                description: r#"Something failed inside the coordinator; details are in its log only (code `INTERNAL`)."#,
-                reply: Reply::Error("INTERNAL"),
-            },
-            Resp {
-                status: 503,
-                description: r#"The coordinator is overloaded (too many connections, large bodies or member reads in flight, or a busy database); retry after `Retry-After` seconds (code `OVERLOADED`)."#,
-                reply: Reply::Error("OVERLOADED"),
-            },
+            NOT_MEMBER_TOKEN,
+            INTERNAL,
+            OVERLOADED,
         ],
     },
     Op {
@@ -1068,36 +811,12 @@ pub static OPS: &[Op] = &[
                 description: r#"The JSON body is malformed, has unknown or missing fields or wrong types, or `limitSeconds` is too large (code `BAD_REQUEST`)."#,
                 reply: Reply::Error("BAD_REQUEST"),
             },
-            Resp {
-                status: 401,
-                description: r#"No `Authorization: Bearer` header, or an unknown, expired or revoked token (code `UNAUTHORIZED`)."#,
-                reply: Reply::Error("UNAUTHORIZED"),
-            },
-            Resp {
-                status: 403,
-                description: r#"The token is not a member API token, or the member lacks the workspace admin role (code `FORBIDDEN`)."#,
-                reply: Reply::Error("FORBIDDEN"),
-            },
-            Resp {
-                status: 408,
-                description: r#"The request body did not arrive within the body timeout; the connection closes (code `REQUEST_TIMEOUT`)."#,
-                reply: Reply::Error("REQUEST_TIMEOUT"),
-            },
-            Resp {
-                status: 413,
-                description: r#"The request body exceeds 1 MiB (code `PAYLOAD_TOO_LARGE`)."#,
-                reply: Reply::Error("PAYLOAD_TOO_LARGE"),
-            },
-            Resp {
-                status: 500,
-                description: r#"Something failed inside the coordinator; details are in its log only (code `INTERNAL`)."#,
-                reply: Reply::Error("INTERNAL"),
-            },
-            Resp {
-                status: 503,
-                description: r#"The coordinator is overloaded (too many connections, large bodies or member reads in flight, or a busy database); retry after `Retry-After` seconds (code `OVERLOADED`)."#,
-                reply: Reply::Error("OVERLOADED"),
-            },
+            UNAUTHORIZED,
+            NOT_ADMIN,
+            BODY_TIMEOUT,
+            BODY_TOO_LARGE,
+            INTERNAL,
+            OVERLOADED,
         ],
     },
     Op {
@@ -1123,21 +842,9 @@ pub static OPS: &[Op] = &[
                 description: r#"No `Authorization: Bearer` header, or an unknown, expired or revoked token (code `UNAUTHORIZED`)."#,
                 reply: Reply::Error("UNAUTHORIZED"),
             },
-            Resp {
-                status: 403,
-                description: r#"The token is not a member API token (code `FORBIDDEN`)."#,
-                reply: Reply::Error("FORBIDDEN"),
-            },
-            Resp {
-                status: 500,
-                description: r#"Something failed inside the coordinator; details are in its log only (code `INTERNAL`)."#,
-                reply: Reply::Error("INTERNAL"),
-            },
-            Resp {
-                status: 503,
-                description: r#"The coordinator is overloaded (too many connections, large bodies or member reads in flight, or a busy database); retry after `Retry-After` seconds (code `OVERLOADED`)."#,
-                reply: Reply::Error("OVERLOADED"),
-            },
+            NOT_MEMBER_TOKEN,
+            INTERNAL,
+            OVERLOADED,
         ],
     },
     Op {
@@ -1163,21 +870,9 @@ pub static OPS: &[Op] = &[
                 description: r#"No `Authorization: Bearer` header, or an unknown, expired or revoked token (code `UNAUTHORIZED`)."#,
                 reply: Reply::Error("UNAUTHORIZED"),
             },
-            Resp {
-                status: 403,
-                description: r#"The token is not a member API token (code `FORBIDDEN`)."#,
-                reply: Reply::Error("FORBIDDEN"),
-            },
-            Resp {
-                status: 500,
-                description: r#"Something failed inside the coordinator; details are in its log only (code `INTERNAL`)."#,
-                reply: Reply::Error("INTERNAL"),
-            },
-            Resp {
-                status: 503,
-                description: r#"The coordinator is overloaded (too many connections, large bodies or member reads in flight, or a busy database); retry after `Retry-After` seconds (code `OVERLOADED`)."#,
-                reply: Reply::Error("OVERLOADED"),
-            },
+            NOT_MEMBER_TOKEN,
+            INTERNAL,
+            OVERLOADED,
         ],
     },
     Op {
@@ -1203,21 +898,9 @@ pub static OPS: &[Op] = &[
                 description: r#"No `Authorization: Bearer` header, or an unknown, expired or revoked token (code `UNAUTHORIZED`)."#,
                 reply: Reply::Error("UNAUTHORIZED"),
             },
-            Resp {
-                status: 403,
-                description: r#"The token is not a member API token (code `FORBIDDEN`)."#,
-                reply: Reply::Error("FORBIDDEN"),
-            },
-            Resp {
-                status: 500,
-                description: r#"Something failed inside the coordinator; details are in its log only (code `INTERNAL`)."#,
-                reply: Reply::Error("INTERNAL"),
-            },
-            Resp {
-                status: 503,
-                description: r#"The coordinator is overloaded (too many connections, large bodies or member reads in flight, or a busy database); retry after `Retry-After` seconds (code `OVERLOADED`)."#,
-                reply: Reply::Error("OVERLOADED"),
-            },
+            NOT_MEMBER_TOKEN,
+            INTERNAL,
+            OVERLOADED,
         ],
     },
     Op {
@@ -1252,36 +935,20 @@ pub static OPS: &[Op] = &[
                 description: r#"No such pairing code (unknown or malformed; code `NOT_FOUND`)."#,
                 reply: Reply::Error("NOT_FOUND"),
             },
-            Resp {
-                status: 408,
-                description: r#"The request body did not arrive within the body timeout; the connection closes (code `REQUEST_TIMEOUT`)."#,
-                reply: Reply::Error("REQUEST_TIMEOUT"),
-            },
+            BODY_TIMEOUT,
             Resp {
                 status: 410,
                 description: r#"The code was already redeemed (code `PAIRING_CODE_USED`), or is older than ten minutes (code `PAIRING_CODE_EXPIRED`)."#,
                 reply: Reply::Error("PAIRING_CODE_USED"),
             },
-            Resp {
-                status: 413,
-                description: r#"The request body exceeds 1 MiB (code `PAYLOAD_TOO_LARGE`)."#,
-                reply: Reply::Error("PAYLOAD_TOO_LARGE"),
-            },
+            BODY_TOO_LARGE,
             Resp {
                 status: 429,
                 description: r#"Too many wrong pairing codes from this client address; retry after `Retry-After` seconds (code `RATE_LIMITED`)."#,
                 reply: Reply::Error("RATE_LIMITED"),
             },
-            Resp {
-                status: 500,
-                description: r#"Something failed inside the coordinator; details are in its log only (code `INTERNAL`)."#,
-                reply: Reply::Error("INTERNAL"),
-            },
-            Resp {
-                status: 503,
-                description: r#"The coordinator is overloaded (too many connections, large bodies or member reads in flight, or a busy database); retry after `Retry-After` seconds (code `OVERLOADED`)."#,
-                reply: Reply::Error("OVERLOADED"),
-            },
+            INTERNAL,
+            OVERLOADED,
         ],
     },
     Op {
@@ -1307,21 +974,9 @@ pub static OPS: &[Op] = &[
                 description: r#"No `Authorization: Bearer` header, or an unknown, expired or revoked token (code `UNAUTHORIZED`)."#,
                 reply: Reply::Error("UNAUTHORIZED"),
             },
-            Resp {
-                status: 403,
-                description: r#"The token is not a member API token (code `FORBIDDEN`)."#,
-                reply: Reply::Error("FORBIDDEN"),
-            },
-            Resp {
-                status: 500,
-                description: r#"Something failed inside the coordinator; details are in its log only (code `INTERNAL`)."#,
-                reply: Reply::Error("INTERNAL"),
-            },
-            Resp {
-                status: 503,
-                description: r#"The coordinator is overloaded (too many connections, large bodies or member reads in flight, or a busy database); retry after `Retry-After` seconds (code `OVERLOADED`)."#,
-                reply: Reply::Error("OVERLOADED"),
-            },
+            NOT_MEMBER_TOKEN,
+            INTERNAL,
+            OVERLOADED,
         ],
     },
     Op {
@@ -1347,26 +1002,14 @@ pub static OPS: &[Op] = &[
                 description: r#"No `Authorization: Bearer` header, or an unknown, expired or revoked token (code `UNAUTHORIZED`)."#,
                 reply: Reply::Error("UNAUTHORIZED"),
             },
-            Resp {
-                status: 403,
-                description: r#"The token is not a member API token (code `FORBIDDEN`)."#,
-                reply: Reply::Error("FORBIDDEN"),
-            },
+            NOT_MEMBER_TOKEN,
             Resp {
                 status: 404,
                 description: r#"No token with this id among the caller's (another member's token is not found either; code `NOT_FOUND`)."#,
                 reply: Reply::Error("NOT_FOUND"),
             },
-            Resp {
-                status: 500,
-                description: r#"Something failed inside the coordinator; details are in its log only (code `INTERNAL`)."#,
-                reply: Reply::Error("INTERNAL"),
-            },
-            Resp {
-                status: 503,
-                description: r#"The coordinator is overloaded (too many connections, large bodies or member reads in flight, or a busy database); retry after `Retry-After` seconds (code `OVERLOADED`)."#,
-                reply: Reply::Error("OVERLOADED"),
-            },
+            INTERNAL,
+            OVERLOADED,
         ],
     },
     Op {
@@ -1411,26 +1054,10 @@ pub static OPS: &[Op] = &[
                 description: r#"The ref does not name the join token's pool, or that pool no longer exists (code `NOT_FOUND`)."#,
                 reply: Reply::Error("NOT_FOUND"),
             },
-            Resp {
-                status: 408,
-                description: r#"The request body did not arrive within the body timeout; the connection closes (code `REQUEST_TIMEOUT`)."#,
-                reply: Reply::Error("REQUEST_TIMEOUT"),
-            },
-            Resp {
-                status: 413,
-                description: r#"The request body exceeds 1 MiB (code `PAYLOAD_TOO_LARGE`)."#,
-                reply: Reply::Error("PAYLOAD_TOO_LARGE"),
-            },
-            Resp {
-                status: 500,
-                description: r#"Something failed inside the coordinator; details are in its log only (code `INTERNAL`)."#,
-                reply: Reply::Error("INTERNAL"),
-            },
-            Resp {
-                status: 503,
-                description: r#"The coordinator is overloaded (too many connections, large bodies or member reads in flight, or a busy database); retry after `Retry-After` seconds (code `OVERLOADED`)."#,
-                reply: Reply::Error("OVERLOADED"),
-            },
+            BODY_TIMEOUT,
+            BODY_TOO_LARGE,
+            INTERNAL,
+            OVERLOADED,
         ],
     },
     Op {
@@ -1471,11 +1098,7 @@ pub static OPS: &[Op] = &[
                 description: r#"The join token's pool no longer exists (code `NOT_FOUND`)."#,
                 reply: Reply::Error("NOT_FOUND"),
             },
-            Resp {
-                status: 500,
-                description: r#"Something failed inside the coordinator; details are in its log only (code `INTERNAL`)."#,
-                reply: Reply::Error("INTERNAL"),
-            },
+            INTERNAL,
         ],
     },
     Op {
@@ -1505,36 +1128,12 @@ pub static OPS: &[Op] = &[
                 description: r#"The JSON body is malformed, has unknown or missing fields or wrong types, a capability is invalid, `slots` is outside 1..=256, or the `drover-protocol` header names a version other than 1 (code `BAD_REQUEST`, `UNSUPPORTED_PROTOCOL`)."#,
                 reply: Reply::Error("BAD_REQUEST"),
             },
-            Resp {
-                status: 401,
-                description: r#"No `Authorization: Bearer` header, an unknown token, or the runner was revoked (code `UNAUTHORIZED`)."#,
-                reply: Reply::Error("UNAUTHORIZED"),
-            },
-            Resp {
-                status: 403,
-                description: r#"The token is not a runner token (code `FORBIDDEN`)."#,
-                reply: Reply::Error("FORBIDDEN"),
-            },
-            Resp {
-                status: 408,
-                description: r#"The request body did not arrive within the body timeout; the connection closes (code `REQUEST_TIMEOUT`)."#,
-                reply: Reply::Error("REQUEST_TIMEOUT"),
-            },
-            Resp {
-                status: 413,
-                description: r#"The request body exceeds 1 MiB (code `PAYLOAD_TOO_LARGE`)."#,
-                reply: Reply::Error("PAYLOAD_TOO_LARGE"),
-            },
-            Resp {
-                status: 500,
-                description: r#"Something failed inside the coordinator; details are in its log only (code `INTERNAL`)."#,
-                reply: Reply::Error("INTERNAL"),
-            },
-            Resp {
-                status: 503,
-                description: r#"The coordinator is overloaded (too many connections, large bodies or member reads in flight, or a busy database); retry after `Retry-After` seconds (code `OVERLOADED`)."#,
-                reply: Reply::Error("OVERLOADED"),
-            },
+            RUNNER_UNAUTHORIZED,
+            NOT_RUNNER_TOKEN,
+            BODY_TIMEOUT,
+            BODY_TOO_LARGE,
+            INTERNAL,
+            OVERLOADED,
         ],
     },
     Op {
@@ -1565,21 +1164,9 @@ pub static OPS: &[Op] = &[
                 description: r#"No `Authorization: Bearer` header, an unknown token, or the runner was revoked already (code `UNAUTHORIZED`)."#,
                 reply: Reply::Error("UNAUTHORIZED"),
             },
-            Resp {
-                status: 403,
-                description: r#"The token is not a runner token (code `FORBIDDEN`)."#,
-                reply: Reply::Error("FORBIDDEN"),
-            },
-            Resp {
-                status: 500,
-                description: r#"Something failed inside the coordinator; details are in its log only (code `INTERNAL`)."#,
-                reply: Reply::Error("INTERNAL"),
-            },
-            Resp {
-                status: 503,
-                description: r#"The coordinator is overloaded (too many connections, large bodies or member reads in flight, or a busy database); retry after `Retry-After` seconds (code `OVERLOADED`)."#,
-                reply: Reply::Error("OVERLOADED"),
-            },
+            NOT_RUNNER_TOKEN,
+            INTERNAL,
+            OVERLOADED,
         ],
     },
     Op {
@@ -1609,41 +1196,17 @@ pub static OPS: &[Op] = &[
                 description: r#"The JSON body is malformed, has unknown or missing fields or wrong types, or the `drover-protocol` header names a version other than 1 (code `BAD_REQUEST`, `UNSUPPORTED_PROTOCOL`)."#,
                 reply: Reply::Error("BAD_REQUEST"),
             },
-            Resp {
-                status: 401,
-                description: r#"No `Authorization: Bearer` header, an unknown token, or the runner was revoked (code `UNAUTHORIZED`)."#,
-                reply: Reply::Error("UNAUTHORIZED"),
-            },
-            Resp {
-                status: 403,
-                description: r#"The token is not a runner token (code `FORBIDDEN`)."#,
-                reply: Reply::Error("FORBIDDEN"),
-            },
-            Resp {
-                status: 408,
-                description: r#"The request body did not arrive within the body timeout; the connection closes (code `REQUEST_TIMEOUT`)."#,
-                reply: Reply::Error("REQUEST_TIMEOUT"),
-            },
-            Resp {
-                status: 413,
-                description: r#"The request body exceeds 1 MiB (code `PAYLOAD_TOO_LARGE`)."#,
-                reply: Reply::Error("PAYLOAD_TOO_LARGE"),
-            },
+            RUNNER_UNAUTHORIZED,
+            NOT_RUNNER_TOKEN,
+            BODY_TIMEOUT,
+            BODY_TOO_LARGE,
             Resp {
                 status: 429,
                 description: r#"The runner already holds as many leases as its slots, or has a lease request waiting for each of them; it should finish a job (or wait) and ask again. Nothing was leased (code `LEASE_LIMIT`)."#,
                 reply: Reply::Error("LEASE_LIMIT"),
             },
-            Resp {
-                status: 500,
-                description: r#"Something failed inside the coordinator; details are in its log only (code `INTERNAL`)."#,
-                reply: Reply::Error("INTERNAL"),
-            },
-            Resp {
-                status: 503,
-                description: r#"The coordinator is overloaded (too many connections, large bodies or member reads in flight, or a busy database); retry after `Retry-After` seconds (code `OVERLOADED`)."#,
-                reply: Reply::Error("OVERLOADED"),
-            },
+            INTERNAL,
+            OVERLOADED,
         ],
     },
     Op {
@@ -1673,41 +1236,17 @@ pub static OPS: &[Op] = &[
                 description: r#"The JSON body is malformed, has unknown or missing fields or wrong types, or the `drover-protocol` header names a version other than 1 (code `BAD_REQUEST`, `UNSUPPORTED_PROTOCOL`)."#,
                 reply: Reply::Error("BAD_REQUEST"),
             },
-            Resp {
-                status: 401,
-                description: r#"No `Authorization: Bearer` header, an unknown token, or the runner was revoked (code `UNAUTHORIZED`)."#,
-                reply: Reply::Error("UNAUTHORIZED"),
-            },
-            Resp {
-                status: 403,
-                description: r#"The token is not a runner token (code `FORBIDDEN`)."#,
-                reply: Reply::Error("FORBIDDEN"),
-            },
-            Resp {
-                status: 408,
-                description: r#"The request body did not arrive within the body timeout; the connection closes (code `REQUEST_TIMEOUT`)."#,
-                reply: Reply::Error("REQUEST_TIMEOUT"),
-            },
+            RUNNER_UNAUTHORIZED,
+            NOT_RUNNER_TOKEN,
+            BODY_TIMEOUT,
             Resp {
                 status: 409,
                 description: r#"The lease is no longer held by this runner (expired, re-queued or revoked) (code `LEASE_LOST`)."#,
                 reply: Reply::Error("LEASE_LOST"),
             },
-            Resp {
-                status: 413,
-                description: r#"The request body exceeds 1 MiB (code `PAYLOAD_TOO_LARGE`)."#,
-                reply: Reply::Error("PAYLOAD_TOO_LARGE"),
-            },
-            Resp {
-                status: 500,
-                description: r#"Something failed inside the coordinator; details are in its log only (code `INTERNAL`)."#,
-                reply: Reply::Error("INTERNAL"),
-            },
-            Resp {
-                status: 503,
-                description: r#"The coordinator is overloaded (too many connections, large bodies or member reads in flight, or a busy database); retry after `Retry-After` seconds (code `OVERLOADED`)."#,
-                reply: Reply::Error("OVERLOADED"),
-            },
+            BODY_TOO_LARGE,
+            INTERNAL,
+            OVERLOADED,
         ],
     },
     Op {
@@ -1737,41 +1276,17 @@ pub static OPS: &[Op] = &[
                 description: r#"The JSON body is malformed, has unknown or missing fields or wrong types, `seq` is too large, or the `drover-protocol` header names a version other than 1 (code `BAD_REQUEST`, `UNSUPPORTED_PROTOCOL`)."#,
                 reply: Reply::Error("BAD_REQUEST"),
             },
-            Resp {
-                status: 401,
-                description: r#"No `Authorization: Bearer` header, an unknown token, or the runner was revoked (code `UNAUTHORIZED`)."#,
-                reply: Reply::Error("UNAUTHORIZED"),
-            },
-            Resp {
-                status: 403,
-                description: r#"The token is not a runner token (code `FORBIDDEN`)."#,
-                reply: Reply::Error("FORBIDDEN"),
-            },
-            Resp {
-                status: 408,
-                description: r#"The request body did not arrive within the body timeout; the connection closes (code `REQUEST_TIMEOUT`)."#,
-                reply: Reply::Error("REQUEST_TIMEOUT"),
-            },
+            RUNNER_UNAUTHORIZED,
+            NOT_RUNNER_TOKEN,
+            BODY_TIMEOUT,
             Resp {
                 status: 409,
                 description: r#"The lease is no longer held by this runner (expired, re-queued or revoked) (code `LEASE_LOST`)."#,
                 reply: Reply::Error("LEASE_LOST"),
             },
-            Resp {
-                status: 413,
-                description: r#"The request body exceeds 1 MiB (code `PAYLOAD_TOO_LARGE`)."#,
-                reply: Reply::Error("PAYLOAD_TOO_LARGE"),
-            },
-            Resp {
-                status: 500,
-                description: r#"Something failed inside the coordinator; details are in its log only (code `INTERNAL`)."#,
-                reply: Reply::Error("INTERNAL"),
-            },
-            Resp {
-                status: 503,
-                description: r#"The coordinator is overloaded (too many connections, large bodies or member reads in flight, or a busy database); retry after `Retry-After` seconds (code `OVERLOADED`)."#,
-                reply: Reply::Error("OVERLOADED"),
-            },
+            BODY_TOO_LARGE,
+            INTERNAL,
+            OVERLOADED,
         ],
     },
     Op {
@@ -1801,41 +1316,17 @@ pub static OPS: &[Op] = &[
                 description: r#"The JSON body is malformed, has unknown or missing fields or wrong types, or the `drover-protocol` header names a version other than 1 (code `BAD_REQUEST`, `UNSUPPORTED_PROTOCOL`)."#,
                 reply: Reply::Error("BAD_REQUEST"),
             },
-            Resp {
-                status: 401,
-                description: r#"No `Authorization: Bearer` header, an unknown token, or the runner was revoked (code `UNAUTHORIZED`)."#,
-                reply: Reply::Error("UNAUTHORIZED"),
-            },
-            Resp {
-                status: 403,
-                description: r#"The token is not a runner token (code `FORBIDDEN`)."#,
-                reply: Reply::Error("FORBIDDEN"),
-            },
-            Resp {
-                status: 408,
-                description: r#"The request body did not arrive within the body timeout; the connection closes (code `REQUEST_TIMEOUT`)."#,
-                reply: Reply::Error("REQUEST_TIMEOUT"),
-            },
+            RUNNER_UNAUTHORIZED,
+            NOT_RUNNER_TOKEN,
+            BODY_TIMEOUT,
             Resp {
                 status: 409,
                 description: r#"The lease is no longer held by this runner (expired, re-queued or revoked) (code `LEASE_LOST`)."#,
                 reply: Reply::Error("LEASE_LOST"),
             },
-            Resp {
-                status: 413,
-                description: r#"The request body exceeds 1 MiB (code `PAYLOAD_TOO_LARGE`)."#,
-                reply: Reply::Error("PAYLOAD_TOO_LARGE"),
-            },
-            Resp {
-                status: 500,
-                description: r#"Something failed inside the coordinator; details are in its log only (code `INTERNAL`)."#,
-                reply: Reply::Error("INTERNAL"),
-            },
-            Resp {
-                status: 503,
-                description: r#"The coordinator is overloaded (too many connections, large bodies or member reads in flight, or a busy database); retry after `Retry-After` seconds (code `OVERLOADED`)."#,
-                reply: Reply::Error("OVERLOADED"),
-            },
+            BODY_TOO_LARGE,
+            INTERNAL,
+            OVERLOADED,
         ],
     },
     Op {
@@ -1969,11 +1460,7 @@ pub static OPS: &[Op] = &[
                 description: r#"`--metrics-token-file` is set and the bearer token is missing or wrong (code `UNAUTHORIZED`)."#,
                 reply: Reply::Error(""),
             },
-            Resp {
-                status: 503,
-                description: r#"The coordinator is overloaded (too many connections, large bodies or member reads in flight, or a busy database); retry after `Retry-After` seconds (code `OVERLOADED`)."#,
-                reply: Reply::Error("OVERLOADED"),
-            },
+            OVERLOADED,
         ],
     },
     Op {
@@ -1999,21 +1486,9 @@ pub static OPS: &[Op] = &[
                 description: r#"No `Authorization: Bearer` header, or an unknown, expired or revoked token (code `UNAUTHORIZED`)."#,
                 reply: Reply::Error("UNAUTHORIZED"),
             },
-            Resp {
-                status: 403,
-                description: r#"The token is not a member API token, or the member is not an admin (code `FORBIDDEN`)."#,
-                reply: Reply::Error("FORBIDDEN"),
-            },
-            Resp {
-                status: 500,
-                description: r#"Something failed inside the coordinator; details are in its log only (code `INTERNAL`)."#,
-                reply: Reply::Error("INTERNAL"),
-            },
-            Resp {
-                status: 503,
-                description: r#"The coordinator is overloaded (too many connections, large bodies or member reads in flight, or a busy database); retry after `Retry-After` seconds (code `OVERLOADED`)."#,
-                reply: Reply::Error("OVERLOADED"),
-            },
+            NOT_ADMIN,
+            INTERNAL,
+            OVERLOADED,
         ],
     },
     Op {
@@ -2043,31 +1518,15 @@ pub static OPS: &[Op] = &[
                 description: r#"Not a JSON object of this shape, or an invalid email or role (code `BAD_REQUEST`)."#,
                 reply: Reply::Error("BAD_REQUEST"),
             },
-            Resp {
-                status: 401,
-                description: r#"No `Authorization: Bearer` header, or an unknown, expired or revoked token (code `UNAUTHORIZED`)."#,
-                reply: Reply::Error("UNAUTHORIZED"),
-            },
-            Resp {
-                status: 403,
-                description: r#"The token is not a member API token, or the member is not an admin (code `FORBIDDEN`)."#,
-                reply: Reply::Error("FORBIDDEN"),
-            },
+            UNAUTHORIZED,
+            NOT_ADMIN,
             Resp {
                 status: 409,
                 description: r#"Already an active member of this workspace (code `CONFLICT`)."#,
                 reply: Reply::Error("CONFLICT"),
             },
-            Resp {
-                status: 500,
-                description: r#"Something failed inside the coordinator; details are in its log only (code `INTERNAL`)."#,
-                reply: Reply::Error("INTERNAL"),
-            },
-            Resp {
-                status: 503,
-                description: r#"The coordinator is overloaded (too many connections, large bodies or member reads in flight, or a busy database); retry after `Retry-After` seconds (code `OVERLOADED`)."#,
-                reply: Reply::Error("OVERLOADED"),
-            },
+            INTERNAL,
+            OVERLOADED,
         ],
     },
     Op {
@@ -2097,16 +1556,8 @@ pub static OPS: &[Op] = &[
                 description: r#"Not a JSON object of this shape, or an invalid email or role (code `BAD_REQUEST`)."#,
                 reply: Reply::Error("BAD_REQUEST"),
             },
-            Resp {
-                status: 401,
-                description: r#"No `Authorization: Bearer` header, or an unknown, expired or revoked token (code `UNAUTHORIZED`)."#,
-                reply: Reply::Error("UNAUTHORIZED"),
-            },
-            Resp {
-                status: 403,
-                description: r#"The token is not a member API token, or the member is not an admin (code `FORBIDDEN`)."#,
-                reply: Reply::Error("FORBIDDEN"),
-            },
+            UNAUTHORIZED,
+            NOT_ADMIN,
             Resp {
                 status: 404,
                 description: r#"No current member with this id in the caller's workspace (code `NOT_FOUND`)."#,
@@ -2117,16 +1568,8 @@ pub static OPS: &[Op] = &[
                 description: r#"The change would leave the workspace without an admin (code `LAST_ADMIN`)."#,
                 reply: Reply::Error("LAST_ADMIN"),
             },
-            Resp {
-                status: 500,
-                description: r#"Something failed inside the coordinator; details are in its log only (code `INTERNAL`)."#,
-                reply: Reply::Error("INTERNAL"),
-            },
-            Resp {
-                status: 503,
-                description: r#"The coordinator is overloaded (too many connections, large bodies or member reads in flight, or a busy database); retry after `Retry-After` seconds (code `OVERLOADED`)."#,
-                reply: Reply::Error("OVERLOADED"),
-            },
+            INTERNAL,
+            OVERLOADED,
         ],
     },
     Op {
@@ -2152,11 +1595,7 @@ pub static OPS: &[Op] = &[
                 description: r#"No `Authorization: Bearer` header, or an unknown, expired or revoked token (code `UNAUTHORIZED`)."#,
                 reply: Reply::Error("UNAUTHORIZED"),
             },
-            Resp {
-                status: 403,
-                description: r#"The token is not a member API token, or the member is not an admin (code `FORBIDDEN`)."#,
-                reply: Reply::Error("FORBIDDEN"),
-            },
+            NOT_ADMIN,
             Resp {
                 status: 404,
                 description: r#"No current member with this id in the caller's workspace (code `NOT_FOUND`)."#,
@@ -2167,16 +1606,8 @@ pub static OPS: &[Op] = &[
                 description: r#"The change would leave the workspace without an admin (code `LAST_ADMIN`)."#,
                 reply: Reply::Error("LAST_ADMIN"),
             },
-            Resp {
-                status: 500,
-                description: r#"Something failed inside the coordinator; details are in its log only (code `INTERNAL`)."#,
-                reply: Reply::Error("INTERNAL"),
-            },
-            Resp {
-                status: 503,
-                description: r#"The coordinator is overloaded (too many connections, large bodies or member reads in flight, or a busy database); retry after `Retry-After` seconds (code `OVERLOADED`)."#,
-                reply: Reply::Error("OVERLOADED"),
-            },
+            INTERNAL,
+            OVERLOADED,
         ],
     },
     Op {
@@ -2202,26 +1633,10 @@ pub static OPS: &[Op] = &[
                 description: r#"An unknown parameter or action, or a bad limit or cursor (code `BAD_REQUEST`)."#,
                 reply: Reply::Error("BAD_REQUEST"),
             },
-            Resp {
-                status: 401,
-                description: r#"No `Authorization: Bearer` header, or an unknown, expired or revoked token (code `UNAUTHORIZED`)."#,
-                reply: Reply::Error("UNAUTHORIZED"),
-            },
-            Resp {
-                status: 403,
-                description: r#"The token is not a member API token, or the member is not an admin (code `FORBIDDEN`)."#,
-                reply: Reply::Error("FORBIDDEN"),
-            },
-            Resp {
-                status: 500,
-                description: r#"Something failed inside the coordinator; details are in its log only (code `INTERNAL`)."#,
-                reply: Reply::Error("INTERNAL"),
-            },
-            Resp {
-                status: 503,
-                description: r#"The coordinator is overloaded (too many connections, large bodies or member reads in flight, or a busy database); retry after `Retry-After` seconds (code `OVERLOADED`)."#,
-                reply: Reply::Error("OVERLOADED"),
-            },
+            UNAUTHORIZED,
+            NOT_ADMIN,
+            INTERNAL,
+            OVERLOADED,
         ],
     },
     Op {
@@ -2247,26 +1662,10 @@ pub static OPS: &[Op] = &[
                 description: r#"A month not `YYYY-MM`, a `by` not pool, member or runner, or an unknown parameter (code `BAD_REQUEST`)."#,
                 reply: Reply::Error("BAD_REQUEST"),
             },
-            Resp {
-                status: 401,
-                description: r#"No `Authorization: Bearer` header, or an unknown, expired or revoked token (code `UNAUTHORIZED`)."#,
-                reply: Reply::Error("UNAUTHORIZED"),
-            },
-            Resp {
-                status: 403,
-                description: r#"The token is not a member API token, or the member is not an admin (code `FORBIDDEN`)."#,
-                reply: Reply::Error("FORBIDDEN"),
-            },
-            Resp {
-                status: 500,
-                description: r#"Something failed inside the coordinator; details are in its log only (code `INTERNAL`)."#,
-                reply: Reply::Error("INTERNAL"),
-            },
-            Resp {
-                status: 503,
-                description: r#"The coordinator is overloaded (too many connections, large bodies or member reads in flight, or a busy database); retry after `Retry-After` seconds (code `OVERLOADED`)."#,
-                reply: Reply::Error("OVERLOADED"),
-            },
+            UNAUTHORIZED,
+            NOT_ADMIN,
+            INTERNAL,
+            OVERLOADED,
         ],
     },
     Op {
@@ -2292,26 +1691,10 @@ pub static OPS: &[Op] = &[
                 description: r#"A month not `YYYY-MM`, a `by` not pool, member or runner, or an unknown parameter (code `BAD_REQUEST`)."#,
                 reply: Reply::Error("BAD_REQUEST"),
             },
-            Resp {
-                status: 401,
-                description: r#"No `Authorization: Bearer` header, or an unknown, expired or revoked token (code `UNAUTHORIZED`)."#,
-                reply: Reply::Error("UNAUTHORIZED"),
-            },
-            Resp {
-                status: 403,
-                description: r#"The token is not a member API token (code `FORBIDDEN`)."#,
-                reply: Reply::Error("FORBIDDEN"),
-            },
-            Resp {
-                status: 500,
-                description: r#"Something failed inside the coordinator; details are in its log only (code `INTERNAL`)."#,
-                reply: Reply::Error("INTERNAL"),
-            },
-            Resp {
-                status: 503,
-                description: r#"The coordinator is overloaded (too many connections, large bodies or member reads in flight, or a busy database); retry after `Retry-After` seconds (code `OVERLOADED`)."#,
-                reply: Reply::Error("OVERLOADED"),
-            },
+            UNAUTHORIZED,
+            NOT_MEMBER_TOKEN,
+            INTERNAL,
+            OVERLOADED,
         ],
     },
 ];

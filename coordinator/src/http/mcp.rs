@@ -23,7 +23,7 @@ use rmcp::ErrorData;
 use rmcp::handler::server::ServerHandler;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, ListToolsResult,
-    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
 };
 use rmcp::service::{RequestContext, RoleServer};
 use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
@@ -147,7 +147,14 @@ fn tools() -> &'static [Tool] {
                 } else {
                     format!("{}.\n\n{}", op.summary, op.description)
                 };
-                Some(Tool::new(name, description, input_schema(op)))
+                // Hints for clients: reads change nothing; removals and
+                // revocations cannot be undone; nothing reaches outside.
+                let hints = ToolAnnotations::new()
+                    .read_only(op.method == "get")
+                    .destructive(op.method == "delete")
+                    .idempotent(matches!(op.method, "get" | "put" | "delete"))
+                    .open_world(false);
+                Some(Tool::new(name, description, input_schema(op)).annotate(hints))
             })
             .collect()
     })
