@@ -39,6 +39,10 @@ pub struct Config {
     /// How the coordinator names itself in links (checked by
     /// [`parse_public_url`]); `None`: from the bound listen address.
     pub public_url: Option<String>,
+    /// The workspace GitHub App (`serve --github-…`), if any.
+    pub github: Option<crate::github::AppConfig>,
+    /// How often GitHub runners GitHub refused to remove (busy) are retried.
+    pub github_retry: Duration,
 }
 
 /// A public URL as given to `serve --public-url`: `http://` or `https://`,
@@ -84,6 +88,7 @@ pub struct Application {
     stop: watch::Sender<bool>,
     limits: ServeLimits,
     retention: Retention,
+    github_retry: Duration,
 }
 
 impl Application {
@@ -126,7 +131,7 @@ impl Application {
         let state = AppState {
             store,
             hub: Arc::new(Hub::default()),
-            clock,
+            clock: clock.clone(),
             lease_ttl: config.lease_ttl,
             shutdown,
             replica: new_id("co").into(),
@@ -139,6 +144,10 @@ impl Application {
             probes: Arc::new(Probes::new(config.metrics_token.as_deref())),
             public_url: public_url.into(),
             redeem_limit: Arc::new(RateLimiter::for_redeems()),
+            github: match config.github {
+                Some(app) => Some(Arc::new(crate::github::GithubApp::new(app, clock.clone())?)),
+                None => None,
+            },
         };
         Ok(Self {
             listener,
@@ -146,6 +155,7 @@ impl Application {
             stop,
             limits: config.serve,
             retention: config.retention,
+            github_retry: config.github_retry,
         })
     }
 
@@ -168,10 +178,12 @@ impl Application {
             stop,
             limits,
             retention,
+            github_retry,
         } = self;
         let reaper = tokio::spawn(reap_expired_leases(state.clone()));
         let purger = tokio::spawn(retention::purge_in_background(state.clone(), retention));
         let signals = tokio::spawn(listen_to_replicas(state.clone()));
+        let github = tokio::spawn(retry_github_removals(state.clone(), github_retry));
         let routers = server::Routers {
             all: http::router(state.clone()),
             runners_only: http::runner_router(state.clone()),
@@ -181,6 +193,7 @@ impl Application {
         let _ = reaper.await;
         let _ = purger.await;
         let _ = signals.await;
+        let _ = github.await;
         // Requests still running past the deadline may hold connections:
         // closing waits for them only as long as the deadline has left.
         let left = limits.shutdown_timeout.saturating_sub(stopping.elapsed());
@@ -222,6 +235,21 @@ async fn open_secrets(store: &Store, config: &Config) -> anyhow::Result<()> {
 
 /// Re-queues jobs whose runner stopped heartbeating. Sleeps until the next
 /// lease could expire (at most a second), so expiry is prompt but cheap.
+/// Removes, now and then, the GitHub runners of revoked runners that
+/// GitHub kept (busy) or could not be reached for.
+async fn retry_github_removals(st: AppState, every: Duration) {
+    if st.github.is_none() {
+        return;
+    }
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(every) => {}
+            _ = st.shutting_down() => return,
+        }
+        http::retry_github_removals(&st).await;
+    }
+}
+
 async fn reap_expired_leases(st: AppState) {
     loop {
         let now = st.now();

@@ -9,6 +9,7 @@ pub mod caps;
 pub mod clock;
 pub mod dispatch;
 pub mod error;
+pub mod github;
 pub mod http;
 pub mod ids;
 pub mod metrics;

@@ -100,6 +100,115 @@ struct Serve {
     /// https://ci.example.com (default: http://<the bound listen address>).
     #[arg(long, env = "DROVER_PUBLIC_URL", value_parser = parse_public_url)]
     public_url: Option<String>,
+    #[command(flatten)]
+    github: GithubArgs,
+}
+
+/// The workspace GitHub App, for registering GitHub Actions runners.
+#[derive(Args)]
+struct GithubArgs {
+    /// The GitHub App's id (then the slug, key and OAuth client are needed too).
+    #[arg(long, env = "DROVER_GITHUB_APP_ID")]
+    github_app_id: Option<u64>,
+    /// The App's URL name, as in github.com/apps/<slug>.
+    #[arg(long, env = "DROVER_GITHUB_APP_SLUG")]
+    github_app_slug: Option<String>,
+    /// A file holding the App's private key (PEM, as GitHub gives it).
+    #[arg(long, env = "DROVER_GITHUB_APP_KEY_FILE")]
+    github_app_key_file: Option<PathBuf>,
+    /// The App's OAuth client id (linking an installation proves who installed it).
+    #[arg(long, env = "DROVER_GITHUB_CLIENT_ID")]
+    github_client_id: Option<String>,
+    /// A file holding the App's OAuth client secret.
+    #[arg(long, env = "DROVER_GITHUB_CLIENT_SECRET_FILE")]
+    github_client_secret_file: Option<PathBuf>,
+    /// github.com's REST API base.
+    #[arg(long, env = "DROVER_GITHUB_API", default_value = "https://api.github.com", value_parser = github_base)]
+    github_api: String,
+    /// github.com's web base (install pages, OAuth, repository URLs).
+    #[arg(long, env = "DROVER_GITHUB_WEB", default_value = "https://github.com", value_parser = github_base)]
+    github_web: String,
+    /// A GitHub Enterprise Server host: HOST=API_BASE (its web base is
+    /// API_BASE without a trailing /api/v3). Repeatable; the env twin takes
+    /// a comma-separated list.
+    #[arg(long, env = "DROVER_GITHUB_HOST", value_delimiter = ',', value_parser = drover_coordinator::github::Host::parse)]
+    github_host: Vec<drover_coordinator::github::Host>,
+    /// For tests: how often removing a busy GitHub runner is retried, in ms.
+    #[arg(long, env = "DROVER_GITHUB_RETRY_MS", default_value_t = 30_000, hide = true, value_parser = clap::value_parser!(u64).range(10..=3_600_000))]
+    github_retry_ms: u64,
+}
+
+fn github_base(s: &str) -> Result<String, String> {
+    drover_coordinator::github::base_url(s)
+}
+
+/// A secret from a file: trimmed, not empty; errors name the file only.
+fn read_secret_file(path: &std::path::Path, what: &str) -> anyhow::Result<String> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("reading the {what} file {}", path.display()))?;
+    let text = text.trim().to_owned();
+    if text.is_empty() {
+        bail!("the {what} file {} is empty", path.display());
+    }
+    Ok(text)
+}
+
+impl GithubArgs {
+    fn config(&self) -> anyhow::Result<Option<drover_coordinator::github::AppConfig>> {
+        use drover_coordinator::github::{AppConfig, AppKey, GITHUB_COM, Host};
+        let given = [
+            self.github_app_id.is_some(),
+            self.github_app_slug.is_some(),
+            self.github_app_key_file.is_some(),
+            self.github_client_id.is_some(),
+            self.github_client_secret_file.is_some(),
+        ];
+        if given.iter().all(|g| !g) {
+            return Ok(None);
+        }
+        let (Some(app_id), Some(slug), Some(key_file), Some(client_id), Some(secret_file)) = (
+            self.github_app_id,
+            &self.github_app_slug,
+            &self.github_app_key_file,
+            &self.github_client_id,
+            &self.github_client_secret_file,
+        ) else {
+            bail!(
+                "a GitHub App needs all of --github-app-id, --github-app-slug, --github-app-key-file, --github-client-id and --github-client-secret-file"
+            );
+        };
+        if slug.is_empty()
+            || slug.len() > 100
+            || !slug
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        {
+            bail!("--github-app-slug {slug:?} is not an App slug (lowercase letters, digits, '-')");
+        }
+        let pem = read_secret_file(key_file, "GitHub App key")?;
+        let key = AppKey::from_pem(&pem)
+            .map_err(|e| anyhow::anyhow!("the GitHub App key file {}: {e}", key_file.display()))?;
+        let client_secret = read_secret_file(secret_file, "GitHub client secret")?;
+        let mut hosts = vec![Host {
+            name: GITHUB_COM.into(),
+            api: self.github_api.clone(),
+            web: self.github_web.clone(),
+        }];
+        for h in &self.github_host {
+            if hosts.iter().any(|k| k.name == h.name) {
+                bail!("--github-host {} is given twice", h.name);
+            }
+            hosts.push(h.clone());
+        }
+        Ok(Some(AppConfig {
+            app_id,
+            slug: slug.clone(),
+            key: std::sync::Arc::new(key),
+            client_id: client_id.clone(),
+            client_secret: drover_coordinator::ids::Secret::new(client_secret),
+            hosts,
+        }))
+    }
 }
 
 /// How long finished history is kept.
@@ -331,6 +440,8 @@ async fn main() -> anyhow::Result<()> {
                     .transpose()?,
                 retention: s.retention.policy(),
                 public_url: s.public_url,
+                github: s.github.config()?,
+                github_retry: Duration::from_millis(s.github.github_retry_ms),
             };
             let app = Application::build(config).await?;
             println!(

@@ -11,7 +11,7 @@
 use drover_wire as wire;
 use schemars::{JsonSchema, Schema, SchemaGenerator};
 
-use super::{billing, jobs, members};
+use super::{billing, github, jobs, members};
 
 /// Makes the schema of a type (a `$ref` to it, for named types).
 pub type SchemaFn = fn(&mut SchemaGenerator) -> Schema;
@@ -91,6 +91,18 @@ pub fn by_tool(name: &str) -> Option<&'static Op> {
 }
 
 // The refusals many operations share.
+const GITHUB_NOT_CONFIGURED: Resp = Resp {
+    status: 409,
+    description: r#"This coordinator has no GitHub App configured (code `GITHUB_NOT_CONFIGURED`)."#,
+    reply: Reply::Error("GITHUB_NOT_CONFIGURED"),
+};
+
+const GITHUB_ERROR: Resp = Resp {
+    status: 502,
+    description: r#"GitHub refused or failed a call the coordinator made; the message says what GitHub answered (code `GITHUB_ERROR`)."#,
+    reply: Reply::Error("GITHUB_ERROR"),
+};
+
 const OVERLOADED: Resp = Resp {
     status: 503,
     description: r#"The coordinator is overloaded (too many connections, large bodies or member reads in flight, or a busy database); retry after `Retry-After` seconds (code `OVERLOADED`)."#,
@@ -731,11 +743,16 @@ pub static OPS: &[Op] = &[
         tag: "runners",
         auth: Auth::Member,
         summary: r#"Revoke a workspace-owned runner"#,
-        description: r#"Its token stops working at once; any job it holds is re-queued (or ends `lost` when out of attempts, `cancelled` when a cancel was requested). Needs the workspace admin role."#,
+        description: r#"Its token stops working at once; any job it holds is re-queued (or ends `lost` when out of attempts, `cancelled` when a cancel was requested). A runner registered with GitHub (`POST /v1/workspace/runners/github-install`) loses its GitHub Actions runner too: the coordinator finds it by name and deletes it; when GitHub keeps it because it is running a job, the answer says so and the coordinator retries until it is idle. Needs the workspace admin role."#,
         params: r#"[{"name": "id", "in": "path", "required": true, "description": "Runner id (`rn_\u2026`).", "schema": {"type": "string"}}]"#,
         query: None,
         body: None,
         responses: &[
+            Resp {
+                status: 200,
+                description: r#"Revoked; the runner had a GitHub Actions runner beside it, and this says what GitHub did."#,
+                reply: Reply::Json(schema::<wire::RevokedRunner>),
+            },
             Resp {
                 status: 204,
                 description: r#"Revoked."#,
@@ -1694,6 +1711,187 @@ pub static OPS: &[Op] = &[
             UNAUTHORIZED,
             NOT_MEMBER_TOKEN,
             INTERNAL,
+            OVERLOADED,
+        ],
+    },
+    Op {
+        id: "createGithubInstallLink",
+        tool: Some("create_github_install_link"),
+        method: "post",
+        path: "/v1/workspace/github-app/install-link",
+        tag: "github",
+        auth: Auth::Member,
+        summary: r#"Link to install the workspace's GitHub App"#,
+        description: r#"Admins only. The App's install page on github.com or a configured GitHub Enterprise Server host, carrying a one-time `state` bound to this workspace that works for ten minutes. After installing, GitHub redirects to `GET /v1/github/setup`, which links the installation once GitHub confirms the signing-in user can reach it."#,
+        params: r##"[{"$ref": "#/components/parameters/Surface"}]"##,
+        query: None,
+        body: Some(Body {
+            schema: schema::<wire::GithubInstallLinkRequest>,
+            required: false,
+            description: r#""#,
+        }),
+        responses: &[
+            Resp {
+                status: 201,
+                description: r#"The install link."#,
+                reply: Reply::Json(schema::<wire::GithubInstallLink>),
+            },
+            Resp {
+                status: 400,
+                description: r#"A malformed body, or a host this coordinator is not configured with (code `BAD_REQUEST`)."#,
+                reply: Reply::Error("BAD_REQUEST"),
+            },
+            UNAUTHORIZED,
+            NOT_ADMIN,
+            GITHUB_NOT_CONFIGURED,
+            INTERNAL,
+            OVERLOADED,
+        ],
+    },
+    Op {
+        id: "githubSetup",
+        tool: None,
+        method: "get",
+        path: "/v1/github/setup",
+        tag: "github",
+        auth: Auth::Public,
+        summary: r#"GitHub's setup redirect (the App's Setup URL)"#,
+        description: r#"Where GitHub sends the browser after the App is installed. The coordinator uses up the `state`, exchanges the OAuth `code` for a user token, and links `installation_id` to the state's workspace only if `GET /user/installations` lists it for that user. An installation belongs to one workspace at most. Answers an HTML page that says what was linked, or why not (with the error code)."#,
+        params: r#"[{"name": "installation_id", "in": "query", "required": false, "schema": {"type": "integer"}}, {"name": "setup_action", "in": "query", "required": false, "schema": {"type": "string", "enum": ["install", "update", "request"]}}, {"name": "state", "in": "query", "required": false, "schema": {"type": "string"}}, {"name": "code", "in": "query", "required": false, "schema": {"type": "string"}}]"#,
+        query: None,
+        body: None,
+        responses: &[
+            Resp {
+                status: 200,
+                description: r#"Linked (or, for `setup_action=request`, waiting for an owner's approval)."#,
+                reply: Reply::Raw(r#"{"text/html": {"schema": {"type": "string"}}}"#),
+            },
+            Resp {
+                status: 400,
+                description: r#"`installation_id`, `state` or `code` is missing (code `BAD_REQUEST`)."#,
+                reply: Reply::Raw(r#"{"text/html": {"schema": {"type": "string"}}}"#),
+            },
+            Resp {
+                status: 403,
+                description: r#"GitHub refused the code, the user cannot reach that installation (a spoofed `installation_id`), or the admin who made the link is no longer one (code `FORBIDDEN`)."#,
+                reply: Reply::Raw(r#"{"text/html": {"schema": {"type": "string"}}}"#),
+            },
+            Resp {
+                status: 404,
+                description: r#"No such state (code `NOT_FOUND`)."#,
+                reply: Reply::Raw(r#"{"text/html": {"schema": {"type": "string"}}}"#),
+            },
+            Resp {
+                status: 409,
+                description: r#"The installation is linked to another workspace, or no App is configured (code `CONFLICT`, `GITHUB_NOT_CONFIGURED`)."#,
+                reply: Reply::Raw(r#"{"text/html": {"schema": {"type": "string"}}}"#),
+            },
+            Resp {
+                status: 410,
+                description: r#"The state was used already, or is older than ten minutes (code `STATE_USED`, `STATE_EXPIRED`)."#,
+                reply: Reply::Raw(r#"{"text/html": {"schema": {"type": "string"}}}"#),
+            },
+            Resp {
+                status: 502,
+                description: r#"GitHub failed a call (code `GITHUB_ERROR`)."#,
+                reply: Reply::Raw(r#"{"text/html": {"schema": {"type": "string"}}}"#),
+            },
+        ],
+    },
+    Op {
+        id: "listGithubInstallations",
+        tool: Some("list_github_installations"),
+        method: "get",
+        path: "/v1/workspace/github-app/installations",
+        tag: "github",
+        auth: Auth::Member,
+        summary: r#"The App's installations linked to this workspace"#,
+        description: r#"Admins only. Each installation with its host and the account it is on, in the order they were linked."#,
+        params: r##"[{"$ref": "#/components/parameters/Surface"}]"##,
+        query: None,
+        body: None,
+        responses: &[
+            Resp {
+                status: 200,
+                description: r#"The installations."#,
+                reply: Reply::Json(schema::<wire::GithubInstallationList>),
+            },
+            UNAUTHORIZED,
+            NOT_ADMIN,
+            INTERNAL,
+            OVERLOADED,
+        ],
+    },
+    Op {
+        id: "listGithubRepos",
+        tool: Some("list_github_repos"),
+        method: "get",
+        path: "/v1/workspace/github-app/repos",
+        tag: "github",
+        auth: Auth::Member,
+        summary: r#"Repositories the App may reach"#,
+        description: r#"Admins only. Every linked installation's repositories, each with its host and owner, in pages: installations in the order they were linked, each one's repositories as GitHub pages them (`GET /installation/repositories`)."#,
+        params: r##"[{"$ref": "#/components/parameters/Surface"}]"##,
+        query: Some(schema::<github::RepoParams>),
+        body: None,
+        responses: &[
+            Resp {
+                status: 200,
+                description: r#"A page of repositories, and the next page's number if there is one."#,
+                reply: Reply::Json(schema::<wire::GithubRepoList>),
+            },
+            Resp {
+                status: 400,
+                description: r#"An unknown parameter, or a page or perPage out of range (code `BAD_REQUEST`)."#,
+                reply: Reply::Error("BAD_REQUEST"),
+            },
+            UNAUTHORIZED,
+            NOT_ADMIN,
+            GITHUB_NOT_CONFIGURED,
+            INTERNAL,
+            GITHUB_ERROR,
+            OVERLOADED,
+        ],
+    },
+    Op {
+        id: "installGithubWorkspaceRunner",
+        tool: Some("github_install_workspace_runner"),
+        method: "post",
+        path: "/v1/workspace/runners/github-install",
+        tag: "github",
+        auth: Auth::Member,
+        summary: r#"Stand up a build server: a GitHub Actions runner and a Drover runner"#,
+        description: r#"Admins only. Resolves the App's installation on the repository's or organization's owner (`host` given: that host's only; omitted: github.com's, then any host's), mints a runner registration token there (`POST /repos/{o}/{r}/actions/runners/registration-token` or `POST /orgs/{org}/…`), pairs a fresh workspace runner on `pool`, and answers one POSIX shell script for a Linux build server that installs both as systemd services: actions/runner (downloaded and checked against its SHA-256, then `config.sh --url … --token … --labels self-hosted,drover-<pool>[,…] [--runnergroup …] [--ephemeral] --unattended --name drover-<runner>`) and `drover runner` with the new runner's token. Running it twice does no harm. The registration token and the runner token are in the script only: shown once, never stored. The workflow hint says how a workflow targets the pool."#,
+        params: r##"[{"$ref": "#/components/parameters/Surface"}]"##,
+        query: None,
+        body: Some(Body {
+            schema: schema::<wire::GithubInstallRequest>,
+            required: true,
+            description: r#""#,
+        }),
+        responses: &[
+            Resp {
+                status: 201,
+                description: r#"The paired runner, its GitHub runner, the script and the workflow hint."#,
+                reply: Reply::Json(schema::<wire::GithubInstall>),
+            },
+            Resp {
+                status: 400,
+                description: r#"A malformed body; both or neither of `repository` and `org`; `runnerGroup` without `org`; a name, label or group GitHub would refuse; an unknown host (code `BAD_REQUEST`)."#,
+                reply: Reply::Error("BAD_REQUEST"),
+            },
+            UNAUTHORIZED,
+            NOT_ADMIN,
+            Resp {
+                status: 404,
+                description: r#"The App is not installed on that owner (on that host) for this workspace, or no such pool (code `NOT_FOUND`)."#,
+                reply: Reply::Error("NOT_FOUND"),
+            },
+            BODY_TIMEOUT,
+            GITHUB_NOT_CONFIGURED,
+            BODY_TOO_LARGE,
+            INTERNAL,
+            GITHUB_ERROR,
             OVERLOADED,
         ],
     },

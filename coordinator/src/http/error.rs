@@ -26,6 +26,9 @@ pub fn status_of(code: ErrorCode) -> StatusCode {
         ErrorCode::LeaseLimit | ErrorCode::RateLimited => StatusCode::TOO_MANY_REQUESTS,
         ErrorCode::CapabilityMismatch => StatusCode::UNPROCESSABLE_ENTITY,
         ErrorCode::Overloaded | ErrorCode::NotReady => StatusCode::SERVICE_UNAVAILABLE,
+        ErrorCode::GithubNotConfigured => StatusCode::CONFLICT,
+        ErrorCode::GithubError => StatusCode::BAD_GATEWAY,
+        ErrorCode::StateUsed | ErrorCode::StateExpired => StatusCode::GONE,
         ErrorCode::Internal | ErrorCode::Unknown => StatusCode::INTERNAL_SERVER_ERROR,
     }
 }

@@ -35,7 +35,7 @@ use super::catalogue::{OPS, Op, by_tool};
 use super::extract::{AuthMember, Json, OptionalJson, Query, mcp_member};
 use super::openapi::{inline_generator, query_fields};
 use super::{AppState, MAX_BODY_BYTES};
-use super::{billing, jobs, members, pairing, runners, runtimes};
+use super::{billing, github, jobs, members, pairing, runners, runtimes};
 use crate::error::Error;
 use crate::store::Member;
 
@@ -333,6 +333,10 @@ async fn call(st: &AppState, member: Member, op: &Op, a: Args) -> Result<Respons
         "updateMember" => run!(members::update(s, m, a.id("id"), a.body()?)),
         "removeMember" => run!(members::remove(s, m, a.id("id"))),
         "listAuditEvents" => run!(members::audit(s, m, a.query()?)),
+        "createGithubInstallLink" => run!(github::install_link(s, m, a.optional_body()?)),
+        "listGithubInstallations" => run!(github::installations(s, m)),
+        "listGithubRepos" => run!(github::repos(s, m, a.query()?)),
+        "installGithubWorkspaceRunner" => run!(github::install_runner(s, m, a.body()?)),
         other => Error::api(
             drover_wire::ErrorCode::Internal,
             format!("the MCP tool of {other} has no handler"),

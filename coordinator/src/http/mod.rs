@@ -6,6 +6,7 @@ mod docs;
 mod dto;
 pub mod error;
 mod extract;
+mod github;
 mod health;
 mod jobs;
 mod mcp;
@@ -33,6 +34,7 @@ use crate::clock::Clock;
 use crate::dispatch::Hub;
 use crate::store::Store;
 use crate::wake::Signal;
+pub use github::retry_removals as retry_github_removals;
 pub use health::Probes;
 pub use runner_cache::RunnerCache;
 
@@ -59,6 +61,8 @@ pub struct AppState {
     pub public_url: Arc<str>,
     /// Wrong pairing codes per client (see `rate_limit`).
     pub redeem_limit: Arc<rate_limit::RateLimiter>,
+    /// The workspace GitHub App, when one is configured.
+    pub github: Option<Arc<crate::github::GithubApp>>,
 }
 
 /// Bounds on what requests in flight hold, so that a crowd of slow or
@@ -216,6 +220,7 @@ pub fn router(state: AppState) -> Router {
         .merge(pairing::router())
         .merge(members::router())
         .merge(billing::router())
+        .merge(github::router())
         .merge(mcp::router(state.clone()))
         .route_layer(middleware::from_fn_with_state(state.clone(), limit_reads));
     Router::new()

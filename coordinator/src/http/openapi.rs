@@ -51,6 +51,10 @@ const FRAME: &str = r#"{
     {
       "name": "members",
       "description": "The workspace's members and its audit log (admins)."
+    },
+    {
+      "name": "github",
+      "description": "The workspace's GitHub App: linking installations, the repositories it reaches, and GitHub Actions runners registered beside workspace runners."
     }
   ],
   "security": [

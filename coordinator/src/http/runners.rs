@@ -131,11 +131,21 @@ pub(super) async fn list_owned(
     }))
 }
 
+/// Revokes a workspace runner; one registered with GitHub loses its
+/// GitHub runner too, and the answer says what GitHub did.
 pub(super) async fn revoke_ws(
     State(st): State<AppState>,
     AuthMember(m): AuthMember,
     Path(id): Path<String>,
-) -> Result<StatusCode> {
+) -> Result<axum::response::Response> {
     m.require_admin()?;
-    revoke(&st, &m, Owner::Workspace, &id).await
+    let github = st.store.github_runner(&m.workspace_id, &id).await?;
+    let status = revoke(&st, &m, Owner::Workspace, &id).await?;
+    Ok(match github {
+        None => status.into_response(),
+        Some(row) => {
+            let removal = super::github::remove_github_runner(&st, &row).await;
+            axum::Json(wire::RevokedRunner { github: removal }).into_response()
+        }
+    })
 }

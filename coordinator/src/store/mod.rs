@@ -19,6 +19,7 @@
 mod audit;
 mod billing;
 mod env;
+mod github;
 mod health;
 mod idempotency;
 mod identity;
@@ -52,6 +53,7 @@ use submit::SubmitRequest;
 
 pub use audit::{AuditQuery, MAX_AUDIT_PAGE, Surface};
 pub use billing::{UsageBy, UsageOf};
+pub use github::{GithubRunnerRow, Installation, LINK_STATE_TTL_MS, LinkState};
 pub use health::NotReady;
 pub use idempotency::IdempotencyKey;
 pub use identity::{Member, Principal, Role, RunnerAuth};

@@ -11,8 +11,11 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+pub mod github;
 pub mod integer;
 pub mod text;
+
+pub use github::*;
 
 /// Version of the runner wire protocol (`/v1/runner/...`), sent by runners in
 /// the [`PROTOCOL_HEADER`] header. The coordinator refuses versions it does not speak.
@@ -159,6 +162,15 @@ pub enum ErrorCode {
     RateLimited,
     /// The change would leave the workspace without an admin.
     LastAdmin,
+    /// The coordinator has no GitHub App configured (`--github-app-id` …).
+    GithubNotConfigured,
+    /// GitHub refused or failed a call the coordinator made; the message
+    /// says what GitHub answered.
+    GithubError,
+    /// The install link's `state` was already used (each works once).
+    StateUsed,
+    /// The install link's `state` is older than its ten minutes.
+    StateExpired,
     #[serde(other)]
     Unknown,
 }
@@ -188,6 +200,10 @@ impl ErrorCode {
             Self::PairingCodeExpired => "PAIRING_CODE_EXPIRED",
             Self::RateLimited => "RATE_LIMITED",
             Self::LastAdmin => "LAST_ADMIN",
+            Self::GithubNotConfigured => "GITHUB_NOT_CONFIGURED",
+            Self::GithubError => "GITHUB_ERROR",
+            Self::StateUsed => "STATE_USED",
+            Self::StateExpired => "STATE_EXPIRED",
             Self::Unknown => "UNKNOWN",
         }
     }
@@ -979,6 +995,9 @@ pub struct AuditPage {
 /// Every action the audit log records.
 pub const AUDIT_ACTIONS: &[&str] = &[
     "budget.set",
+    "ci_link.set",
+    "github.installation_linked",
+    "github.runner_installed",
     "invite.accepted",
     "job.cancelled",
     "join_token.created",

@@ -1,0 +1,739 @@
+//! The workspace's GitHub App: its configuration, its RS256 JWTs, the
+//! installation tokens they buy (cached in memory, never stored), and the
+//! few GitHub REST calls the coordinator makes.
+//!
+//! Every call sends GitHub's `Accept` and `X-GitHub-Api-Version` headers.
+//! No key, JWT or token is ever logged or put in an error: an error names
+//! the call and what GitHub answered.
+
+mod jwt;
+pub mod names;
+pub mod script;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use drover_wire::ErrorCode;
+use reqwest::{Method, StatusCode};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::clock::Clock;
+use crate::error::{Error, Result};
+use crate::ids::Secret;
+
+pub use jwt::AppKey;
+
+/// The host name of github.com, and the default of every `host` field.
+pub const GITHUB_COM: &str = "github.com";
+
+/// GitHub's REST API version this coordinator speaks.
+const API_VERSION: &str = "2022-11-28";
+
+/// An installation token is used until this long before it expires.
+const TOKEN_MARGIN_MS: i64 = 5 * 60 * 1000;
+
+/// Longest the coordinator waits for GitHub.
+const CALL_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// Pages of a GitHub list read at most, per call that reads them all.
+const MAX_PAGES: usize = 50;
+
+/// One GitHub: github.com or a GitHub Enterprise Server host.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Host {
+    /// `github.com`, or the GHE host name (`ghe.example.com`).
+    pub name: String,
+    /// The REST API base, without a trailing `/`.
+    pub api: String,
+    /// The web base (install pages, OAuth, repository URLs).
+    pub web: String,
+}
+
+impl Host {
+    /// `HOST=API_BASE` (`--github-host`); the web base is the API base
+    /// without its trailing `/api/v3`.
+    pub fn parse(s: &str) -> std::result::Result<Self, String> {
+        let (name, api) = s
+            .split_once('=')
+            .ok_or("give HOST=API_BASE, e.g. ghe.example.com=https://ghe.example.com/api/v3")?;
+        let name = name.trim().to_ascii_lowercase();
+        if name.is_empty()
+            || name == GITHUB_COM
+            || !name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"-.:".contains(&b))
+        {
+            return Err(format!(
+                "{name:?} is not a GitHub Enterprise Server host name"
+            ));
+        }
+        let api = base_url(api)?;
+        let web = api.strip_suffix("/api/v3").unwrap_or(&api).to_owned();
+        Ok(Self { name, api, web })
+    }
+
+    /// Whether install pages live under `/github-apps/` (GHE) or `/apps/`.
+    fn apps_path(&self) -> &'static str {
+        if self.name == GITHUB_COM {
+            "apps"
+        } else {
+            "github-apps"
+        }
+    }
+}
+
+/// An `http(s)://` base URL, without its trailing `/`.
+pub fn base_url(s: &str) -> std::result::Result<String, String> {
+    let s = s.trim();
+    if !(s.starts_with("https://") || s.starts_with("http://"))
+        || s.contains(['?', '#', ' '])
+        || s.chars().any(char::is_control)
+    {
+        return Err(format!("{s:?} is not an http(s) base URL"));
+    }
+    Ok(s.trim_end_matches('/').to_owned())
+}
+
+/// The App, as `serve --github-…` configures it.
+#[derive(Clone)]
+pub struct AppConfig {
+    pub app_id: u64,
+    pub slug: String,
+    pub key: Arc<AppKey>,
+    pub client_id: String,
+    pub client_secret: Secret,
+    /// github.com first, then the GHE hosts.
+    pub hosts: Vec<Host>,
+}
+
+impl std::fmt::Debug for AppConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AppConfig")
+            .field("app_id", &self.app_id)
+            .field("slug", &self.slug)
+            .field("client_id", &self.client_id)
+            .field("hosts", &self.hosts)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A runner's registration target: a repository or an organization.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Target {
+    Repo { owner: String, repo: String },
+    Org { org: String },
+}
+
+impl Target {
+    pub fn owner(&self) -> &str {
+        match self {
+            Self::Repo { owner, .. } => owner,
+            Self::Org { org } => org,
+        }
+    }
+
+    /// The REST path prefix of its runners: `/repos/o/r` or `/orgs/o`.
+    fn api_prefix(&self) -> String {
+        match self {
+            Self::Repo { owner, repo } => format!("/repos/{owner}/{repo}"),
+            Self::Org { org } => format!("/orgs/{org}"),
+        }
+    }
+
+    /// What `config.sh --url` names.
+    pub fn web_url(&self, host: &Host) -> String {
+        match self {
+            Self::Repo { owner, repo } => format!("{}/{owner}/{repo}", host.web),
+            Self::Org { org } => format!("{}/{org}", host.web),
+        }
+    }
+
+    /// The installation token's scope: `administration: write` on that
+    /// one repository, or `organization_self_hosted_runners: write`.
+    fn token_scope(&self) -> TokenScope {
+        match self {
+            Self::Repo { repo, .. } => TokenScope {
+                permission: "administration",
+                repository: Some(repo.clone()),
+            },
+            Self::Org { .. } => TokenScope {
+                permission: "organization_self_hosted_runners",
+                repository: None,
+            },
+        }
+    }
+}
+
+/// What an installation token is asked for: one permission (`write`, or
+/// `read` for `metadata`), on one repository or all the installation has.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct TokenScope {
+    permission: &'static str,
+    repository: Option<String>,
+}
+
+impl TokenScope {
+    const METADATA: Self = Self {
+        permission: "metadata",
+        repository: None,
+    };
+
+    fn body(&self) -> Value {
+        let level = if self.permission == "metadata" {
+            "read"
+        } else {
+            "write"
+        };
+        let mut body = json!({ "permissions": { self.permission: level } });
+        if let Some(repo) = &self.repository {
+            body["repositories"] = json!([repo]);
+        }
+        body
+    }
+}
+
+/// An installation the user behind an OAuth token may reach.
+#[derive(Debug, Clone)]
+pub struct UserInstallation {
+    pub id: i64,
+    pub account: String,
+    pub account_type: String,
+}
+
+/// A repository an installation may reach.
+#[derive(Debug, Clone)]
+pub struct Repo {
+    pub owner: String,
+    pub name: String,
+    pub private: bool,
+}
+
+/// A self-hosted runner as GitHub lists it.
+#[derive(Debug, Clone, Deserialize)]
+pub struct GithubRunner {
+    pub id: i64,
+    pub name: String,
+    #[serde(default)]
+    pub busy: bool,
+}
+
+/// What `DELETE …/actions/runners/{id}` did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Removal {
+    /// GitHub no longer has it (or never had it).
+    Removed,
+    /// It is running a job; GitHub keeps it until it is idle.
+    Busy,
+}
+
+type TokenKey = (String, i64, TokenScope);
+
+/// The App at work: signs JWTs, keeps installation tokens, calls GitHub.
+pub struct GithubApp {
+    pub config: AppConfig,
+    http: reqwest::Client,
+    clock: Arc<dyn Clock>,
+    /// Installation tokens and when they expire (Unix ms).
+    tokens: Mutex<HashMap<TokenKey, (Secret, i64)>>,
+}
+
+/// The `Auth` of one call.
+enum Auth<'a> {
+    /// The App itself: a fresh JWT.
+    App,
+    /// An installation or user token.
+    Token(&'a Secret),
+}
+
+fn github_error(what: &str, status: StatusCode, body: &[u8]) -> Error {
+    let message = serde_json::from_slice::<Value>(body)
+        .ok()
+        .and_then(|v| v["message"].as_str().map(str::to_owned))
+        .unwrap_or_else(|| String::from_utf8_lossy(body).chars().take(200).collect());
+    Error::api(
+        ErrorCode::GithubError,
+        format!("GitHub answered {status} to {what}: {message}"),
+    )
+}
+
+fn transport(what: &str, e: reqwest::Error) -> Error {
+    // reqwest's errors name the URL, never a header: no token in them.
+    Error::api(
+        ErrorCode::GithubError,
+        format!(
+            "could not reach GitHub for {what}: {}",
+            e.without_url()
+                .to_string()
+                .chars()
+                .take(200)
+                .collect::<String>()
+        ),
+    )
+}
+
+/// The `rel="next"` URL of a `Link` header.
+fn next_link(headers: &reqwest::header::HeaderMap) -> Option<String> {
+    let link = headers.get(reqwest::header::LINK)?.to_str().ok()?;
+    link.split(',').find_map(|part| {
+        let (url, params) = part.split_once(';')?;
+        params
+            .split(';')
+            .any(|p| p.trim() == "rel=\"next\"")
+            .then(|| {
+                url.trim()
+                    .trim_start_matches('<')
+                    .trim_end_matches('>')
+                    .to_owned()
+            })
+    })
+}
+
+/// GitHub's `expires_at` (`2026-07-11T22:14:10Z`) as Unix milliseconds.
+fn parse_time(s: &str) -> Option<i64> {
+    let b = s.as_bytes();
+    if b.len() < 20 || b[4] != b'-' || b[10] != b'T' || !s.ends_with('Z') {
+        return None;
+    }
+    let n = |r: std::ops::Range<usize>| s.get(r)?.parse::<i64>().ok();
+    let days = drover_wire::text::days_from_civil(n(0..4)?, n(5..7)? as u32, n(8..10)? as u32);
+    Some(((days * 24 + n(11..13)?) * 60 + n(14..16)?) * 60_000 + n(17..19)? * 1000)
+}
+
+impl GithubApp {
+    pub fn new(config: AppConfig, clock: Arc<dyn Clock>) -> anyhow::Result<Self> {
+        let http = reqwest::Client::builder()
+            .user_agent(concat!("drover-coordinator/", env!("CARGO_PKG_VERSION")))
+            .timeout(CALL_TIMEOUT)
+            .build()?;
+        Ok(Self {
+            config,
+            http,
+            clock,
+            tokens: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// The configured host called `name`.
+    pub fn host(&self, name: &str) -> Result<&Host> {
+        let name = name.to_ascii_lowercase();
+        self.config
+            .hosts
+            .iter()
+            .find(|h| h.name == name)
+            .ok_or_else(|| {
+                let known: Vec<&str> = self.config.hosts.iter().map(|h| h.name.as_str()).collect();
+                Error::bad_request(format!(
+                    "unknown GitHub host {name:?}; this coordinator knows {}",
+                    known.join(", ")
+                ))
+            })
+    }
+
+    /// The App's install page on `host`, carrying `state`.
+    pub fn install_url(&self, host: &Host, state: &str) -> String {
+        format!(
+            "{}/{}/{}/installations/new?state={state}",
+            host.web,
+            host.apps_path(),
+            self.config.slug
+        )
+    }
+
+    async fn send(
+        &self,
+        method: Method,
+        url: &str,
+        auth: Auth<'_>,
+        body: Option<&Value>,
+        what: &str,
+    ) -> Result<reqwest::Response> {
+        let bearer = match auth {
+            Auth::App => self
+                .config
+                .key
+                .jwt(self.config.app_id, self.clock.now_ms() / 1000),
+            Auth::Token(t) => t.expose().to_owned(),
+        };
+        let mut req = self
+            .http
+            .request(method, url)
+            .header(reqwest::header::ACCEPT, "application/vnd.github+json")
+            .header("X-GitHub-Api-Version", API_VERSION)
+            .bearer_auth(bearer);
+        if let Some(body) = body {
+            req = req.json(body);
+        }
+        req.send().await.map_err(|e| transport(what, e))
+    }
+
+    /// An installation token for `scope`, from the cache while it has more
+    /// than five minutes left, else freshly minted.
+    async fn installation_token(
+        &self,
+        host: &Host,
+        installation: i64,
+        scope: &TokenScope,
+    ) -> Result<Secret> {
+        let key = (host.name.clone(), installation, scope.clone());
+        let now = self.clock.now_ms();
+        if let Some((token, expires)) = self.tokens.lock().expect("tokens").get(&key)
+            && *expires - TOKEN_MARGIN_MS > now
+        {
+            return Ok(token.clone());
+        }
+        let what = format!("an installation token for installation {installation}");
+        let url = format!(
+            "{}/app/installations/{installation}/access_tokens",
+            host.api
+        );
+        let resp = self
+            .send(Method::POST, &url, Auth::App, Some(&scope.body()), &what)
+            .await?;
+        let status = resp.status();
+        let body = resp.bytes().await.map_err(|e| transport(&what, e))?;
+        if status == StatusCode::NOT_FOUND {
+            return Err(Error::not_found(format!(
+                "the GitHub App's installation {installation} on {} is gone; install the App again",
+                host.name
+            )));
+        }
+        if status != StatusCode::CREATED {
+            return Err(github_error(&what, status, &body));
+        }
+        #[derive(Deserialize)]
+        struct Minted {
+            token: String,
+            expires_at: String,
+        }
+        let minted: Minted = serde_json::from_slice(&body)
+            .map_err(|_| github_error(&what, status, b"an unexpected answer"))?;
+        let expires = parse_time(&minted.expires_at).unwrap_or(now + 60 * 60 * 1000);
+        let token = Secret::new(minted.token);
+        self.tokens
+            .lock()
+            .expect("tokens")
+            .insert(key, (token.clone(), expires));
+        Ok(token)
+    }
+
+    fn forget_token(&self, host: &Host, installation: i64, scope: &TokenScope) {
+        let key = (host.name.clone(), installation, scope.clone());
+        self.tokens.lock().expect("tokens").remove(&key);
+    }
+
+    /// One call with an installation token. A 401 means GitHub no longer
+    /// takes the cached token (expired early, or revoked): it is dropped,
+    /// and the call is made once more with a new one.
+    async fn with_installation(
+        &self,
+        host: &Host,
+        installation: i64,
+        scope: &TokenScope,
+        method: Method,
+        path: &str,
+        what: &str,
+    ) -> Result<(StatusCode, reqwest::header::HeaderMap, axum::body::Bytes)> {
+        let url = if path.starts_with("http") {
+            path.to_owned()
+        } else {
+            format!("{}{path}", host.api)
+        };
+        for attempt in 0..2 {
+            let token = self.installation_token(host, installation, scope).await?;
+            let resp = self
+                .send(method.clone(), &url, Auth::Token(&token), None, what)
+                .await?;
+            let (status, headers) = (resp.status(), resp.headers().clone());
+            let body = resp.bytes().await.map_err(|e| transport(what, e))?;
+            if status == StatusCode::UNAUTHORIZED && attempt == 0 {
+                tracing::info!(installation, host = %host.name, "GitHub refused a cached installation token; minting a new one");
+                self.forget_token(host, installation, scope);
+                continue;
+            }
+            return Ok((status, headers, body));
+        }
+        unreachable!("the loop returns on its second attempt")
+    }
+
+    /// A runner registration token for `target` (returned once, never stored).
+    pub async fn registration_token(
+        &self,
+        host: &Host,
+        installation: i64,
+        target: &Target,
+    ) -> Result<Secret> {
+        let path = format!("{}/actions/runners/registration-token", target.api_prefix());
+        let what = format!("POST {path}");
+        let (status, _, body) = self
+            .with_installation(
+                host,
+                installation,
+                &target.token_scope(),
+                Method::POST,
+                &path,
+                &what,
+            )
+            .await?;
+        if status != StatusCode::CREATED {
+            return Err(github_error(&what, status, &body));
+        }
+        #[derive(Deserialize)]
+        struct Registration {
+            token: String,
+        }
+        let r: Registration = serde_json::from_slice(&body)
+            .map_err(|_| github_error(&what, status, b"an unexpected answer"))?;
+        Ok(Secret::new(r.token))
+    }
+
+    /// The self-hosted runner called `name` on `target`, if GitHub has it.
+    pub async fn find_runner(
+        &self,
+        host: &Host,
+        installation: i64,
+        target: &Target,
+        name: &str,
+    ) -> Result<Option<GithubRunner>> {
+        let path = format!(
+            "{}/actions/runners?name={name}&per_page=100",
+            target.api_prefix()
+        );
+        let what = format!("GET {}/actions/runners", target.api_prefix());
+        let (status, _, body) = self
+            .with_installation(
+                host,
+                installation,
+                &target.token_scope(),
+                Method::GET,
+                &path,
+                &what,
+            )
+            .await?;
+        if status == StatusCode::NOT_FOUND {
+            return Ok(None);
+        }
+        if status != StatusCode::OK {
+            return Err(github_error(&what, status, &body));
+        }
+        #[derive(Deserialize)]
+        struct Runners {
+            runners: Vec<GithubRunner>,
+        }
+        let list: Runners = serde_json::from_slice(&body)
+            .map_err(|_| github_error(&what, status, b"an unexpected answer"))?;
+        Ok(list.runners.into_iter().find(|r| r.name == name))
+    }
+
+    /// Removes the runner called `name` from `target`.
+    pub async fn remove_runner(
+        &self,
+        host: &Host,
+        installation: i64,
+        target: &Target,
+        name: &str,
+    ) -> Result<Removal> {
+        let Some(runner) = self.find_runner(host, installation, target, name).await? else {
+            return Ok(Removal::Removed);
+        };
+        let path = format!("{}/actions/runners/{}", target.api_prefix(), runner.id);
+        let what = format!("DELETE {}/actions/runners/{{id}}", target.api_prefix());
+        let (status, _, body) = self
+            .with_installation(
+                host,
+                installation,
+                &target.token_scope(),
+                Method::DELETE,
+                &path,
+                &what,
+            )
+            .await?;
+        match status {
+            StatusCode::NO_CONTENT | StatusCode::NOT_FOUND => Ok(Removal::Removed),
+            // GitHub keeps a runner that is running a job.
+            StatusCode::UNPROCESSABLE_ENTITY | StatusCode::CONFLICT => Ok(Removal::Busy),
+            _ => Err(github_error(&what, status, &body)),
+        }
+    }
+
+    /// One page of the repositories `installation` may reach, and whether
+    /// there is a next one.
+    pub async fn installation_repos(
+        &self,
+        host: &Host,
+        installation: i64,
+        page: u32,
+        per_page: u32,
+    ) -> Result<(Vec<Repo>, bool)> {
+        let path = format!("/installation/repositories?per_page={per_page}&page={page}");
+        let what = "GET /installation/repositories";
+        let (status, headers, body) = self
+            .with_installation(
+                host,
+                installation,
+                &TokenScope::METADATA,
+                Method::GET,
+                &path,
+                what,
+            )
+            .await?;
+        if status != StatusCode::OK {
+            return Err(github_error(what, status, &body));
+        }
+        #[derive(Deserialize)]
+        struct Owner {
+            login: String,
+        }
+        #[derive(Deserialize)]
+        struct R {
+            name: String,
+            owner: Owner,
+            #[serde(default)]
+            private: bool,
+        }
+        #[derive(Deserialize)]
+        struct Page {
+            repositories: Vec<R>,
+        }
+        let p: Page = serde_json::from_slice(&body)
+            .map_err(|_| github_error(what, status, b"an unexpected answer"))?;
+        let repos = p
+            .repositories
+            .into_iter()
+            .map(|r| Repo {
+                owner: r.owner.login,
+                name: r.name,
+                private: r.private,
+            })
+            .collect();
+        Ok((repos, next_link(&headers).is_some()))
+    }
+
+    /// Exchanges an OAuth `code` (from the setup redirect) for a user token.
+    pub async fn user_token(&self, host: &Host, code: &str) -> Result<Secret> {
+        let what = "the OAuth code exchange";
+        let url = format!("{}/login/oauth/access_token", host.web);
+        let resp = self
+            .http
+            .post(&url)
+            .header(reqwest::header::ACCEPT, "application/json")
+            .form(&[
+                ("client_id", self.config.client_id.as_str()),
+                ("client_secret", self.config.client_secret.expose()),
+                ("code", code),
+            ])
+            .send()
+            .await
+            .map_err(|e| transport(what, e))?;
+        let status = resp.status();
+        let body = resp.bytes().await.map_err(|e| transport(what, e))?;
+        let v: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+        match v["access_token"].as_str() {
+            Some(t) if status.is_success() => Ok(Secret::new(t.to_owned())),
+            _ => Err(Error::api(
+                ErrorCode::Forbidden,
+                format!(
+                    "GitHub did not accept the sign-in code ({}); start again from the install link",
+                    v["error"].as_str().unwrap_or("no token in its answer")
+                ),
+            )),
+        }
+    }
+
+    /// Every installation of this App the user behind `user_token` may
+    /// reach (`GET /user/installations`, all its pages).
+    pub async fn user_installations(
+        &self,
+        host: &Host,
+        user_token: &Secret,
+    ) -> Result<Vec<UserInstallation>> {
+        let what = "GET /user/installations";
+        let mut url = format!("{}/user/installations?per_page=100", host.api);
+        let mut out = Vec::new();
+        for _ in 0..MAX_PAGES {
+            let resp = self
+                .send(Method::GET, &url, Auth::Token(user_token), None, what)
+                .await?;
+            let (status, headers) = (resp.status(), resp.headers().clone());
+            let body = resp.bytes().await.map_err(|e| transport(what, e))?;
+            if status != StatusCode::OK {
+                return Err(github_error(what, status, &body));
+            }
+            #[derive(Deserialize)]
+            struct Account {
+                login: String,
+                #[serde(rename = "type", default)]
+                kind: String,
+            }
+            #[derive(Deserialize)]
+            struct I {
+                id: i64,
+                account: Account,
+                #[serde(default)]
+                app_id: Option<u64>,
+            }
+            #[derive(Deserialize)]
+            struct Page {
+                installations: Vec<I>,
+            }
+            let page: Page = serde_json::from_slice(&body)
+                .map_err(|_| github_error(what, status, b"an unexpected answer"))?;
+            out.extend(
+                page.installations
+                    .into_iter()
+                    .filter(|i| i.app_id.is_none_or(|a| a == self.config.app_id))
+                    .map(|i| UserInstallation {
+                        id: i.id,
+                        account: i.account.login,
+                        account_type: i.account.kind,
+                    }),
+            );
+            match next_link(&headers) {
+                Some(next) => url = next,
+                None => return Ok(out),
+            }
+        }
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ghe_hosts_parse() {
+        let h = Host::parse("GHE.example.com=https://ghe.example.com/api/v3/").unwrap();
+        assert_eq!(h.name, "ghe.example.com");
+        assert_eq!(h.api, "https://ghe.example.com/api/v3");
+        assert_eq!(h.web, "https://ghe.example.com");
+        assert!(Host::parse("github.com=https://x").is_err());
+        assert!(Host::parse("ghe.example.com").is_err());
+        assert!(Host::parse("a b=https://x").is_err());
+        assert!(Host::parse("ghe=ftp://x").is_err());
+    }
+
+    #[test]
+    fn link_headers_and_times() {
+        let mut h = reqwest::header::HeaderMap::new();
+        h.insert(
+            reqwest::header::LINK,
+            "<https://api.github.com/x?page=2>; rel=\"next\", <https://api.github.com/x?page=5>; rel=\"last\""
+                .parse()
+                .unwrap(),
+        );
+        assert_eq!(
+            next_link(&h).as_deref(),
+            Some("https://api.github.com/x?page=2")
+        );
+        h.insert(
+            reqwest::header::LINK,
+            "<https://a/x?page=1>; rel=\"prev\"".parse().unwrap(),
+        );
+        assert_eq!(next_link(&h), None);
+        assert_eq!(parse_time("1970-01-02T00:00:01Z"), Some(86_401_000));
+        assert_eq!(parse_time("2016-07-11T22:14:10Z"), Some(1_468_275_250_000));
+        assert_eq!(parse_time("soon"), None);
+    }
+}

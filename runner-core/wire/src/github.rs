@@ -1,0 +1,181 @@
+//! The shapes of the GitHub App surface: linking installations, registering
+//! a GitHub Actions runner next to a Drover runner, and CI links.
+
+use serde::{Deserialize, Serialize};
+
+use crate::Runner;
+
+/// `POST /v1/workspace/github-app/install-link`.
+#[derive(Serialize, Deserialize, Debug, Clone, Default)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct GithubInstallLinkRequest {
+    /// The GitHub host to install on: `github.com` (the default) or a
+    /// GitHub Enterprise Server host the coordinator is configured with.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
+}
+
+/// Where an admin installs the workspace's GitHub App.
+#[derive(Serialize, Deserialize, Debug, Clone)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct GithubInstallLink {
+    /// The App's install page, carrying a one-time `state` bound to this
+    /// workspace. GitHub's setup redirect brings it back.
+    pub url: String,
+    pub host: String,
+    /// Unix time in milliseconds after which the link no longer links.
+    pub expires_at: i64,
+}
+
+/// An installation of the GitHub App linked to this workspace.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct GithubInstallation {
+    /// `github.com` or a GitHub Enterprise Server host.
+    pub host: String,
+    pub installation_id: i64,
+    /// The user or organization the App is installed on.
+    pub account: String,
+    /// `User` or `Organization`.
+    pub account_type: String,
+    /// Unix time in milliseconds.
+    pub linked_at: i64,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct GithubInstallationList {
+    pub installations: Vec<GithubInstallation>,
+}
+
+/// A repository the App may reach through one of the linked installations.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct GithubRepo {
+    pub host: String,
+    pub owner: String,
+    pub name: String,
+    /// `owner/name`.
+    pub full_name: String,
+    pub private: bool,
+    pub installation_id: i64,
+}
+
+/// One page of repositories, in GitHub's order: installations in the order
+/// they were linked, each one's repositories as GitHub lists them.
+#[derive(Serialize, Deserialize, Debug, Clone)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct GithubRepoList {
+    pub repos: Vec<GithubRepo>,
+    /// The page to ask for next, if there is one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_page: Option<u32>,
+}
+
+/// `POST /v1/workspace/runners/github-install`: give exactly one of
+/// `repository` or `org`.
+#[derive(Serialize, Deserialize, Debug, Clone, Default)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct GithubInstallRequest {
+    /// `owner/name`: register a repository-level runner.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(
+        feature = "schema",
+        schemars(regex(pattern = r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})/[A-Za-z0-9._-]{1,100}$"))
+    )]
+    pub repository: Option<String>,
+    /// An organization login: register an organization-level runner.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(
+        feature = "schema",
+        schemars(regex(pattern = r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})$"))
+    )]
+    pub org: Option<String>,
+    /// Only this host's installation is used (`github.com` or a GitHub
+    /// Enterprise Server host). Omitted: github.com's, else any host's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
+    /// The organization's runner group (only with `org`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runner_group: Option<String>,
+    /// More labels for the GitHub runner, after `self-hosted,drover-<pool>`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub labels: Vec<String>,
+    /// The GitHub runner takes one job, then unregisters.
+    #[serde(default)]
+    pub ephemeral: bool,
+    /// Name or id of the workspace pool (default: the workspace's default pool).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pool: Option<String>,
+}
+
+/// What a workflow writes to run on the new runner's pool.
+#[derive(Serialize, Deserialize, Debug, Clone)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct WorkflowHint {
+    /// `[self-hosted, drover-<pool id>]`.
+    pub runs_on: Vec<String>,
+    /// The Drover runtime ref of the pool: `self:ws:<pool id>`.
+    pub runtime: String,
+    /// The two as workflow YAML, to paste.
+    pub yaml: String,
+}
+
+/// The GitHub Actions runner the script registers.
+#[derive(Serialize, Deserialize, Debug, Clone)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct GithubRunnerTarget {
+    pub host: String,
+    /// The repository's or organization's URL that `config.sh --url` names.
+    pub url: String,
+    /// The GitHub runner's name: `drover-<runner id>`.
+    pub name: String,
+    pub labels: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runner_group: Option<String>,
+    pub ephemeral: bool,
+}
+
+/// A workspace runner paired for a build server, with its install script.
+/// The script holds the runner's token and a GitHub registration token:
+/// both are shown here once and never stored.
+#[derive(Serialize, Deserialize, Debug, Clone)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct GithubInstall {
+    pub runner: Runner,
+    pub github: GithubRunnerTarget,
+    /// A POSIX shell script for a Linux build server, to run as root.
+    pub script: String,
+    pub workflow_hint: WorkflowHint,
+}
+
+/// What revoking a runner registered with GitHub did on GitHub.
+#[derive(Serialize, Deserialize, Debug, Clone)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct GithubRunnerRemoval {
+    /// The GitHub runner's name.
+    pub name: String,
+    /// True when GitHub no longer has it.
+    pub removed: bool,
+    /// What happened, for a person (e.g. that it is busy and removal is retried).
+    pub message: String,
+}
+
+/// `DELETE /v1/workspace/runners/{id}` of a runner that has a GitHub runner
+/// beside it (other revokes answer 204 with no body).
+#[derive(Serialize, Deserialize, Debug, Clone)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct RevokedRunner {
+    pub github: GithubRunnerRemoval,
+}
