@@ -507,6 +507,63 @@ impl Client {
         self.call_empty(Method::DELETE, &path, None::<&()>).await
     }
 
+    // ------------------------------------------------------------- github
+
+    /// The workspace GitHub App's install page, with a one-time state.
+    pub async fn github_install_link(
+        &self,
+        host: Option<&str>,
+    ) -> Result<wire::GithubInstallLink, ClientError> {
+        let req = wire::GithubInstallLinkRequest {
+            host: host.map(str::to_owned),
+        };
+        self.post("/v1/workspace/github-app/install-link", &req)
+            .await
+    }
+
+    pub async fn github_installations(&self) -> Result<wire::GithubInstallationList, ClientError> {
+        self.get("/v1/workspace/github-app/installations").await
+    }
+
+    pub async fn github_repos(
+        &self,
+        page: u32,
+        per_page: u32,
+    ) -> Result<wire::GithubRepoList, ClientError> {
+        self.get(&format!(
+            "/v1/workspace/github-app/repos?page={page}&perPage={per_page}"
+        ))
+        .await
+    }
+
+    /// Pairs a workspace runner for a build server and registers a GitHub
+    /// Actions runner beside it: the install script and workflow hint.
+    pub async fn github_install(
+        &self,
+        req: &wire::GithubInstallRequest,
+    ) -> Result<wire::GithubInstall, ClientError> {
+        self.post("/v1/workspace/runners/github-install", req).await
+    }
+
+    /// Revokes a workspace runner; for one registered with GitHub, what
+    /// GitHub did with its GitHub runner.
+    pub async fn revoke_workspace_runner(
+        &self,
+        id: &str,
+    ) -> Result<Option<wire::RevokedRunner>, ClientError> {
+        let path = format!("/v1/workspace/runners/{id}");
+        let resp = self
+            .send(self.request(Method::DELETE, &path, REQUEST_TIMEOUT))
+            .await?;
+        let bytes = resp.bytes().await.map_err(transport)?;
+        if bytes.is_empty() {
+            return Ok(None);
+        }
+        serde_json::from_slice(&bytes)
+            .map(Some)
+            .map_err(|e| ClientError::Decode(e.to_string()))
+    }
+
     /// A page of the workspace's audit log, newest first.
     pub async fn audit(&self, q: &AuditFilter) -> Result<wire::AuditPage, ClientError> {
         let mut query = Vec::new();

@@ -1,6 +1,7 @@
 //! The harness for end-to-end tests and the demo: real `drover-coordinator`
 //! and `drover` processes on loopback, each coordinator on port 0 with a
-//! fresh SQLite file. Nothing of ours is faked.
+//! fresh SQLite file. Nothing of ours is faked; GitHub, a third party, is
+//! (`fake_github`).
 
 use std::future::Future;
 use std::io::{BufRead, BufReader};
@@ -16,6 +17,7 @@ pub use runner_core;
 
 mod coordinator;
 mod executions;
+pub mod fake_github;
 pub mod proxy;
 mod runner;
 

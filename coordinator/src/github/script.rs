@@ -47,13 +47,27 @@ pub fn workflow_hint_yaml(pool_id: &str) -> String {
 const BODY: &str = r#"
 say() { printf 'drover-install: %s\n' "$*"; }
 die() { say "$*" >&2; exit 1; }
+dry() { [ -n "${DROVER_DRY_RUN:-}" ]; }
 # DROVER_DRY_RUN=1: print each change instead of making it.
 run() {
-    if [ -n "${DROVER_DRY_RUN:-}" ]; then
+    if dry; then
         printf '+'; printf ' %s' "$@"; printf '\n'
     else
         "$@"
     fi
+}
+# run_in DIR COMMAND...: COMMAND in DIR.
+run_in() {
+    dir=$1; shift
+    if dry; then
+        printf '+ (cd %s &&' "$dir"; printf ' %s' "$@"; printf ')\n'
+    else
+        (cd "$dir" && "$@")
+    fi
+}
+need() {
+    command -v "$1" >/dev/null 2>&1 && return 0
+    if dry; then say "(dry run) $1 is not installed here"; else die "$1 is needed; install it first"; fi
 }
 
 [ "$(uname -s)" = Linux ] || die "this script sets up a Linux build server"
@@ -61,12 +75,10 @@ case "$(uname -m)" in
     x86_64 | amd64) ;;
     *) die "actions/runner $RUNNER_VERSION is pinned for x86_64 here; on $(uname -m), install it by hand" ;;
 esac
-if [ -z "${DROVER_DRY_RUN:-}" ] && [ "$(id -u)" -ne 0 ]; then
+if ! dry && [ "$(id -u)" -ne 0 ]; then
     die "run it as root: it creates the $SERVICE_USER user and two systemd services"
 fi
-for tool in curl tar sha256sum systemctl runuser; do
-    command -v "$tool" >/dev/null 2>&1 || die "$tool is needed; install it first"
-done
+for tool in curl tar sha256sum systemctl runuser useradd; do need "$tool"; done
 DROVER_BIN=${DROVER_BIN:-$(command -v drover || true)}
 [ -n "$DROVER_BIN" ] || die "drover is not on PATH: install it (cargo install --path runner-core), or set DROVER_BIN"
 
@@ -79,9 +91,9 @@ run install -d -o "$SERVICE_USER" -m 0750 "$BASE" "$RUNNER_DIR" "$BASE/state"
 # 2. actions/runner, downloaded once and checked against its SHA-256.
 if [ ! -x "$RUNNER_DIR/config.sh" ]; then
     tarball="actions-runner-linux-x64-$RUNNER_VERSION.tar.gz"
-    tmp=$(mktemp -d)
+    if dry; then tmp=/tmp/drover-install.dry-run; else tmp=$(mktemp -d); fi
     run curl -fsSL -o "$tmp/$tarball" "https://github.com/actions/runner/releases/download/v$RUNNER_VERSION/$tarball"
-    if [ -z "${DROVER_DRY_RUN:-}" ]; then
+    if ! dry; then
         printf '%s  %s\n' "$RUNNER_SHA256" "$tmp/$tarball" | sha256sum -c - >/dev/null ||
             die "the actions/runner download does not match its SHA-256; not installing it"
     fi
@@ -99,23 +111,26 @@ else
     if [ -n "$GH_GROUP" ]; then set -- "$@" --runnergroup "$GH_GROUP"; fi
     if [ -n "$GH_EPHEMERAL" ]; then set -- "$@" --ephemeral; fi
     set -- "$@" --unattended --name "$GH_NAME"
-    (cd "$RUNNER_DIR" && run runuser -u "$SERVICE_USER" -- ./config.sh "$@")
+    run_in "$RUNNER_DIR" runuser -u "$SERVICE_USER" -- ./config.sh "$@"
 fi
 
 # 4. The GitHub runner as a systemd service (its own svc.sh).
 if [ ! -f "$RUNNER_DIR/.service" ]; then
-    (cd "$RUNNER_DIR" && run ./svc.sh install "$SERVICE_USER")
+    run_in "$RUNNER_DIR" ./svc.sh install "$SERVICE_USER"
 fi
-(cd "$RUNNER_DIR" && run ./svc.sh start)
+run_in "$RUNNER_DIR" ./svc.sh start
 
 # 5. The Drover runner: its token in a file only the service user reads,
 #    and a unit that restarts it and starts it at boot.
 token_file="$BASE/drover-runner.token"
-if [ -z "${DROVER_DRY_RUN:-}" ]; then
+unit=/etc/systemd/system/drover-runner.service
+if dry; then
+    say "(dry run) would write $token_file (mode 0600) and $unit"
+else
     (umask 077 && printf '%s\n' "$DROVER_RUNNER_TOKEN" >"$token_file.new")
     chown "$SERVICE_USER" "$token_file.new"
     mv "$token_file.new" "$token_file"
-    cat >"/etc/systemd/system/drover-runner.service" <<UNIT
+    cat >"$unit" <<UNIT
 [Unit]
 Description=Drover runner $DROVER_RUNNER_ID (pool $DROVER_POOL)
 Wants=network-online.target
@@ -131,8 +146,6 @@ RestartSec=5
 [Install]
 WantedBy=multi-user.target
 UNIT
-else
-    say "would write $token_file and /etc/systemd/system/drover-runner.service"
 fi
 run systemctl daemon-reload
 run systemctl enable --now drover-runner.service

@@ -1,0 +1,890 @@
+//! A fake GitHub for tests: a local HTTP server that behaves like the parts
+//! of GitHub's REST API the coordinator calls, as GitHub documents them.
+//!
+//! - App JWTs: RS256, checked against the App's public key, with `iss` the
+//!   App id, `iat` not in the future and `exp` at most ten minutes after it
+//!   and not past.
+//! - Installation tokens (`ghs_…`) and registration tokens expire; their
+//!   permissions and repositories are checked on every call.
+//! - Every API call must carry `Accept: application/vnd.github+json`,
+//!   `X-GitHub-Api-Version: 2022-11-28` and a `User-Agent` (else 400/415).
+//! - Answers 201 / 204 / 401 / 403 / 404 / 409 / 422 where GitHub does, and
+//!   pages lists with `Link` headers.
+//! - The OAuth code exchange (`POST /login/oauth/access_token`), and
+//!   `GET /user/installations` for the user behind the token.
+//!
+//! One server is one GitHub host; a GHE host serves its API under `/api/v3`.
+//!
+//! Over 500 lines: it is a small GitHub, and each documented behaviour the
+//! tests rely on is here, next to the others.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use axum::Router;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{delete, get, post};
+use base64::Engine as _;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use rsa::pkcs1::EncodeRsaPrivateKey as _;
+use rsa::pkcs1v15::{Signature, VerifyingKey};
+use rsa::signature::Verifier as _;
+use rsa::{RsaPrivateKey, RsaPublicKey};
+use serde_json::{Value, json};
+use sha2::Sha256;
+
+/// The App the tests configure: its id, slug and OAuth client.
+pub const APP_ID: u64 = 4242;
+pub const APP_SLUG: &str = "drover-test";
+pub const CLIENT_ID: &str = "Iv1.drovertest";
+pub const CLIENT_SECRET: &str = "fake-client-secret-0123456789";
+
+/// The App's key pair: the coordinator signs with the private half, every
+/// fake host verifies with the public half.
+pub struct AppKeys {
+    pub private_pem: String,
+    public: RsaPublicKey,
+}
+
+impl AppKeys {
+    pub fn generate() -> Self {
+        let private = RsaPrivateKey::new(&mut rand_core::OsRng, 2048).expect("an RSA key");
+        let public = private.to_public_key();
+        let private_pem = private
+            .to_pkcs1_pem(rsa::pkcs1::LineEnding::LF)
+            .expect("PEM")
+            .to_string();
+        Self {
+            private_pem,
+            public,
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct FakeInstallation {
+    pub id: i64,
+    pub account: String,
+    /// `User` or `Organization`.
+    pub account_type: String,
+    pub repos: Vec<String>,
+}
+
+#[derive(Debug, Clone)]
+pub struct FakeRunner {
+    pub id: i64,
+    pub name: String,
+    pub labels: Vec<String>,
+    pub busy: bool,
+    /// `owner/repo`, or the org.
+    pub target: String,
+    pub runner_group: Option<String>,
+}
+
+#[derive(Debug, Clone)]
+struct Minted {
+    installation: i64,
+    permissions: HashMap<String, String>,
+    /// `None`: every repository of the installation.
+    repositories: Option<Vec<String>>,
+    expires_at_s: i64,
+}
+
+#[derive(Debug, Clone)]
+struct Registration {
+    /// `owner/repo`, or the org.
+    target: String,
+    expires_at_s: i64,
+}
+
+#[derive(Default)]
+struct World {
+    installations: Vec<FakeInstallation>,
+    /// OAuth code → the user's login; each code works once.
+    codes: HashMap<String, String>,
+    /// User token → login.
+    users: HashMap<String, String>,
+    /// Login → installation ids the user may reach.
+    reach: HashMap<String, Vec<i64>>,
+    tokens: HashMap<String, Minted>,
+    registrations: HashMap<String, Registration>,
+    runners: Vec<FakeRunner>,
+    next_id: i64,
+    /// How long installation tokens live, in seconds (GitHub: an hour).
+    token_lifetime_s: i64,
+    /// Every API call: `METHOD path`.
+    calls: Vec<String>,
+    /// Installation tokens minted, in order (their requested bodies).
+    mints: Vec<Value>,
+    /// Why the fake refused a call, for a failing test's message.
+    refusals: Vec<String>,
+}
+
+pub struct FakeGithub {
+    /// The web base (`http://127.0.0.1:P`).
+    pub web: String,
+    /// The API base: the web base, or `…/api/v3` for a GHE host.
+    pub api: String,
+    world: Arc<Mutex<World>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for FakeGithub {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+#[derive(Clone)]
+struct Ctx {
+    world: Arc<Mutex<World>>,
+    public: RsaPublicKey,
+}
+
+fn now_s() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64
+}
+
+fn iso(t: i64) -> String {
+    let days = t.div_euclid(86_400);
+    let secs = t.rem_euclid(86_400);
+    let (y, m, d) = drover_wire_civil(days);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        secs / 3600,
+        secs / 60 % 60,
+        secs % 60
+    )
+}
+
+/// Days since 1970-01-01 → (year, month, day) (Howard Hinnant's algorithm).
+fn drover_wire_civil(z: i64) -> (i64, u32, u32) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    (era * 400 + yoe + i64::from(m <= 2), m, d)
+}
+
+fn random_token(prefix: &str) -> String {
+    let mut b = [0u8; 20];
+    super::getrandom_fill(&mut b);
+    format!(
+        "{prefix}{}",
+        b.iter().map(|x| format!("{x:02x}")).collect::<String>()
+    )
+}
+
+fn message(status: StatusCode, text: &str) -> Response {
+    (
+        status,
+        axum::Json(json!({ "message": text, "documentation_url": "https://docs.github.com/rest" })),
+    )
+        .into_response()
+}
+
+impl Ctx {
+    fn refuse(&self, status: StatusCode, why: &str) -> Response {
+        self.world.lock().unwrap().refusals.push(why.to_owned());
+        message(status, why)
+    }
+
+    /// GitHub's headers, on every API call.
+    fn check_headers(&self, h: &HeaderMap, call: String) -> Result<(), Response> {
+        self.world.lock().unwrap().calls.push(call);
+        let has = |name: &str, want: &str| h.get(name).and_then(|v| v.to_str().ok()) == Some(want);
+        if !has("accept", "application/vnd.github+json") {
+            return Err(self.refuse(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "missing Accept: application/vnd.github+json",
+            ));
+        }
+        if !has("x-github-api-version", "2022-11-28") {
+            return Err(self.refuse(
+                StatusCode::BAD_REQUEST,
+                "missing X-GitHub-Api-Version: 2022-11-28",
+            ));
+        }
+        if h.get("user-agent").is_none() {
+            return Err(self.refuse(StatusCode::FORBIDDEN, "missing User-Agent"));
+        }
+        Ok(())
+    }
+
+    fn bearer(h: &HeaderMap) -> Option<String> {
+        let v = h.get("authorization")?.to_str().ok()?;
+        v.strip_prefix("Bearer ")
+            .or_else(|| v.strip_prefix("token "))
+            .map(str::to_owned)
+    }
+
+    /// The App's JWT, verified as GitHub does.
+    fn check_jwt(&self, h: &HeaderMap) -> Result<(), Response> {
+        let unauthorized = |why: &str| self.refuse(StatusCode::UNAUTHORIZED, why);
+        let jwt = Self::bearer(h).ok_or_else(|| unauthorized("no JWT"))?;
+        let parts: Vec<&str> = jwt.split('.').collect();
+        let [header, claims, sig] = parts[..] else {
+            return Err(unauthorized("A JSON web token could not be decoded"));
+        };
+        let decode = |s: &str| URL_SAFE_NO_PAD.decode(s).ok();
+        let header: Value = decode(header)
+            .and_then(|b| serde_json::from_slice(&b).ok())
+            .ok_or_else(|| unauthorized("bad JWT header"))?;
+        if header["alg"] != "RS256" {
+            return Err(unauthorized("the JWT must be RS256"));
+        }
+        let signature = decode(sig)
+            .and_then(|b| Signature::try_from(b.as_slice()).ok())
+            .ok_or_else(|| unauthorized("bad JWT signature encoding"))?;
+        let signing_input = &jwt[..jwt.rfind('.').unwrap()];
+        VerifyingKey::<Sha256>::new(self.public.clone())
+            .verify(signing_input.as_bytes(), &signature)
+            .map_err(|_| {
+                unauthorized("'Issuer' claim ('iss') must be an Integer: signature does not verify")
+            })?;
+        let claims: Value = decode(claims)
+            .and_then(|b| serde_json::from_slice(&b).ok())
+            .ok_or_else(|| unauthorized("bad JWT claims"))?;
+        let iss_ok = claims["iss"] == json!(APP_ID.to_string()) || claims["iss"] == json!(APP_ID);
+        let (Some(iat), Some(exp)) = (claims["iat"].as_i64(), claims["exp"].as_i64()) else {
+            return Err(unauthorized("the JWT needs iat and exp"));
+        };
+        let now = now_s();
+        if !iss_ok {
+            return Err(unauthorized("'iss' is not this App"));
+        }
+        if iat > now + 5 {
+            return Err(unauthorized(
+                "'Issued at' claim ('iat') must be an Integer representing a time in the past",
+            ));
+        }
+        if exp - iat > 600 {
+            return Err(unauthorized(
+                "'Expiration time' claim ('exp') is too far in the future",
+            ));
+        }
+        if exp <= now {
+            return Err(unauthorized(
+                "'Expiration time' claim ('exp') must be a numeric value representing the future time at which the assertion expires",
+            ));
+        }
+        Ok(())
+    }
+
+    /// The installation token behind the call, if live.
+    fn token(&self, h: &HeaderMap) -> Result<Minted, Response> {
+        let token = Self::bearer(h)
+            .ok_or_else(|| self.refuse(StatusCode::UNAUTHORIZED, "Requires authentication"))?;
+        let found = self.world.lock().unwrap().tokens.get(&token).cloned();
+        match found {
+            Some(m) if m.expires_at_s > now_s() => Ok(m),
+            _ => Err(self.refuse(StatusCode::UNAUTHORIZED, "Bad credentials")),
+        }
+    }
+
+    fn installation(&self, id: i64) -> Option<FakeInstallation> {
+        self.world
+            .lock()
+            .unwrap()
+            .installations
+            .iter()
+            .find(|i| i.id == id)
+            .cloned()
+    }
+
+    /// May `m` administer runners of `target` (`owner/repo` or an org)?
+    fn may_register(&self, m: &Minted, owner: &str, repo: Option<&str>) -> Result<(), Response> {
+        let inst = self
+            .installation(m.installation)
+            .ok_or_else(|| message(StatusCode::NOT_FOUND, "Not Found"))?;
+        if !inst.account.eq_ignore_ascii_case(owner) {
+            return Err(self.refuse(
+                StatusCode::NOT_FOUND,
+                "Not Found: not this installation's account",
+            ));
+        }
+        match repo {
+            Some(repo) => {
+                if !inst.repos.iter().any(|r| r == repo) {
+                    return Err(message(StatusCode::NOT_FOUND, "Not Found"));
+                }
+                if m.repositories
+                    .as_ref()
+                    .is_some_and(|rs| !rs.iter().any(|r| r == repo))
+                {
+                    return Err(self.refuse(
+                        StatusCode::FORBIDDEN,
+                        "Resource not accessible by integration: token not for this repository",
+                    ));
+                }
+                if m.permissions.get("administration").map(String::as_str) != Some("write") {
+                    return Err(self.refuse(
+                        StatusCode::FORBIDDEN,
+                        "Resource not accessible by integration: needs administration: write",
+                    ));
+                }
+            }
+            None => {
+                if inst.account_type != "Organization" {
+                    return Err(message(StatusCode::NOT_FOUND, "Not Found"));
+                }
+                if m.permissions
+                    .get("organization_self_hosted_runners")
+                    .map(String::as_str)
+                    != Some("write")
+                {
+                    return Err(self.refuse(StatusCode::FORBIDDEN, "Resource not accessible by integration: needs organization_self_hosted_runners: write"));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+async fn access_tokens(
+    State(c): State<Ctx>,
+    Path(id): Path<i64>,
+    h: HeaderMap,
+    body: Option<axum::Json<Value>>,
+) -> Response {
+    if let Err(r) = c.check_headers(&h, format!("POST /app/installations/{id}/access_tokens")) {
+        return r;
+    }
+    if let Err(r) = c.check_jwt(&h) {
+        return r;
+    }
+    let Some(inst) = c.installation(id) else {
+        return message(StatusCode::NOT_FOUND, "Not Found");
+    };
+    let body = body.map(|b| b.0).unwrap_or(json!({}));
+    let allowed = [
+        "administration",
+        "organization_self_hosted_runners",
+        "metadata",
+    ];
+    let mut permissions = HashMap::new();
+    if let Some(p) = body["permissions"].as_object() {
+        for (k, v) in p {
+            if !allowed.contains(&k.as_str()) {
+                return c.refuse(
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                    &format!("The permissions requested are not granted to this installation: {k}"),
+                );
+            }
+            permissions.insert(k.clone(), v.as_str().unwrap_or("").to_owned());
+        }
+    } else {
+        for k in allowed {
+            permissions.insert(k.to_owned(), "write".to_owned());
+        }
+    }
+    let repositories = body["repositories"].as_array().map(|rs| {
+        rs.iter()
+            .filter_map(|r| r.as_str().map(str::to_owned))
+            .collect::<Vec<_>>()
+    });
+    if let Some(rs) = &repositories
+        && rs.iter().any(|r| !inst.repos.contains(r))
+    {
+        return c.refuse(StatusCode::UNPROCESSABLE_ENTITY, "There is at least one repository that does not exist or is not accessible to the parent installation.");
+    }
+    let token = random_token("ghs_");
+    let mut w = c.world.lock().unwrap();
+    let expires_at_s = now_s() + w.token_lifetime_s;
+    w.mints.push(body);
+    w.tokens.insert(
+        token.clone(),
+        Minted {
+            installation: id,
+            permissions,
+            repositories,
+            expires_at_s,
+        },
+    );
+    (
+        StatusCode::CREATED,
+        axum::Json(json!({ "token": token, "expires_at": iso(expires_at_s) })),
+    )
+        .into_response()
+}
+
+/// Pages `items` as GitHub does: `per_page` (default 30, at most 100),
+/// `page` from 1, and a `Link` header with `next` and `last`.
+fn paged(url: &str, q: &HashMap<String, String>, items: Vec<Value>, key: &str) -> Response {
+    let per_page: usize = q
+        .get("per_page")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(30)
+        .clamp(1, 100);
+    let page: usize = q
+        .get("page")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1)
+        .max(1);
+    let total = items.len();
+    let last = total.div_ceil(per_page).max(1);
+    let slice: Vec<Value> = items
+        .into_iter()
+        .skip((page - 1) * per_page)
+        .take(per_page)
+        .collect();
+    let mut resp = axum::Json(json!({ "total_count": total, key: slice })).into_response();
+    if page < last {
+        let link = format!(
+            "<{url}?per_page={per_page}&page={}>; rel=\"next\", <{url}?per_page={per_page}&page={last}>; rel=\"last\"",
+            page + 1
+        );
+        resp.headers_mut().insert("link", link.parse().unwrap());
+    }
+    resp
+}
+
+async fn installation_repos(
+    State(c): State<Ctx>,
+    h: HeaderMap,
+    Query(q): Query<HashMap<String, String>>,
+) -> Response {
+    if let Err(r) = c.check_headers(&h, "GET /installation/repositories".into()) {
+        return r;
+    }
+    let m = match c.token(&h) {
+        Ok(m) => m,
+        Err(r) => return r,
+    };
+    let inst = c.installation(m.installation).unwrap();
+    let items = inst
+        .repos
+        .iter()
+        .filter(|r| m.repositories.as_ref().is_none_or(|rs| rs.contains(r)))
+        .map(|r| {
+            json!({
+                "name": r, "full_name": format!("{}/{r}", inst.account), "private": r.starts_with("private"),
+                "owner": { "login": inst.account, "type": inst.account_type },
+            })
+        })
+        .collect();
+    let url = format!("{}/installation/repositories", api_base(&h));
+    paged(&url, &q, items, "repositories")
+}
+
+/// The API base the caller used (for `Link` URLs).
+fn api_base(h: &HeaderMap) -> String {
+    let host = h
+        .get("host")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("127.0.0.1");
+    let prefix = h
+        .get("x-fake-prefix")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    format!("http://{host}{prefix}")
+}
+
+fn registration(c: &Ctx, target: String) -> Response {
+    let token = random_token("AABF");
+    let expires_at_s = now_s() + 3600;
+    c.world.lock().unwrap().registrations.insert(
+        token.clone(),
+        Registration {
+            target,
+            expires_at_s,
+        },
+    );
+    (
+        StatusCode::CREATED,
+        axum::Json(json!({ "token": token, "expires_at": iso(expires_at_s) })),
+    )
+        .into_response()
+}
+
+async fn repo_registration(
+    State(c): State<Ctx>,
+    Path((o, r)): Path<(String, String)>,
+    h: HeaderMap,
+) -> Response {
+    if let Err(resp) = c.check_headers(
+        &h,
+        format!("POST /repos/{o}/{r}/actions/runners/registration-token"),
+    ) {
+        return resp;
+    }
+    let m = match c.token(&h) {
+        Ok(m) => m,
+        Err(resp) => return resp,
+    };
+    if let Err(resp) = c.may_register(&m, &o, Some(&r)) {
+        return resp;
+    }
+    registration(&c, format!("{o}/{r}"))
+}
+
+async fn org_registration(State(c): State<Ctx>, Path(org): Path<String>, h: HeaderMap) -> Response {
+    if let Err(resp) = c.check_headers(
+        &h,
+        format!("POST /orgs/{org}/actions/runners/registration-token"),
+    ) {
+        return resp;
+    }
+    let m = match c.token(&h) {
+        Ok(m) => m,
+        Err(resp) => return resp,
+    };
+    if let Err(resp) = c.may_register(&m, &org, None) {
+        return resp;
+    }
+    registration(&c, org)
+}
+
+fn list_runners(c: &Ctx, target: &str, q: &HashMap<String, String>, url: String) -> Response {
+    let items = c
+        .world
+        .lock()
+        .unwrap()
+        .runners
+        .iter()
+        .filter(|r| r.target == target && q.get("name").is_none_or(|n| *n == r.name))
+        .map(|r| {
+            json!({ "id": r.id, "name": r.name, "os": "linux", "status": "online", "busy": r.busy,
+            "labels": r.labels.iter().map(|l| json!({ "name": l })).collect::<Vec<_>>() })
+        })
+        .collect();
+    paged(&url, q, items, "runners")
+}
+
+async fn repo_runners(
+    State(c): State<Ctx>,
+    Path((o, r)): Path<(String, String)>,
+    h: HeaderMap,
+    Query(q): Query<HashMap<String, String>>,
+) -> Response {
+    if let Err(resp) = c.check_headers(&h, format!("GET /repos/{o}/{r}/actions/runners")) {
+        return resp;
+    }
+    let m = match c.token(&h) {
+        Ok(m) => m,
+        Err(resp) => return resp,
+    };
+    if let Err(resp) = c.may_register(&m, &o, Some(&r)) {
+        return resp;
+    }
+    let url = format!("{}/repos/{o}/{r}/actions/runners", api_base(&h));
+    list_runners(&c, &format!("{o}/{r}"), &q, url)
+}
+
+async fn org_runners(
+    State(c): State<Ctx>,
+    Path(org): Path<String>,
+    h: HeaderMap,
+    Query(q): Query<HashMap<String, String>>,
+) -> Response {
+    if let Err(resp) = c.check_headers(&h, format!("GET /orgs/{org}/actions/runners")) {
+        return resp;
+    }
+    let m = match c.token(&h) {
+        Ok(m) => m,
+        Err(resp) => return resp,
+    };
+    if let Err(resp) = c.may_register(&m, &org, None) {
+        return resp;
+    }
+    let url = format!("{}/orgs/{org}/actions/runners", api_base(&h));
+    list_runners(&c, &org, &q, url)
+}
+
+fn delete_runner(c: &Ctx, target: &str, id: i64) -> Response {
+    let mut w = c.world.lock().unwrap();
+    let Some(i) = w
+        .runners
+        .iter()
+        .position(|r| r.target == target && r.id == id)
+    else {
+        return message(StatusCode::NOT_FOUND, "Not Found");
+    };
+    if w.runners[i].busy {
+        let name = w.runners[i].name.clone();
+        drop(w);
+        return c.refuse(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            &format!("Bad request - Runner \"{name}\" is still running a job\""),
+        );
+    }
+    w.runners.remove(i);
+    StatusCode::NO_CONTENT.into_response()
+}
+
+async fn delete_repo_runner(
+    State(c): State<Ctx>,
+    Path((o, r, id)): Path<(String, String, i64)>,
+    h: HeaderMap,
+) -> Response {
+    if let Err(resp) = c.check_headers(&h, format!("DELETE /repos/{o}/{r}/actions/runners/{id}")) {
+        return resp;
+    }
+    let m = match c.token(&h) {
+        Ok(m) => m,
+        Err(resp) => return resp,
+    };
+    if let Err(resp) = c.may_register(&m, &o, Some(&r)) {
+        return resp;
+    }
+    delete_runner(&c, &format!("{o}/{r}"), id)
+}
+
+async fn delete_org_runner(
+    State(c): State<Ctx>,
+    Path((org, id)): Path<(String, i64)>,
+    h: HeaderMap,
+) -> Response {
+    if let Err(resp) = c.check_headers(&h, format!("DELETE /orgs/{org}/actions/runners/{id}")) {
+        return resp;
+    }
+    let m = match c.token(&h) {
+        Ok(m) => m,
+        Err(resp) => return resp,
+    };
+    if let Err(resp) = c.may_register(&m, &org, None) {
+        return resp;
+    }
+    delete_runner(&c, &org, id)
+}
+
+async fn oauth(
+    State(c): State<Ctx>,
+    axum::Form(f): axum::Form<HashMap<String, String>>,
+) -> Response {
+    let ok = f.get("client_id").map(String::as_str) == Some(CLIENT_ID)
+        && f.get("client_secret").map(String::as_str) == Some(CLIENT_SECRET);
+    if !ok {
+        return axum::Json(json!({ "error": "incorrect_client_credentials" })).into_response();
+    }
+    let mut w = c.world.lock().unwrap();
+    let Some(login) = f.get("code").and_then(|code| w.codes.remove(code)) else {
+        return axum::Json(json!({ "error": "bad_verification_code" })).into_response();
+    };
+    let token = random_token("ghu_");
+    w.users.insert(token.clone(), login);
+    axum::Json(json!({ "access_token": token, "token_type": "bearer", "scope": "" }))
+        .into_response()
+}
+
+async fn user_installations(
+    State(c): State<Ctx>,
+    h: HeaderMap,
+    Query(q): Query<HashMap<String, String>>,
+) -> Response {
+    if let Err(resp) = c.check_headers(&h, "GET /user/installations".into()) {
+        return resp;
+    }
+    let token = Ctx::bearer(&h).unwrap_or_default();
+    let w = c.world.lock().unwrap();
+    let Some(login) = w.users.get(&token) else {
+        drop(w);
+        return c.refuse(StatusCode::UNAUTHORIZED, "Bad credentials");
+    };
+    let reach = w.reach.get(login).cloned().unwrap_or_default();
+    let items = w
+        .installations
+        .iter()
+        .filter(|i| reach.contains(&i.id))
+        .map(|i| {
+            json!({ "id": i.id, "app_id": APP_ID, "app_slug": APP_SLUG,
+            "account": { "login": i.account, "type": i.account_type } })
+        })
+        .collect();
+    drop(w);
+    let url = format!("{}/user/installations", api_base(&h));
+    paged(&url, &q, items, "installations")
+}
+
+impl FakeGithub {
+    /// A github.com (API at the root) or, with `ghe`, a GHE host (API
+    /// under `/api/v3`).
+    pub async fn start(keys: &AppKeys, ghe: bool) -> Self {
+        let world = Arc::new(Mutex::new(World {
+            next_id: 1000,
+            token_lifetime_s: 3600,
+            ..World::default()
+        }));
+        let ctx = Ctx {
+            world: world.clone(),
+            public: keys.public.clone(),
+        };
+        let api = Router::new()
+            .route("/app/installations/{id}/access_tokens", post(access_tokens))
+            .route("/installation/repositories", get(installation_repos))
+            .route(
+                "/repos/{o}/{r}/actions/runners/registration-token",
+                post(repo_registration),
+            )
+            .route(
+                "/orgs/{org}/actions/runners/registration-token",
+                post(org_registration),
+            )
+            .route("/repos/{o}/{r}/actions/runners", get(repo_runners))
+            .route("/orgs/{org}/actions/runners", get(org_runners))
+            .route(
+                "/repos/{o}/{r}/actions/runners/{id}",
+                delete(delete_repo_runner),
+            )
+            .route(
+                "/orgs/{org}/actions/runners/{id}",
+                delete(delete_org_runner),
+            )
+            .route("/user/installations", get(user_installations));
+        let prefix = if ghe { "/api/v3" } else { "" };
+        let api = api.layer(axum::middleware::from_fn(
+            move |mut req: axum::extract::Request, next: axum::middleware::Next| async move {
+                req.headers_mut()
+                    .insert("x-fake-prefix", prefix.parse().unwrap());
+                next.run(req).await
+            },
+        ));
+        let web = Router::new().route("/login/oauth/access_token", post(oauth));
+        let app = if ghe {
+            web.nest("/api/v3", api)
+        } else {
+            web.merge(api)
+        }
+        .with_state(ctx);
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let task = tokio::spawn(async move {
+            axum::serve(listener, app).await.unwrap();
+        });
+        Self {
+            api: format!("{base}{prefix}"),
+            web: base,
+            world,
+            task,
+        }
+    }
+
+    /// Installs the App on `account` with these repositories; its id.
+    pub fn install(&self, account: &str, account_type: &str, repos: &[&str]) -> i64 {
+        let mut w = self.world.lock().unwrap();
+        w.next_id += 1;
+        let id = w.next_id;
+        w.installations.push(FakeInstallation {
+            id,
+            account: account.into(),
+            account_type: account_type.into(),
+            repos: repos.iter().map(|r| (*r).to_owned()).collect(),
+        });
+        id
+    }
+
+    /// A one-time OAuth code for `login`, who may reach `installations`.
+    pub fn sign_in(&self, login: &str, installations: &[i64]) -> String {
+        let mut w = self.world.lock().unwrap();
+        let code = random_token("code_");
+        w.codes.insert(code.clone(), login.into());
+        w.reach.insert(login.into(), installations.to_vec());
+        code
+    }
+
+    /// What `config.sh` does with a registration token: registers a runner
+    /// (refused when the token is unknown, expired, or for another target).
+    pub fn register_runner(
+        &self,
+        token: &str,
+        target: &str,
+        name: &str,
+        labels: &[&str],
+        runner_group: Option<&str>,
+    ) -> Result<i64, String> {
+        let mut w = self.world.lock().unwrap();
+        let reg = w
+            .registrations
+            .get(token)
+            .cloned()
+            .ok_or("unknown registration token")?;
+        if reg.expires_at_s <= now_s() {
+            return Err("expired registration token".into());
+        }
+        if reg.target != target {
+            return Err(format!("the token is for {}, not {target}", reg.target));
+        }
+        w.runners
+            .retain(|r| !(r.target == target && r.name == name));
+        w.next_id += 1;
+        let id = w.next_id;
+        w.runners.push(FakeRunner {
+            id,
+            name: name.into(),
+            labels: labels.iter().map(|l| (*l).to_owned()).collect(),
+            busy: false,
+            target: target.into(),
+            runner_group: runner_group.map(str::to_owned),
+        });
+        Ok(id)
+    }
+
+    pub fn set_busy(&self, name: &str, busy: bool) {
+        let mut w = self.world.lock().unwrap();
+        for r in w.runners.iter_mut().filter(|r| r.name == name) {
+            r.busy = busy;
+        }
+    }
+
+    pub fn runners(&self) -> Vec<FakeRunner> {
+        self.world.lock().unwrap().runners.clone()
+    }
+
+    /// Every installation token minted so far is past its expiry (as if an
+    /// hour went by), whatever the coordinator's cache thinks.
+    pub fn expire_installation_tokens(&self) {
+        let mut w = self.world.lock().unwrap();
+        for m in w.tokens.values_mut() {
+            m.expires_at_s = now_s() - 1;
+        }
+    }
+
+    /// Every registration token handed out so far is past its expiry.
+    pub fn expire_registration_tokens(&self) {
+        let mut w = self.world.lock().unwrap();
+        for r in w.registrations.values_mut() {
+            r.expires_at_s = now_s() - 1;
+        }
+    }
+
+    /// The bodies of the installation-token requests, in order.
+    pub fn mints(&self) -> Vec<Value> {
+        self.world.lock().unwrap().mints.clone()
+    }
+
+    /// Every API call so far, as `METHOD path`.
+    pub fn calls(&self) -> Vec<String> {
+        self.world.lock().unwrap().calls.clone()
+    }
+
+    /// Why the fake refused calls so far.
+    pub fn refusals(&self) -> Vec<String> {
+        self.world.lock().unwrap().refusals.clone()
+    }
+
+    /// The registration tokens handed out (to scan logs and databases for).
+    pub fn registration_tokens(&self) -> Vec<String> {
+        self.world
+            .lock()
+            .unwrap()
+            .registrations
+            .keys()
+            .cloned()
+            .collect()
+    }
+
+    /// The installation and user tokens handed out.
+    pub fn access_tokens(&self) -> Vec<String> {
+        let w = self.world.lock().unwrap();
+        w.tokens.keys().chain(w.users.keys()).cloned().collect()
+    }
+}
