@@ -14,16 +14,20 @@ missing() { echo "tests/run.sh: $*" >&2; exit 1; }
 
 command -v cargo >/dev/null || missing "Rust is missing: install it with rustup (https://rustup.rs)"
 for tool in sh sleep setsid; do command -v "$tool" >/dev/null || missing "$tool is missing (the tests' jobs use it)"; done
-# bubblewrap: the isolation tests run jobs in `drover runner --sandbox bwrap`.
-if ! command -v bwrap >/dev/null; then
+# Debian packages the tests run: `ensure_deb TOOL PACKAGE WHY`.
+apt_updated=
+ensure_deb() {
+  command -v "$1" >/dev/null && return 0
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-    step "installing bubblewrap (apt-get install bubblewrap)"
-    apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null
+    step "installing $2 (apt-get install $2)"
+    [ -n "$apt_updated" ] || { apt-get update -qq; apt_updated=1; }
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$2" >/dev/null
   else
-    missing "bubblewrap is missing: run 'sudo apt-get install bubblewrap' (the isolation tests sandbox jobs with it)"
+    missing "$2 is missing: run 'sudo apt-get install $2' ($3)"
   fi
-fi
+}
+ensure_deb bwrap bubblewrap "the isolation tests sandbox jobs with it"
+ensure_deb shellcheck shellcheck "the GitHub tests check the install script with it"
 if ! cargo nextest --version >/dev/null 2>&1; then
   step "installing cargo-nextest from crates.io"
   cargo install --locked cargo-nextest

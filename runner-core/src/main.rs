@@ -19,6 +19,7 @@ use runner_core::runner::{Credential, EventKind, RunnerSettings};
 use runner_core::wire::{JobState, SubmitJob};
 
 mod billing;
+mod github;
 mod human;
 mod people;
 mod table;
@@ -75,7 +76,7 @@ enum Command {
     /// Inspect and control jobs.
     #[command(subcommand)]
     Jobs(JobsCommand),
-    /// The workspace's runner roster.
+    /// The workspace's runner roster; revoking runners.
     #[command(subcommand)]
     Runners(RunnersCommand),
     /// Pools and their join tokens.
@@ -96,6 +97,10 @@ enum Command {
     Members(people::MembersCommand),
     /// The workspace's audit log (admins), newest first.
     Audit(people::AuditArgs),
+    /// The workspace's GitHub App (admins): link it, list what it reaches,
+    /// and install a GitHub Actions runner beside a Drover runner.
+    #[command(subcommand)]
+    Github(github::GithubCommand),
     /// Redeem a pairing link or an invite for an API token (printed once).
     Redeem(people::RedeemArgs),
     /// Who your token belongs to: workspace, email, role, and the token.
@@ -320,6 +325,14 @@ enum RunnersCommand {
         /// Print the coordinator's JSON (times in Unix milliseconds).
         #[arg(long)]
         json: bool,
+    },
+    /// Revoke a runner at once: one of yours, or a workspace runner
+    /// (--workspace, admins; its GitHub Actions runner goes too).
+    Revoke {
+        /// The runner's id (rn_…), from `drover runners list`.
+        id: String,
+        #[arg(long)]
+        workspace: bool,
     },
 }
 
@@ -624,6 +637,19 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 }
             }
         }
+        Command::Runners(RunnersCommand::Revoke { id, workspace }) => {
+            let client = member_client(&cli)?;
+            if *workspace {
+                let report = client.revoke_workspace_runner(id).await?;
+                println!("revoked {id}");
+                if let Some(r) = report {
+                    eprintln!("{}", r.github.message);
+                }
+            } else {
+                client.revoke_runner(Scope::Me, id).await?;
+                println!("revoked {id}");
+            }
+        }
         Command::Runners(RunnersCommand::List { json }) => {
             let client = member_client(&cli)?;
             let list = client.runners(RunnerListing::Roster).await?;
@@ -710,6 +736,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Budget(cmd) => billing::budget(&member_client(&cli)?, cmd).await?,
         Command::Members(cmd) => people::members(&member_client(&cli)?, cmd).await?,
         Command::Audit(args) => people::audit(&member_client(&cli)?, args).await?,
+        Command::Github(cmd) => github::github(&member_client(&cli)?, cmd).await?,
         Command::Redeem(args) => people::redeem(&cli.url, args).await?,
         Command::PairLink => {
             let client = member_client(&cli)?;

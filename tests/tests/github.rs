@@ -627,3 +627,116 @@ async fn revoking_removes_the_github_runner_even_a_busy_one() {
         .unwrap();
     assert!(r.is_none());
 }
+
+/// Multi-threaded: the CLI runs as a blocking child process while the fake
+/// GitHub, a task on this runtime, answers the coordinator.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cli_links_lists_installs_and_revokes() {
+    let w = world().await;
+    let id = w.com.install("octo", "User", &["hello"]);
+    let url = stdout_ok(&w.c.drover(&w.admin.token, &["github", "link"]));
+    assert!(
+        url.trim().starts_with(&format!(
+            "{}/apps/{}/installations/new?state=dpc_",
+            w.com.web,
+            fake_github::APP_SLUG
+        )),
+        "{url}"
+    );
+    let code = w.com.sign_in("octocat", &[id]);
+    let state = url.trim().split_once("state=").unwrap().1.to_owned();
+    let (status, _) = setup_redirect(
+        &w.c,
+        &format!("installation_id={id}&setup_action=install&state={state}&code={code}"),
+    )
+    .await;
+    assert_eq!(status, 200);
+
+    let table = stdout_ok(&w.c.drover(&w.admin.token, &["github", "installations"]));
+    assert!(
+        table.contains("octo") && table.contains(&id.to_string()),
+        "{table}"
+    );
+    let repos = stdout_ok(&w.c.drover(&w.admin.token, &["github", "repos", "--json"]));
+    let repos: wire::GithubRepoList = serde_json::from_str(&repos).unwrap();
+    assert_eq!(repos.repos[0].full_name, "octo/hello");
+
+    let dir = TempDir::new("cli-script");
+    let script = dir.path().join("install.sh");
+    let out = w.c.drover(
+        &w.admin.token,
+        &[
+            "github",
+            "install",
+            "--repo",
+            "octo/hello",
+            "--label",
+            "gpu,big",
+            "-o",
+            script.to_str().unwrap(),
+        ],
+    );
+    stdout_ok(&out);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("runs-on: [self-hosted, drover-"),
+        "{stderr}"
+    );
+    use std::os::unix::fs::PermissionsExt as _;
+    assert_eq!(
+        std::fs::metadata(&script).unwrap().permissions().mode() & 0o777,
+        0o700
+    );
+    let text = std::fs::read_to_string(&script).unwrap();
+    assert!(
+        script_var(&text, "GH_LABELS").ends_with(",gpu,big"),
+        "{text}"
+    );
+    let runner = script_var(&text, "DROVER_RUNNER_ID");
+    let name = script_var(&text, "GH_NAME");
+    w.com
+        .register_runner(
+            &script_var(&text, "GH_TOKEN"),
+            "octo/hello",
+            &name,
+            &[],
+            None,
+        )
+        .unwrap();
+
+    // Input the CLI itself refuses, and input the coordinator refuses.
+    let out = w.c.drover(
+        &w.admin.token,
+        &[
+            "github",
+            "install",
+            "--repo",
+            "octo/hello",
+            "--runner-group",
+            "x",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(2));
+    let out = w.c.drover(
+        &w.admin.token,
+        &["github", "install", "--repo", "not-a-repo"],
+    );
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("(400)") && stderr.contains("owner/name"),
+        "{stderr}"
+    );
+
+    let out = w.c.drover(
+        &w.admin.token,
+        &["runners", "revoke", "--workspace", &runner],
+    );
+    stdout_ok(&out);
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("removed"),
+        "{:?}",
+        out
+    );
+    assert!(w.com.runners().is_empty());
+}

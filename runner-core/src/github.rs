@@ -1,0 +1,186 @@
+//! `drover github …`: the workspace's GitHub App (admins). Link an
+//! installation, see what it reaches, and stand up a build server with a
+//! GitHub Actions runner beside a Drover runner.
+
+use std::io::Write as _;
+use std::os::unix::fs::OpenOptionsExt as _;
+use std::path::PathBuf;
+
+use anyhow::Context as _;
+use clap::{ArgGroup, Subcommand};
+use drover_wire as wire;
+use runner_core::client::Client;
+
+use crate::{human, table};
+
+#[derive(Subcommand)]
+pub enum GithubCommand {
+    /// Print a one-time link (ten minutes) that installs the workspace's
+    /// GitHub App on an account and links the installation here.
+    Link {
+        /// github.com (default), or a GitHub Enterprise Server host the
+        /// coordinator knows.
+        #[arg(long)]
+        host: Option<String>,
+        /// Print the coordinator's JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// The App's installations linked to this workspace.
+    Installations {
+        /// Print the coordinator's JSON (times in Unix milliseconds).
+        #[arg(long)]
+        json: bool,
+    },
+    /// Repositories the App may reach, a page at a time.
+    Repos {
+        #[arg(long, default_value_t = 1)]
+        page: u32,
+        /// Repositories a page (1-100).
+        #[arg(long, default_value_t = 30)]
+        per_page: u32,
+        /// Print the coordinator's JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Pair a workspace runner for a build server and register a GitHub
+    /// Actions runner beside it: prints the install script (run it as root
+    /// on the server); what it set up goes to stderr. The script holds two
+    /// secrets, shown this once.
+    #[command(group(ArgGroup::new("target").required(true).args(["repo", "org"])))]
+    Install {
+        /// A repository, owner/name: a repository-level runner.
+        #[arg(long)]
+        repo: Option<String>,
+        /// An organization: an organization-level runner.
+        #[arg(long)]
+        org: Option<String>,
+        /// Use only this host's installation (github.com or a GHE host).
+        #[arg(long)]
+        host: Option<String>,
+        /// The organization's runner group (with --org).
+        #[arg(long, requires = "org")]
+        runner_group: Option<String>,
+        /// More GitHub runner labels (repeat, or comma-separated).
+        #[arg(long = "label", value_delimiter = ',')]
+        labels: Vec<String>,
+        /// The GitHub runner takes one job, then unregisters.
+        #[arg(long)]
+        ephemeral: bool,
+        /// The workspace pool, name or id (default: the default pool).
+        #[arg(long)]
+        pool: Option<String>,
+        /// Write the script to this file (mode 0700) instead of stdout.
+        #[arg(long, short = 'o', value_name = "FILE")]
+        output: Option<PathBuf>,
+        /// Print the coordinator's JSON (the script is in it).
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+pub async fn github(client: &Client, cmd: &GithubCommand) -> anyhow::Result<()> {
+    match cmd {
+        GithubCommand::Link { host, json } => {
+            let link = client.github_install_link(host.as_deref()).await?;
+            if *json {
+                return crate::print_json(&link);
+            }
+            println!("{}", link.url);
+            eprintln!(
+                "open it as a GitHub user who may install the App on the account; it links the installation to this workspace once, until {}",
+                human::utc(link.expires_at)
+            );
+        }
+        GithubCommand::Installations { json: true } => {
+            crate::print_json(&client.github_installations().await?)?
+        }
+        GithubCommand::Installations { json: false } => {
+            let list = client.github_installations().await?;
+            table::print(
+                &["HOST", "INSTALLATION", "ACCOUNT", "TYPE", "LINKED"],
+                list.installations.iter().map(|i| {
+                    vec![
+                        i.host.clone(),
+                        i.installation_id.to_string(),
+                        i.account.clone(),
+                        i.account_type.clone(),
+                        human::utc(i.linked_at),
+                    ]
+                }),
+            );
+        }
+        GithubCommand::Repos {
+            page,
+            per_page,
+            json,
+        } => {
+            let list = client.github_repos(*page, *per_page).await?;
+            if *json {
+                return crate::print_json(&list);
+            }
+            table::print(
+                &["HOST", "REPOSITORY", "VISIBILITY", "INSTALLATION"],
+                list.repos.iter().map(|r| {
+                    vec![
+                        r.host.clone(),
+                        r.full_name.clone(),
+                        if r.private { "private" } else { "public" }.to_owned(),
+                        r.installation_id.to_string(),
+                    ]
+                }),
+            );
+            if let Some(next) = list.next_page {
+                eprintln!("more: --page {next}");
+            }
+        }
+        GithubCommand::Install {
+            repo,
+            org,
+            host,
+            runner_group,
+            labels,
+            ephemeral,
+            pool,
+            output,
+            json,
+        } => {
+            let req = wire::GithubInstallRequest {
+                repository: repo.clone(),
+                org: org.clone(),
+                host: host.clone(),
+                runner_group: runner_group.clone(),
+                labels: labels.clone(),
+                ephemeral: *ephemeral,
+                pool: pool.clone(),
+            };
+            let done = client.github_install(&req).await?;
+            if *json {
+                return crate::print_json(&done);
+            }
+            match output {
+                Some(path) => {
+                    let mut f = std::fs::OpenOptions::new()
+                        .write(true)
+                        .create(true)
+                        .truncate(true)
+                        .mode(0o700)
+                        .open(path)
+                        .with_context(|| format!("writing {}", path.display()))?;
+                    f.write_all(done.script.as_bytes())?;
+                    eprintln!("wrote the install script to {}", path.display());
+                }
+                None => print!("{}", done.script),
+            }
+            eprintln!(
+                "paired workspace runner {} on pool {}; GitHub runner {} on {}",
+                done.runner.id, done.runner.runtime_name, done.github.name, done.github.url
+            );
+            eprintln!("run the script as root on the build server; in a workflow:");
+            for line in done.workflow_hint.yaml.lines() {
+                eprintln!("  {line}");
+            }
+        }
+    }
+    Ok(())
+}
