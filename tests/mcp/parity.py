@@ -44,6 +44,11 @@ def collect(v):
         for k, x in v.items():
             if k in ("token", "code") and isinstance(x, str) and len(x) > 8:
                 secrets.append(x)
+            if k == "script" and isinstance(x, str):
+                # The install script's GitHub registration token and runner token.
+                for line in x.splitlines():
+                    if line.startswith(("GH_TOKEN=", "DROVER_RUNNER_TOKEN=")):
+                        secrets.append(line.split("=", 1)[1].strip("'"))
             collect(x)
     elif isinstance(v, list):
         for x in v:
@@ -264,6 +269,16 @@ async def main():
                                   lambda a, r: a["id"] not in listed_ids("/v1/workspace/members", "members"),
                                   admin=True, bad=({"id": "usr_nope"}, "NOT_FOUND")),
             "listAuditEvents": read(lambda: {"limit": 20}, admin=True, bad=({"limit": 0}, "BAD_REQUEST")),
+            # The GitHub App (a fake GitHub; the test links an installation on `octo`).
+            "createGithubInstallLink": write(lambda: {}, lambda a, r: "state=" in r["url"] and r["host"] == "github.com",
+                                             admin=True, bad=({"host": "nowhere.test"}, "BAD_REQUEST")),
+            "listGithubInstallations": read(admin=True),
+            "listGithubRepos": read(lambda: {"perPage": 1, "page": 2}, admin=True, bad=({"perPage": 0}, "BAD_REQUEST")),
+            "installGithubWorkspaceRunner": write(
+                lambda: {"repository": "octo/hello", "labels": ["gpu"]},
+                lambda a, r: r["runner"]["id"] in listed_ids("/v1/workspace/runners/owned", "runners")
+                and "./config.sh" in r["script"] and r["workflowHint"]["runtime"].startswith("self:ws:"),
+                admin=True, bad=({"repository": "octo/hello", "org": "octo"}, "BAD_REQUEST")),
         }
 
         missing = sorted(set(ops) - set(cases))

@@ -122,18 +122,22 @@ struct World {
     refusals: Vec<String>,
 }
 
+/// One fake host; clones share it, and it stops when the last one goes.
+#[derive(Clone)]
 pub struct FakeGithub {
     /// The web base (`http://127.0.0.1:P`).
     pub web: String,
     /// The API base: the web base, or `…/api/v3` for a GHE host.
     pub api: String,
     world: Arc<Mutex<World>>,
-    task: tokio::task::JoinHandle<()>,
+    _task: Arc<Serving>,
 }
 
-impl Drop for FakeGithub {
+struct Serving(tokio::task::JoinHandle<()>);
+
+impl Drop for Serving {
     fn drop(&mut self) {
-        self.task.abort();
+        self.0.abort();
     }
 }
 
@@ -764,7 +768,7 @@ impl FakeGithub {
             api: format!("{base}{prefix}"),
             web: base,
             world,
-            task,
+            _task: Arc::new(Serving(task)),
         }
     }
 
@@ -887,4 +891,90 @@ impl FakeGithub {
         let w = self.world.lock().unwrap();
         w.tokens.keys().chain(w.users.keys()).cloned().collect()
     }
+}
+
+/// The host name the tests give the GHE fake.
+pub const GHE: &str = "ghe.test";
+
+/// The App on a fake github.com and a fake GHE host (`GHE`), with its key
+/// and OAuth secret in files, for a coordinator's `serve` flags.
+pub struct GithubApp {
+    pub com: FakeGithub,
+    pub ghe: FakeGithub,
+    files: super::TempDir,
+}
+
+impl GithubApp {
+    pub async fn start() -> Self {
+        let keys = AppKeys::generate();
+        let com = FakeGithub::start(&keys, false).await;
+        let ghe = FakeGithub::start(&keys, true).await;
+        let files = super::TempDir::new("github-app");
+        std::fs::write(files.path().join("app.pem"), &keys.private_pem).unwrap();
+        std::fs::write(files.path().join("client-secret"), CLIENT_SECRET).unwrap();
+        Self { com, ghe, files }
+    }
+
+    /// `serve` flags that configure the App on both hosts, with removals of
+    /// busy GitHub runners retried every 100 ms.
+    pub fn serve_args(&self) -> Vec<String> {
+        let file = |name: &str| self.files.path().join(name).display().to_string();
+        [
+            "--github-app-id",
+            &APP_ID.to_string(),
+            "--github-app-slug",
+            APP_SLUG,
+            "--github-app-key-file",
+            &file("app.pem"),
+            "--github-client-id",
+            CLIENT_ID,
+            "--github-client-secret-file",
+            &file("client-secret"),
+            "--github-api",
+            &self.com.api,
+            "--github-web",
+            &self.com.web,
+            "--github-host",
+            &format!("{GHE}={}", self.ghe.api),
+            "--github-retry-ms",
+            "100",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect()
+    }
+}
+
+/// GitHub's setup redirect to coordinator `url`: (status, page).
+pub async fn setup_redirect(url: &str, query: &str) -> (u16, String) {
+    let resp = reqwest::get(format!("{url}/v1/github/setup?{query}"))
+        .await
+        .unwrap();
+    (resp.status().as_u16(), resp.text().await.unwrap())
+}
+
+/// Links installation `id` of `fake` to `admin`'s workspace as GitHub's
+/// install flow does (an install link, then the setup redirect with an
+/// OAuth code of a user who can reach it); the setup page.
+pub async fn link(
+    url: &str,
+    admin: &super::Member,
+    fake: &FakeGithub,
+    host: Option<&str>,
+    id: i64,
+) -> String {
+    let install = admin.client.github_install_link(host).await.unwrap();
+    let state = install
+        .url
+        .split_once("state=")
+        .expect("a state in the link")
+        .1;
+    let code = fake.sign_in("octocat", &[id]);
+    let (status, page) = setup_redirect(
+        url,
+        &format!("installation_id={id}&setup_action=install&state={state}&code={code}"),
+    )
+    .await;
+    assert_eq!(status, 200, "{page}");
+    page
 }

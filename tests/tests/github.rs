@@ -6,77 +6,42 @@
 
 use std::process::Command;
 
-use drover_tests::fake_github::{self, AppKeys, FakeGithub};
+use drover_tests::fake_github::{self, FakeGithub, GHE, GithubApp};
 use drover_tests::runner_core::client::RunnerListing;
 use drover_tests::runner_core::wire::{self, ErrorCode};
 use drover_tests::*;
-
-const GHE: &str = "ghe.test";
 
 struct World {
     com: FakeGithub,
     ghe: FakeGithub,
     c: Coordinator,
     admin: Member,
-    _files: TempDir,
+    _app: GithubApp,
 }
 
 /// A coordinator configured with the App, on a fake github.com and a fake
 /// GHE host; a workspace and its admin.
 async fn world() -> World {
-    let keys = AppKeys::generate();
-    let com = FakeGithub::start(&keys, false).await;
-    let ghe = FakeGithub::start(&keys, true).await;
-    let files = TempDir::new("github-app");
-    let key_file = files.path().join("app.pem");
-    let secret_file = files.path().join("client-secret");
-    std::fs::write(&key_file, &keys.private_pem).unwrap();
-    std::fs::write(&secret_file, fake_github::CLIENT_SECRET).unwrap();
-    let serve_args = [
-        "--github-app-id",
-        &fake_github::APP_ID.to_string(),
-        "--github-app-slug",
-        fake_github::APP_SLUG,
-        "--github-app-key-file",
-        &key_file.display().to_string(),
-        "--github-client-id",
-        fake_github::CLIENT_ID,
-        "--github-client-secret-file",
-        &secret_file.display().to_string(),
-        "--github-api",
-        &com.api,
-        "--github-web",
-        &com.web,
-        "--github-host",
-        &format!("{GHE}={}", ghe.api),
-        "--github-retry-ms",
-        "100",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
+    let app = GithubApp::start().await;
     let c = Coordinator::start_with(CoordinatorOptions {
-        serve_args,
+        serve_args: app.serve_args(),
         env: vec![("DROVER_LOG", "debug".into())],
         ..CoordinatorOptions::default()
     })
     .await;
     let admin = c.bootstrap("acme", "admin@acme.test");
+    let (com, ghe) = (app.com.clone(), app.ghe.clone());
     World {
         com,
         ghe,
         c,
         admin,
-        _files: files,
+        _app: app,
     }
 }
 
-/// GitHub's setup redirect: (status, page).
 async fn setup_redirect(c: &Coordinator, query: &str) -> (u16, String) {
-    let resp = reqwest::get(format!("{}/v1/github/setup?{query}", c.url))
-        .await
-        .unwrap();
-    (resp.status().as_u16(), resp.text().await.unwrap())
+    fake_github::setup_redirect(&c.url, query).await
 }
 
 /// The `state` in an install link.
@@ -87,21 +52,8 @@ fn state_of(link: &wire::GithubInstallLink) -> String {
         .unwrap_or_else(|| panic!("no state in {}", link.url))
 }
 
-/// Links installation `id` of `fake` (host `host`) to the admin's
-/// workspace, as GitHub's install flow does; the setup page.
 async fn link(w: &World, admin: &Member, fake: &FakeGithub, host: Option<&str>, id: i64) -> String {
-    let install = admin.client.github_install_link(host).await.unwrap();
-    let code = fake.sign_in("octocat", &[id]);
-    let (status, page) = setup_redirect(
-        &w.c,
-        &format!(
-            "installation_id={id}&setup_action=install&state={}&code={code}",
-            state_of(&install)
-        ),
-    )
-    .await;
-    assert_eq!(status, 200, "{page}");
-    page
+    fake_github::link(&w.c.url, admin, fake, host, id).await
 }
 
 /// The value of `NAME='…'` in the script.

@@ -5,21 +5,29 @@
 use std::path::Path;
 use std::process::Command;
 
+use drover_tests::fake_github;
 use drover_tests::*;
 
-#[tokio::test]
+/// Multi-threaded: the fake GitHub answers the coordinator while the
+/// parity script runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_human_facing_operation_has_an_mcp_tool_that_does_and_refuses_the_same() {
     let python = std::env::var("DROVER_MCP_PYTHON").expect(
         "DROVER_MCP_PYTHON is not set: run tests/run.sh, which makes a venv with the MCP \
          client (pip install mcp==2.3.0) and sets it to that venv's python",
     );
     // Everything at debug: rmcp's message dumps too, were they let through.
+    // The workspace GitHub App on a fake GitHub, installed on `octo`.
+    let github = fake_github::GithubApp::start().await;
     let c = Coordinator::start_with(CoordinatorOptions {
+        serve_args: github.serve_args(),
         env: vec![("DROVER_LOG", "debug".into())],
         ..CoordinatorOptions::default()
     })
     .await;
     let admin = c.bootstrap("acme", "admin@acme.test");
+    let octo = github.com.install("octo", "User", &["hello", "world"]);
+    fake_github::link(&c.url, &admin, &github.com, None, octo).await;
     let member = c.add_member("acme", "dev@acme.test", "member");
     let other = c.bootstrap("globex", "root@globex.test");
     // A runner on the workspace's default pool, so jobs run.

@@ -95,6 +95,15 @@ impl Store {
         .bind(expires_at)
         .execute(&mut *tx)
         .await?;
+        record(
+            &mut tx,
+            Actor::Member(member),
+            "github.install_link_created",
+            host,
+            json!({ "expiresAt": expires_at }),
+            now,
+        )
+        .await?;
         tx.commit().await?;
         Ok((state, expires_at))
     }

@@ -996,6 +996,7 @@ pub struct AuditPage {
 pub const AUDIT_ACTIONS: &[&str] = &[
     "budget.set",
     "ci_link.set",
+    "github.install_link_created",
     "github.installation_linked",
     "github.runner_installed",
     "invite.accepted",
