@@ -31,6 +31,8 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use rsa::pkcs1::EncodeRsaPrivateKey as _;
 use rsa::pkcs1v15::{Signature, VerifyingKey};
 use rsa::signature::Verifier as _;
+use rsa::signature::{SignatureEncoding as _, Signer as _};
+use rsa::traits::PublicKeyParts as _;
 use rsa::{RsaPrivateKey, RsaPublicKey};
 use serde_json::{Value, json};
 use sha2::Sha256;
@@ -120,6 +122,10 @@ struct World {
     mints: Vec<Value>,
     /// Why the fake refused a call, for a failing test's message.
     refusals: Vec<String>,
+    /// The OIDC issuer's signing keys, newest last: (kid, key).
+    oidc_keys: Vec<(String, RsaPrivateKey)>,
+    /// Actions' ID-token request tokens → (repository, repository id).
+    actions: HashMap<String, (String, i64)>,
 }
 
 /// One fake host; clones share it, and it stops when the last one goes.
@@ -196,30 +202,39 @@ fn message(status: StatusCode, text: &str) -> Response {
         .into_response()
 }
 
+/// A refusal, boxed: a `Response` is large to carry in every `Result`.
+type Refused = Box<Response>;
+
 impl Ctx {
+    /// A refusal the fake records (the tests read them back), answered as
+    /// GitHub answers it.
     fn refuse(&self, status: StatusCode, why: &str) -> Response {
         self.world.lock().unwrap().refusals.push(why.to_owned());
         message(status, why)
     }
 
+    fn refused(&self, status: StatusCode, why: &str) -> Refused {
+        Box::new(self.refuse(status, why))
+    }
+
     /// GitHub's headers, on every API call.
-    fn check_headers(&self, h: &HeaderMap, call: String) -> Result<(), Response> {
+    fn check_headers(&self, h: &HeaderMap, call: String) -> Result<(), Refused> {
         self.world.lock().unwrap().calls.push(call);
         let has = |name: &str, want: &str| h.get(name).and_then(|v| v.to_str().ok()) == Some(want);
         if !has("accept", "application/vnd.github+json") {
-            return Err(self.refuse(
+            return Err(self.refused(
                 StatusCode::UNSUPPORTED_MEDIA_TYPE,
                 "missing Accept: application/vnd.github+json",
             ));
         }
         if !has("x-github-api-version", "2022-11-28") {
-            return Err(self.refuse(
+            return Err(self.refused(
                 StatusCode::BAD_REQUEST,
                 "missing X-GitHub-Api-Version: 2022-11-28",
             ));
         }
         if h.get("user-agent").is_none() {
-            return Err(self.refuse(StatusCode::FORBIDDEN, "missing User-Agent"));
+            return Err(self.refused(StatusCode::FORBIDDEN, "missing User-Agent"));
         }
         Ok(())
     }
@@ -232,8 +247,8 @@ impl Ctx {
     }
 
     /// The App's JWT, verified as GitHub does.
-    fn check_jwt(&self, h: &HeaderMap) -> Result<(), Response> {
-        let unauthorized = |why: &str| self.refuse(StatusCode::UNAUTHORIZED, why);
+    fn check_jwt(&self, h: &HeaderMap) -> Result<(), Refused> {
+        let unauthorized = |why: &str| self.refused(StatusCode::UNAUTHORIZED, why);
         let jwt = Self::bearer(h).ok_or_else(|| unauthorized("no JWT"))?;
         let parts: Vec<&str> = jwt.split('.').collect();
         let [header, claims, sig] = parts[..] else {
@@ -285,13 +300,13 @@ impl Ctx {
     }
 
     /// The installation token behind the call, if live.
-    fn token(&self, h: &HeaderMap) -> Result<Minted, Response> {
+    fn token(&self, h: &HeaderMap) -> Result<Minted, Refused> {
         let token = Self::bearer(h)
-            .ok_or_else(|| self.refuse(StatusCode::UNAUTHORIZED, "Requires authentication"))?;
+            .ok_or_else(|| self.refused(StatusCode::UNAUTHORIZED, "Requires authentication"))?;
         let found = self.world.lock().unwrap().tokens.get(&token).cloned();
         match found {
             Some(m) if m.expires_at_s > now_s() => Ok(m),
-            _ => Err(self.refuse(StatusCode::UNAUTHORIZED, "Bad credentials")),
+            _ => Err(self.refused(StatusCode::UNAUTHORIZED, "Bad credentials")),
         }
     }
 
@@ -306,12 +321,12 @@ impl Ctx {
     }
 
     /// May `m` administer runners of `target` (`owner/repo` or an org)?
-    fn may_register(&self, m: &Minted, owner: &str, repo: Option<&str>) -> Result<(), Response> {
+    fn may_register(&self, m: &Minted, owner: &str, repo: Option<&str>) -> Result<(), Refused> {
         let inst = self
             .installation(m.installation)
             .ok_or_else(|| message(StatusCode::NOT_FOUND, "Not Found"))?;
         if !inst.account.eq_ignore_ascii_case(owner) {
-            return Err(self.refuse(
+            return Err(self.refused(
                 StatusCode::NOT_FOUND,
                 "Not Found: not this installation's account",
             ));
@@ -319,19 +334,19 @@ impl Ctx {
         match repo {
             Some(repo) => {
                 if !inst.repos.iter().any(|r| r == repo) {
-                    return Err(message(StatusCode::NOT_FOUND, "Not Found"));
+                    return Err(Box::new(message(StatusCode::NOT_FOUND, "Not Found")));
                 }
                 if m.repositories
                     .as_ref()
                     .is_some_and(|rs| !rs.iter().any(|r| r == repo))
                 {
-                    return Err(self.refuse(
+                    return Err(self.refused(
                         StatusCode::FORBIDDEN,
                         "Resource not accessible by integration: token not for this repository",
                     ));
                 }
                 if m.permissions.get("administration").map(String::as_str) != Some("write") {
-                    return Err(self.refuse(
+                    return Err(self.refused(
                         StatusCode::FORBIDDEN,
                         "Resource not accessible by integration: needs administration: write",
                     ));
@@ -339,14 +354,14 @@ impl Ctx {
             }
             None => {
                 if inst.account_type != "Organization" {
-                    return Err(message(StatusCode::NOT_FOUND, "Not Found"));
+                    return Err(Box::new(message(StatusCode::NOT_FOUND, "Not Found")));
                 }
                 if m.permissions
                     .get("organization_self_hosted_runners")
                     .map(String::as_str)
                     != Some("write")
                 {
-                    return Err(self.refuse(StatusCode::FORBIDDEN, "Resource not accessible by integration: needs organization_self_hosted_runners: write"));
+                    return Err(self.refused(StatusCode::FORBIDDEN, "Resource not accessible by integration: needs organization_self_hosted_runners: write"));
                 }
             }
         }
@@ -361,10 +376,10 @@ async fn access_tokens(
     body: Option<axum::Json<Value>>,
 ) -> Response {
     if let Err(r) = c.check_headers(&h, format!("POST /app/installations/{id}/access_tokens")) {
-        return r;
+        return *r;
     }
     if let Err(r) = c.check_jwt(&h) {
-        return r;
+        return *r;
     }
     let Some(inst) = c.installation(id) else {
         return message(StatusCode::NOT_FOUND, "Not Found");
@@ -458,11 +473,11 @@ async fn installation_repos(
     Query(q): Query<HashMap<String, String>>,
 ) -> Response {
     if let Err(r) = c.check_headers(&h, "GET /installation/repositories".into()) {
-        return r;
+        return *r;
     }
     let m = match c.token(&h) {
         Ok(m) => m,
-        Err(r) => return r,
+        Err(r) => return *r,
     };
     let inst = c.installation(m.installation).unwrap();
     let items = inst
@@ -519,14 +534,14 @@ async fn repo_registration(
         &h,
         format!("POST /repos/{o}/{r}/actions/runners/registration-token"),
     ) {
-        return resp;
+        return *resp;
     }
     let m = match c.token(&h) {
         Ok(m) => m,
-        Err(resp) => return resp,
+        Err(resp) => return *resp,
     };
     if let Err(resp) = c.may_register(&m, &o, Some(&r)) {
-        return resp;
+        return *resp;
     }
     registration(&c, format!("{o}/{r}"))
 }
@@ -536,14 +551,14 @@ async fn org_registration(State(c): State<Ctx>, Path(org): Path<String>, h: Head
         &h,
         format!("POST /orgs/{org}/actions/runners/registration-token"),
     ) {
-        return resp;
+        return *resp;
     }
     let m = match c.token(&h) {
         Ok(m) => m,
-        Err(resp) => return resp,
+        Err(resp) => return *resp,
     };
     if let Err(resp) = c.may_register(&m, &org, None) {
-        return resp;
+        return *resp;
     }
     registration(&c, org)
 }
@@ -571,14 +586,14 @@ async fn repo_runners(
     Query(q): Query<HashMap<String, String>>,
 ) -> Response {
     if let Err(resp) = c.check_headers(&h, format!("GET /repos/{o}/{r}/actions/runners")) {
-        return resp;
+        return *resp;
     }
     let m = match c.token(&h) {
         Ok(m) => m,
-        Err(resp) => return resp,
+        Err(resp) => return *resp,
     };
     if let Err(resp) = c.may_register(&m, &o, Some(&r)) {
-        return resp;
+        return *resp;
     }
     let url = format!("{}/repos/{o}/{r}/actions/runners", api_base(&h));
     list_runners(&c, &format!("{o}/{r}"), &q, url)
@@ -591,14 +606,14 @@ async fn org_runners(
     Query(q): Query<HashMap<String, String>>,
 ) -> Response {
     if let Err(resp) = c.check_headers(&h, format!("GET /orgs/{org}/actions/runners")) {
-        return resp;
+        return *resp;
     }
     let m = match c.token(&h) {
         Ok(m) => m,
-        Err(resp) => return resp,
+        Err(resp) => return *resp,
     };
     if let Err(resp) = c.may_register(&m, &org, None) {
-        return resp;
+        return *resp;
     }
     let url = format!("{}/orgs/{org}/actions/runners", api_base(&h));
     list_runners(&c, &org, &q, url)
@@ -631,14 +646,14 @@ async fn delete_repo_runner(
     h: HeaderMap,
 ) -> Response {
     if let Err(resp) = c.check_headers(&h, format!("DELETE /repos/{o}/{r}/actions/runners/{id}")) {
-        return resp;
+        return *resp;
     }
     let m = match c.token(&h) {
         Ok(m) => m,
-        Err(resp) => return resp,
+        Err(resp) => return *resp,
     };
     if let Err(resp) = c.may_register(&m, &o, Some(&r)) {
-        return resp;
+        return *resp;
     }
     delete_runner(&c, &format!("{o}/{r}"), id)
 }
@@ -649,14 +664,14 @@ async fn delete_org_runner(
     h: HeaderMap,
 ) -> Response {
     if let Err(resp) = c.check_headers(&h, format!("DELETE /orgs/{org}/actions/runners/{id}")) {
-        return resp;
+        return *resp;
     }
     let m = match c.token(&h) {
         Ok(m) => m,
-        Err(resp) => return resp,
+        Err(resp) => return *resp,
     };
     if let Err(resp) = c.may_register(&m, &org, None) {
-        return resp;
+        return *resp;
     }
     delete_runner(&c, &org, id)
 }
@@ -686,7 +701,7 @@ async fn user_installations(
     Query(q): Query<HashMap<String, String>>,
 ) -> Response {
     if let Err(resp) = c.check_headers(&h, "GET /user/installations".into()) {
-        return resp;
+        return *resp;
     }
     let token = Ctx::bearer(&h).unwrap_or_default();
     let w = c.world.lock().unwrap();
@@ -709,6 +724,109 @@ async fn user_installations(
     paged(&url, &q, items, "installations")
 }
 
+/// The OIDC issuer's discovery document (the issuer is `{web}/oidc`).
+async fn oidc_discovery(h: HeaderMap) -> Response {
+    let issuer = format!("{}/oidc", api_base_web(&h));
+    axum::Json(json!({
+        "issuer": issuer,
+        "jwks_uri": format!("{issuer}/.well-known/jwks"),
+        "response_types_supported": ["id_token"],
+        "id_token_signing_alg_values_supported": ["RS256"],
+    }))
+    .into_response()
+}
+
+fn api_base_web(h: &HeaderMap) -> String {
+    let host = h
+        .get("host")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("127.0.0.1");
+    format!("http://{host}")
+}
+
+async fn oidc_jwks(State(c): State<Ctx>) -> Response {
+    let keys: Vec<Value> = c
+        .world
+        .lock()
+        .unwrap()
+        .oidc_keys
+        .iter()
+        .map(|(kid, k)| {
+            let public = k.to_public_key();
+            json!({ "kty": "RSA", "alg": "RS256", "use": "sig", "kid": kid,
+                "n": URL_SAFE_NO_PAD.encode(public.n().to_bytes_be()),
+                "e": URL_SAFE_NO_PAD.encode(public.e().to_bytes_be()) })
+        })
+        .collect();
+    axum::Json(json!({ "keys": keys })).into_response()
+}
+
+/// What a GitHub Actions runner's ID-token endpoint does: a token for the
+/// job's repository, for the audience asked.
+async fn actions_token(
+    State(c): State<Ctx>,
+    h: HeaderMap,
+    Query(q): Query<HashMap<String, String>>,
+) -> Response {
+    let bearer = Ctx::bearer(&h).or_else(|| {
+        let v = h.get("authorization")?.to_str().ok()?;
+        v.strip_prefix("bearer ").map(str::to_owned)
+    });
+    let found = bearer.and_then(|b| c.world.lock().unwrap().actions.get(&b).cloned());
+    let Some((repository, id)) = found else {
+        return message(StatusCode::UNAUTHORIZED, "Bad credentials");
+    };
+    let issuer = format!("{}/oidc", api_base_web(&h));
+    let audience = q.get("audience").cloned().unwrap_or_default();
+    let claims = OidcClaims::new(&issuer, &repository, id, &audience);
+    let token = sign_oidc(&c.world, &claims.0, None);
+    axum::Json(json!({ "count": 1, "value": token })).into_response()
+}
+
+/// The claims of a GitHub Actions OIDC token, as GitHub documents them.
+pub struct OidcClaims(pub Value);
+
+impl OidcClaims {
+    pub fn new(issuer: &str, repository: &str, repository_id: i64, audience: &str) -> Self {
+        let now = now_s();
+        let owner = repository.split('/').next().unwrap_or("");
+        Self(json!({
+            "iss": issuer, "aud": audience,
+            "sub": format!("repo:{repository}:ref:refs/heads/main"),
+            "repository": repository, "repository_id": repository_id.to_string(),
+            "repository_owner": owner, "ref": "refs/heads/main", "event_name": "push",
+            "workflow": "Drover", "run_id": "1", "actor": "octocat",
+            "iat": now, "nbf": now, "exp": now + 300,
+        }))
+    }
+}
+
+/// `claims` signed with the issuer's newest key (or the one named `kid`).
+fn sign_oidc(world: &Arc<Mutex<World>>, claims: &Value, kid: Option<&str>) -> String {
+    let w = world.lock().unwrap();
+    let (kid, key) = match kid {
+        Some(k) => w
+            .oidc_keys
+            .iter()
+            .find(|(id, _)| id == k)
+            .expect("that key"),
+        None => w.oidc_keys.last().expect("an OIDC key"),
+    };
+    let header =
+        URL_SAFE_NO_PAD.encode(json!({ "alg": "RS256", "typ": "JWT", "kid": kid }).to_string());
+    let body = URL_SAFE_NO_PAD.encode(claims.to_string());
+    let input = format!("{header}.{body}");
+    let signature = rsa::pkcs1v15::SigningKey::<Sha256>::new(key.clone()).sign(input.as_bytes());
+    format!("{input}.{}", URL_SAFE_NO_PAD.encode(signature.to_vec()))
+}
+
+fn new_oidc_key(n: usize) -> (String, RsaPrivateKey) {
+    (
+        format!("kid-{n}"),
+        RsaPrivateKey::new(&mut rand_core::OsRng, 2048).expect("an RSA key"),
+    )
+}
+
 impl FakeGithub {
     /// A github.com (API at the root) or, with `ghe`, a GHE host (API
     /// under `/api/v3`).
@@ -716,6 +834,7 @@ impl FakeGithub {
         let world = Arc::new(Mutex::new(World {
             next_id: 1000,
             token_lifetime_s: 3600,
+            oidc_keys: vec![new_oidc_key(1)],
             ..World::default()
         }));
         let ctx = Ctx {
@@ -752,7 +871,14 @@ impl FakeGithub {
                 next.run(req).await
             },
         ));
-        let web = Router::new().route("/login/oauth/access_token", post(oauth));
+        let web = Router::new()
+            .route("/login/oauth/access_token", post(oauth))
+            .route(
+                "/oidc/.well-known/openid-configuration",
+                get(oidc_discovery),
+            )
+            .route("/oidc/.well-known/jwks", get(oidc_jwks))
+            .route("/oidc/_actions/token", get(actions_token));
         let app = if ghe {
             web.nest("/api/v3", api)
         } else {
@@ -770,6 +896,42 @@ impl FakeGithub {
             world,
             _task: Arc::new(Serving(task)),
         }
+    }
+
+    /// The OIDC issuer this host plays (GitHub Actions' token service).
+    pub fn oidc_issuer(&self) -> String {
+        format!("{}/oidc", self.web)
+    }
+
+    /// An OIDC token with these claims, signed by the issuer's newest key,
+    /// or by the key `kid`.
+    pub fn oidc_token(&self, claims: &OidcClaims, kid: Option<&str>) -> String {
+        sign_oidc(&self.world, &claims.0, kid)
+    }
+
+    /// The issuer starts signing with a new key (listed in its JWKS with
+    /// the old ones); the new key's id.
+    pub fn rotate_oidc_key(&self) -> String {
+        let mut w = self.world.lock().unwrap();
+        let key = new_oidc_key(w.oidc_keys.len() + 1);
+        let kid = key.0.clone();
+        w.oidc_keys.push(key);
+        kid
+    }
+
+    /// What a GitHub Actions job of `repository` sees: the
+    /// ACTIONS_ID_TOKEN_REQUEST_URL and _TOKEN to ask for its OIDC token.
+    pub fn actions_job(&self, repository: &str, repository_id: i64) -> (String, String) {
+        let token = random_token("actions_");
+        self.world
+            .lock()
+            .unwrap()
+            .actions
+            .insert(token.clone(), (repository.to_owned(), repository_id));
+        (
+            format!("{}/oidc/_actions/token?api-version=2.0", self.web),
+            token,
+        )
     }
 
     /// Installs the App on `account` with these repositories; its id.
@@ -938,6 +1100,8 @@ impl GithubApp {
             &format!("{GHE}={}", self.ghe.api),
             "--github-retry-ms",
             "100",
+            "--github-oidc-issuer",
+            &self.com.oidc_issuer(),
         ]
         .iter()
         .map(|s| s.to_string())
@@ -963,7 +1127,18 @@ pub async fn link(
     host: Option<&str>,
     id: i64,
 ) -> String {
-    let install = admin.client.github_install_link(host).await.unwrap();
+    link_with(url, &admin.client, fake, host, id).await
+}
+
+/// [`link`], with an admin's client.
+pub async fn link_with(
+    url: &str,
+    admin: &runner_core::client::Client,
+    fake: &FakeGithub,
+    host: Option<&str>,
+    id: i64,
+) -> String {
+    let install = admin.github_install_link(host).await.unwrap();
     let state = install
         .url
         .split_once("state=")
