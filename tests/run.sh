@@ -50,16 +50,19 @@ ensure_tauri_driver
 ensure_e2e_venv
 
 # MCP parity (tests/tests/mcp.rs) drives /mcp with an independent client:
-# the official Python SDK, pinned, in its own venv.
+# the official Python SDK, pinned, in its own venv. The CI tests
+# (tests/tests/ci.rs) check the rendered workflow against GitHub's published
+# schema with check-jsonschema, pinned, in the same venv.
 mcp_venv=${CARGO_TARGET_DIR:-target}/mcp-venv
-if ! "$mcp_venv/bin/python" -c 'import mcp' 2>/dev/null; then
-  step "creating a Python venv with the MCP client (mcp from PyPI) in $mcp_venv"
+if ! "$mcp_venv/bin/python" -c 'import mcp, check_jsonschema' 2>/dev/null; then
+  step "creating a Python venv with the MCP client (mcp) and check-jsonschema from PyPI in $mcp_venv"
   python3 -m venv "$mcp_venv" \
     || missing "python3 cannot create a venv: run 'sudo apt-get install python3-venv'"
-  "$mcp_venv/bin/pip" install -q --disable-pip-version-check 'mcp==2.3.0'
+  "$mcp_venv/bin/pip" install -q --disable-pip-version-check 'mcp==2.3.0' 'check-jsonschema==0.39.0'
 fi
-export DROVER_MCP_PYTHON=$PWD/$mcp_venv/bin/python
-[ "${mcp_venv#/}" != "$mcp_venv" ] && export DROVER_MCP_PYTHON=$mcp_venv/bin/python
+case $mcp_venv in /*) ;; *) mcp_venv=$PWD/$mcp_venv ;; esac
+export DROVER_MCP_PYTHON=$mcp_venv/bin/python
+export DROVER_CHECK_JSONSCHEMA=$mcp_venv/bin/check-jsonschema
 
 # The desktop crate embeds src-ui/dist at compile time: build it first.
 ensure_ui_built

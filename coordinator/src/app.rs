@@ -43,6 +43,10 @@ pub struct Config {
     pub github: Option<crate::github::AppConfig>,
     /// How often GitHub runners GitHub refused to remove (busy) are retried.
     pub github_retry: Duration,
+    /// The GitHub Actions OIDC issuer CI tokens come from.
+    pub oidc_issuer: String,
+    /// The audience CI tokens must name; `None`: the public URL.
+    pub oidc_audience: Option<String>,
 }
 
 /// A public URL as given to `serve --public-url`: `http://` or `https://`,
@@ -142,8 +146,18 @@ impl Application {
                 config.serve.max_reads,
             )),
             probes: Arc::new(Probes::new(config.metrics_token.as_deref())),
-            public_url: public_url.into(),
+            public_url: public_url.clone().into(),
             redeem_limit: Arc::new(RateLimiter::for_redeems()),
+            oidc: Arc::new(crate::github::oidc::Oidc::new(
+                crate::github::oidc::OidcConfig {
+                    issuer: config.oidc_issuer.clone(),
+                    audience: config
+                        .oidc_audience
+                        .clone()
+                        .unwrap_or_else(|| public_url.clone()),
+                },
+                clock.clone(),
+            )?),
             github: match config.github {
                 Some(app) => Some(Arc::new(crate::github::GithubApp::new(app, clock.clone())?)),
                 None => None,

@@ -25,7 +25,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Serve the REST API and the runner protocol.
-    Serve(Serve),
+    Serve(Box<Serve>),
     /// Administer workspaces and members directly in the database.
     #[command(subcommand)]
     Admin(AdminCommand),
@@ -133,6 +133,13 @@ struct GithubArgs {
     /// a comma-separated list.
     #[arg(long, env = "DROVER_GITHUB_HOST", value_delimiter = ',', value_parser = drover_coordinator::github::Host::parse)]
     github_host: Vec<drover_coordinator::github::Host>,
+    /// The GitHub Actions OIDC issuer whose tokens are CI principals of the
+    /// workspaces that link their repositories.
+    #[arg(long, env = "DROVER_GITHUB_OIDC_ISSUER", default_value = "https://token.actions.githubusercontent.com", value_parser = github_base)]
+    github_oidc_issuer: String,
+    /// The audience CI tokens must name (default: --public-url).
+    #[arg(long, env = "DROVER_GITHUB_OIDC_AUDIENCE")]
+    github_oidc_audience: Option<String>,
     /// For tests: how often removing a busy GitHub runner is retried, in ms.
     #[arg(long, env = "DROVER_GITHUB_RETRY_MS", default_value_t = 30_000, hide = true, value_parser = clap::value_parser!(u64).range(10..=3_600_000))]
     github_retry_ms: u64,
@@ -442,6 +449,8 @@ async fn main() -> anyhow::Result<()> {
                 public_url: s.public_url,
                 github: s.github.config()?,
                 github_retry: Duration::from_millis(s.github.github_retry_ms),
+                oidc_issuer: s.github.github_oidc_issuer.clone(),
+                oidc_audience: s.github.github_oidc_audience.clone(),
             };
             let app = Application::build(config).await?;
             println!(

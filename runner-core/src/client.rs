@@ -564,6 +564,62 @@ impl Client {
             .map_err(|e| ClientError::Decode(e.to_string()))
     }
 
+    /// Links a repository for CI (or updates its link).
+    pub async fn set_ci_link(
+        &self,
+        req: &wire::CiLinkRequest,
+    ) -> Result<wire::CiLink, ClientError> {
+        self.call(
+            Method::PUT,
+            "/v1/workspace/ci/links",
+            Some(req),
+            REQUEST_TIMEOUT,
+        )
+        .await
+    }
+
+    pub async fn ci_links(&self) -> Result<wire::CiLinkList, ClientError> {
+        self.get("/v1/workspace/ci/links").await
+    }
+
+    fn ci_link_path(repository: &str, host: Option<&str>, tail: &str) -> String {
+        let (owner, repo) = repository.split_once('/').unwrap_or((repository, ""));
+        let mut path = format!(
+            "/v1/workspace/ci/links/{}/{}{tail}",
+            drover_wire::text::percent_encode(owner),
+            drover_wire::text::percent_encode(repo)
+        );
+        if let Some(host) = host {
+            path.push_str(&format!(
+                "?host={}",
+                drover_wire::text::percent_encode(host)
+            ));
+        }
+        path
+    }
+
+    pub async fn remove_ci_link(
+        &self,
+        repository: &str,
+        host: Option<&str>,
+    ) -> Result<(), ClientError> {
+        let path = Self::ci_link_path(repository, host, "");
+        self.call_empty(Method::DELETE, &path, None::<&()>).await
+    }
+
+    /// The workflow file (YAML) of a linked repository.
+    pub async fn ci_workflow(
+        &self,
+        repository: &str,
+        host: Option<&str>,
+    ) -> Result<String, ClientError> {
+        let path = Self::ci_link_path(repository, host, "/workflow");
+        let resp = self
+            .send(self.request(Method::GET, &path, REQUEST_TIMEOUT))
+            .await?;
+        resp.text().await.map_err(transport)
+    }
+
     /// A page of the workspace's audit log, newest first.
     pub async fn audit(&self, q: &AuditFilter) -> Result<wire::AuditPage, ClientError> {
         let mut query = Vec::new();

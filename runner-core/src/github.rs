@@ -79,6 +79,105 @@ pub enum GithubCommand {
     },
 }
 
+#[derive(Subcommand)]
+pub enum CiCommand {
+    /// Link a repository for CI (again: update it): its GitHub Actions OIDC
+    /// tokens may then submit jobs to the workspace's pools, no secret stored.
+    Link {
+        /// owner/name.
+        repository: String,
+        /// github.com (default) or a GHE host.
+        #[arg(long)]
+        host: Option<String>,
+        /// GitHub runner labels the workflow runs on (default self-hosted).
+        #[arg(long, value_delimiter = ',')]
+        runs_on: Vec<String>,
+        /// The workspace runtime ref its jobs go to (default self:ws).
+        #[arg(long)]
+        runtime: Option<String>,
+        /// Print the coordinator's JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// The repositories linked for CI.
+    Links {
+        /// Print the coordinator's JSON (times in Unix milliseconds).
+        #[arg(long)]
+        json: bool,
+    },
+    /// Unlink a repository: its OIDC tokens stop working at once.
+    Unlink {
+        repository: String,
+        #[arg(long)]
+        host: Option<String>,
+    },
+    /// Print a linked repository's workflow file (save it as
+    /// .github/workflows/drover.yml).
+    Workflow {
+        repository: String,
+        #[arg(long)]
+        host: Option<String>,
+    },
+}
+
+pub async fn ci(client: &Client, cmd: &CiCommand) -> anyhow::Result<()> {
+    match cmd {
+        CiCommand::Link {
+            repository,
+            host,
+            runs_on,
+            runtime,
+            json,
+        } => {
+            let link = client
+                .set_ci_link(&wire::CiLinkRequest {
+                    repository: repository.clone(),
+                    host: host.clone(),
+                    runs_on: (!runs_on.is_empty()).then(|| runs_on.clone()),
+                    runtime: runtime.clone(),
+                })
+                .await?;
+            if *json {
+                return crate::print_json(&link);
+            }
+            println!(
+                "linked {} on {}: its jobs are {}",
+                link.repository, link.host, link.principal
+            );
+            eprintln!(
+                "its workflow: drover ci workflow {} > .github/workflows/drover.yml",
+                link.repository
+            );
+        }
+        CiCommand::Links { json: true } => crate::print_json(&client.ci_links().await?)?,
+        CiCommand::Links { json: false } => {
+            let links = client.ci_links().await?.links;
+            table::print(
+                &["REPOSITORY", "HOST", "RUNS ON", "RUNTIME", "UPDATED"],
+                links.iter().map(|l| {
+                    vec![
+                        l.repository.clone(),
+                        l.host.clone(),
+                        l.runs_on
+                            .as_ref()
+                            .map_or("self-hosted".into(), |r| r.join(",")),
+                        l.runtime.clone().unwrap_or_else(|| "self:ws".into()),
+                        human::utc(l.updated_at),
+                    ]
+                }),
+            );
+        }
+        CiCommand::Unlink { repository, host } => {
+            client.remove_ci_link(repository, host.as_deref()).await?;
+            println!("unlinked {repository}");
+        }
+        CiCommand::Workflow { repository, host } => {
+            print!("{}", client.ci_workflow(repository, host.as_deref()).await?);
+        }
+    }
+    Ok(())
+}
+
 pub async fn github(client: &Client, cmd: &GithubCommand) -> anyhow::Result<()> {
     match cmd {
         GithubCommand::Link { host, json } => {

@@ -101,6 +101,10 @@ enum Command {
     /// and install a GitHub Actions runner beside a Drover runner.
     #[command(subcommand)]
     Github(github::GithubCommand),
+    /// CI links (admins): repositories whose GitHub Actions jobs submit here
+    /// with their OIDC token, and their workflow files.
+    #[command(subcommand)]
+    Ci(github::CiCommand),
     /// Redeem a pairing link or an invite for an API token (printed once).
     Redeem(people::RedeemArgs),
     /// Who your token belongs to: workspace, email, role, and the token.
@@ -235,6 +239,14 @@ struct SubmitArgs {
     /// Follow the logs and exit with the job's exit code.
     #[arg(long)]
     wait: bool,
+    /// Sign in with this GitHub Actions job's OIDC token instead of an API
+    /// token (the workflow needs `permissions: id-token: write`, and the
+    /// repository must be linked for CI: `drover ci link`).
+    #[arg(long)]
+    github_oidc: bool,
+    /// The audience to ask GitHub's OIDC token for (default: --url).
+    #[arg(long, env = "DROVER_OIDC_AUDIENCE", requires = "github_oidc")]
+    oidc_audience: Option<String>,
     #[arg(last = true, required = true)]
     command: Vec<String>,
 }
@@ -380,6 +392,47 @@ fn token(cli: &Cli) -> anyhow::Result<Token> {
 
 /// A client for the member API, which tells the coordinator's audit log
 /// that its requests come from the CLI.
+/// The client a submit uses: the member's, or with `--github-oidc` one
+/// signed in with the GitHub Actions job's OIDC token.
+async fn submit_client(cli: &Cli, args: &SubmitArgs) -> anyhow::Result<Client> {
+    if !args.github_oidc {
+        return member_client(cli);
+    }
+    let audience = args.oidc_audience.as_deref().unwrap_or(&cli.url);
+    let token = github_oidc_token(audience).await?;
+    Ok(Client::new(&cli.url, Token::new(token))?.with_surface("cli"))
+}
+
+/// An OIDC token from the GitHub Actions runner this job runs on, for
+/// `audience` (GitHub documents ACTIONS_ID_TOKEN_REQUEST_URL and _TOKEN).
+async fn github_oidc_token(audience: &str) -> anyhow::Result<String> {
+    let (Ok(url), Ok(bearer)) = (
+        std::env::var("ACTIONS_ID_TOKEN_REQUEST_URL"),
+        std::env::var("ACTIONS_ID_TOKEN_REQUEST_TOKEN"),
+    ) else {
+        bail!(
+            "--github-oidc: ACTIONS_ID_TOKEN_REQUEST_URL and ACTIONS_ID_TOKEN_REQUEST_TOKEN are not set; run it in a GitHub Actions job with `permissions: id-token: write`"
+        );
+    };
+    let audience = drover_wire::text::percent_encode(audience);
+    #[derive(serde::Deserialize)]
+    struct Answer {
+        value: String,
+    }
+    let answer: Answer = reqwest::Client::new()
+        .get(format!("{url}&audience={audience}"))
+        .bearer_auth(bearer)
+        .timeout(std::time::Duration::from_secs(30))
+        .send()
+        .await
+        .and_then(|r| r.error_for_status())
+        .context("asking GitHub Actions for an OIDC token")?
+        .json()
+        .await
+        .context("reading GitHub Actions' OIDC token")?;
+    Ok(answer.value)
+}
+
 fn member_client(cli: &Cli) -> anyhow::Result<Client> {
     Ok(Client::new(&cli.url, token(cli)?)?.with_surface("cli"))
 }
@@ -540,7 +593,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match &cli.command {
         Command::Runner(args) => return run_runners(&cli, args).await,
         Command::Submit(args) => {
-            let client = member_client(&cli)?;
+            let client = submit_client(&cli, args).await?;
             let job = submit(
                 &client,
                 &SubmitJob {
@@ -565,6 +618,8 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                         let _ = out.flush();
                     })
                     .await?;
+                // A CI token lives minutes: ask with a fresh one.
+                let client = submit_client(&cli, args).await?;
                 let done = client.job(&job.id).await?;
                 if !done.state.is_terminal() {
                     bail!(
@@ -737,6 +792,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Members(cmd) => people::members(&member_client(&cli)?, cmd).await?,
         Command::Audit(args) => people::audit(&member_client(&cli)?, args).await?,
         Command::Github(cmd) => github::github(&member_client(&cli)?, cmd).await?,
+        Command::Ci(cmd) => github::ci(&member_client(&cli)?, cmd).await?,
         Command::Redeem(args) => people::redeem(&cli.url, args).await?,
         Command::PairLink => {
             let client = member_client(&cli)?;

@@ -196,6 +196,16 @@ async def main():
         def invited():
             return rest("admin", "post", "/v1/workspace/members", body={"email": f"i{uid()}@acme.test", "role": "member"})[1]["member"]["id"]
 
+        def ci_linked():
+            repo = rest("admin", "put", "/v1/workspace/ci/links", body={"repository": "octo/ci-" + uid()})[1]["repository"]
+            owner, name = repo.split("/")
+            return {"owner": owner, "repo": name}
+
+        def ci_repos():
+            return [l["repository"] for l in rest("admin", "get", "/v1/workspace/ci/links")[1]["links"]]
+
+        workflow_repo = ci_linked()
+
         def listed_ids(path, key):
             return [x["id"] for x in rest("admin", "get", path)[1][key]]
 
@@ -279,6 +289,15 @@ async def main():
                 lambda a, r: r["runner"]["id"] in listed_ids("/v1/workspace/runners/owned", "runners")
                 and "./config.sh" in r["script"] and r["workflowHint"]["runtime"].startswith("self:ws:"),
                 admin=True, bad=({"repository": "octo/hello", "org": "octo"}, "BAD_REQUEST")),
+            # CI links.
+            "setCiLink": write(lambda: {"repository": "octo/ci-" + uid(), "runsOn": ["self-hosted"]},
+                               lambda a, r: a["repository"] in ci_repos() and r["principal"] == "ci:" + a["repository"],
+                               admin=True, bad=({"repository": "no-slash"}, "BAD_REQUEST")),
+            "listCiLinks": read(admin=True),
+            "removeCiLink": write(ci_linked, lambda a, r: f"{a['owner']}/{a['repo']}" not in ci_repos(),
+                                  admin=True, bad=({"owner": "octo", "repo": "never-linked"}, "NOT_FOUND")),
+            "getCiWorkflow": read(lambda: dict(workflow_repo), admin=True,
+                                  bad=({"owner": "octo", "repo": "never-linked"}, "NOT_FOUND")),
         }
 
         missing = sorted(set(ops) - set(cases))

@@ -8,7 +8,9 @@
 
 mod jwt;
 pub mod names;
+pub mod oidc;
 pub mod script;
+pub mod workflow;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

@@ -11,7 +11,7 @@
 use drover_wire as wire;
 use schemars::{JsonSchema, Schema, SchemaGenerator};
 
-use super::{billing, github, jobs, members};
+use super::{billing, ci, github, jobs, members};
 
 /// Makes the schema of a type (a `$ref` to it, for named types).
 pub type SchemaFn = fn(&mut SchemaGenerator) -> Schema;
@@ -1892,6 +1892,138 @@ pub static OPS: &[Op] = &[
             BODY_TOO_LARGE,
             INTERNAL,
             GITHUB_ERROR,
+            OVERLOADED,
+        ],
+    },
+    Op {
+        id: "setCiLink",
+        tool: Some("link_ci_repository"),
+        method: "put",
+        path: "/v1/workspace/ci/links",
+        tag: "github",
+        auth: Auth::Member,
+        summary: r#"Link a repository for CI"#,
+        description: r#"Admins only. Links (or updates) a repository: its GitHub Actions OIDC tokens become a CI principal of this workspace (`ci:<owner>/<repo>`) that may submit and follow jobs on the workspace's pools, never a personal pool, with the workspace paying. `runsOn` (default `[self-hosted]`) and `runtime` (default `self:ws`) shape its rendered workflow. A repository is linked to one workspace at most."#,
+        params: r##"[{"$ref": "#/components/parameters/Surface"}]"##,
+        query: None,
+        body: Some(Body {
+            schema: schema::<wire::CiLinkRequest>,
+            required: true,
+            description: r#""#,
+        }),
+        responses: &[
+            Resp {
+                status: 200,
+                description: r#"The link."#,
+                reply: Reply::Json(schema::<wire::CiLink>),
+            },
+            Resp {
+                status: 400,
+                description: r#"A malformed body, a repository GitHub would not name, an unknown host, bad `runsOn` labels, or a `runtime` that is not a workspace ref (code `BAD_REQUEST`)."#,
+                reply: Reply::Error("BAD_REQUEST"),
+            },
+            UNAUTHORIZED,
+            NOT_ADMIN,
+            BODY_TIMEOUT,
+            Resp {
+                status: 409,
+                description: r#"Another workspace links that repository (code `CONFLICT`)."#,
+                reply: Reply::Error("CONFLICT"),
+            },
+            BODY_TOO_LARGE,
+            INTERNAL,
+            OVERLOADED,
+        ],
+    },
+    Op {
+        id: "listCiLinks",
+        tool: Some("list_ci_links"),
+        method: "get",
+        path: "/v1/workspace/ci/links",
+        tag: "github",
+        auth: Auth::Member,
+        summary: r#"The repositories linked for CI"#,
+        description: r#"Admins only."#,
+        params: r##"[{"$ref": "#/components/parameters/Surface"}]"##,
+        query: None,
+        body: None,
+        responses: &[
+            Resp {
+                status: 200,
+                description: r#"The links, by repository."#,
+                reply: Reply::Json(schema::<wire::CiLinkList>),
+            },
+            UNAUTHORIZED,
+            NOT_ADMIN,
+            INTERNAL,
+            OVERLOADED,
+        ],
+    },
+    Op {
+        id: "removeCiLink",
+        tool: Some("unlink_ci_repository"),
+        method: "delete",
+        path: "/v1/workspace/ci/links/{owner}/{repo}",
+        tag: "github",
+        auth: Auth::Member,
+        summary: r#"Unlink a repository"#,
+        description: r#"Admins only. Its OIDC tokens stop working at once; its jobs keep naming it."#,
+        params: r##"[{"name": "owner", "in": "path", "required": true, "schema": {"type": "string"}}, {"name": "repo", "in": "path", "required": true, "schema": {"type": "string"}}, {"$ref": "#/components/parameters/Surface"}]"##,
+        query: Some(schema::<ci::HostParam>),
+        body: None,
+        responses: &[
+            Resp {
+                status: 204,
+                description: r#"Unlinked."#,
+                reply: Reply::Empty,
+            },
+            Resp {
+                status: 400,
+                description: r#"A repository GitHub would not name, or an unknown host (code `BAD_REQUEST`)."#,
+                reply: Reply::Error("BAD_REQUEST"),
+            },
+            UNAUTHORIZED,
+            NOT_ADMIN,
+            Resp {
+                status: 404,
+                description: r#"This workspace does not link that repository (code `NOT_FOUND`)."#,
+                reply: Reply::Error("NOT_FOUND"),
+            },
+            INTERNAL,
+            OVERLOADED,
+        ],
+    },
+    Op {
+        id: "getCiWorkflow",
+        tool: Some("get_ci_workflow"),
+        method: "get",
+        path: "/v1/workspace/ci/links/{owner}/{repo}/workflow",
+        tag: "github",
+        auth: Auth::Member,
+        summary: r#"The workflow file of a linked repository"#,
+        description: r#"Admins only. A GitHub Actions workflow (YAML) that runs on the link's `runsOn` and submits a job to its `runtime` with `drover submit --github-oidc --runtime … --wait`, so the job's logs and exit code become the step's. It asks for `id-token: write` and stores no secret. Save it as `.github/workflows/drover.yml`."#,
+        params: r##"[{"name": "owner", "in": "path", "required": true, "schema": {"type": "string"}}, {"name": "repo", "in": "path", "required": true, "schema": {"type": "string"}}, {"$ref": "#/components/parameters/Surface"}]"##,
+        query: Some(schema::<ci::HostParam>),
+        body: None,
+        responses: &[
+            Resp {
+                status: 200,
+                description: r#"The workflow."#,
+                reply: Reply::Raw(r#"{"application/yaml": {"schema": {"type": "string"}}}"#),
+            },
+            Resp {
+                status: 400,
+                description: r#"A repository GitHub would not name, or an unknown host (code `BAD_REQUEST`)."#,
+                reply: Reply::Error("BAD_REQUEST"),
+            },
+            UNAUTHORIZED,
+            NOT_ADMIN,
+            Resp {
+                status: 404,
+                description: r#"This workspace does not link that repository (code `NOT_FOUND`)."#,
+                reply: Reply::Error("NOT_FOUND"),
+            },
+            INTERNAL,
             OVERLOADED,
         ],
     },

@@ -14,7 +14,12 @@ impl From<model::Job> for wire::Job {
             runtime: job.runtime_ref,
             runtime_id: job.runtime_id.to_string(),
             pinned_runner: job.pinned_runner.map(|r| r.to_string()),
-            submitted_by: format!("user:{}", job.submitter_id),
+            // A CI principal's id is already `ci:<owner>/<repo>`.
+            submitted_by: if job.submitter_id.as_str().starts_with("ci:") {
+                job.submitter_id.to_string()
+            } else {
+                format!("user:{}", job.submitter_id)
+            },
             command: job.spec.command,
             script: job.spec.script,
             requires: job.requires,

@@ -15,7 +15,7 @@ use super::error::overloaded;
 use super::{AppState, MAX_BODY_BYTES};
 use crate::error::Error;
 use crate::ids::{RuntimeId, Secret};
-use crate::store::{Member, Principal, RunnerAuth, Surface};
+use crate::store::{CiLookup, Member, Principal, RunnerAuth, Surface};
 
 /// A JSON object body, read within the body budget and the body timeout.
 /// Refusals: BAD_REQUEST (not JSON, not an object, wrong shape),
@@ -184,7 +184,12 @@ fn bearer(parts: &Parts) -> Result<Secret, Error> {
         .strip_prefix("Bearer ")
         .ok_or_else(|| unauthorized("the Authorization header must be Bearer <token>"))?
         .trim();
-    if token.is_empty() || token.len() > 256 {
+    let longest = if crate::github::oidc::looks_like_jwt(token) {
+        crate::github::oidc::MAX_TOKEN_LEN
+    } else {
+        256
+    };
+    if token.is_empty() || token.len() > longest {
         return Err(unauthorized("malformed token"));
     }
     Ok(Secret::new(token.to_owned()))
@@ -226,10 +231,50 @@ impl FromRequestParts<AppState> for AuthMember {
                     Error::bad_request(format!("{SURFACE_HEADER} must be rest, cli or desktop"))
                 })?,
         };
-        match principal(parts, state).await? {
+        let token = bearer(parts)?;
+        if crate::github::oidc::looks_like_jwt(token.expose()) {
+            return ci_principal(parts, &token, state).await.map(Self);
+        }
+        match authenticated(&token, state).await? {
             Principal::Member(m) => Ok(Self(Member { surface, ..m })),
             _ => Err(wrong_kind("member API")),
         }
+    }
+}
+
+/// A GitHub Actions OIDC token of a linked repository: a CI principal of
+/// the workspace that links it, on the job routes only.
+async fn ci_principal(parts: &Parts, token: &Secret, state: &AppState) -> Result<Member, Error> {
+    if !parts.uri.path().starts_with("/v1/jobs") {
+        return Err(Error::api(
+            ErrorCode::Forbidden,
+            "a CI token (GitHub Actions OIDC) may only submit and follow jobs",
+        ));
+    }
+    let unauthorized = |m: String| Error::api(ErrorCode::Unauthorized, m);
+    let claims = state
+        .oidc
+        .verify(token.expose())
+        .await
+        .map_err(unauthorized)?;
+    match state
+        .store
+        .ci_principal(
+            crate::github::GITHUB_COM,
+            &claims.repository,
+            claims.repository_id,
+        )
+        .await?
+    {
+        CiLookup::Principal(m) => Ok(m),
+        CiLookup::NotLinked => Err(unauthorized(format!(
+            "{} is not linked to a workspace for CI (PUT /v1/workspace/ci/links)",
+            claims.repository
+        ))),
+        CiLookup::OtherRepository => Err(unauthorized(format!(
+            "{} is not the repository that was linked (its id changed: it was deleted and made again); link it again",
+            claims.repository
+        ))),
     }
 }
 

@@ -35,7 +35,7 @@ use super::catalogue::{OPS, Op, by_tool};
 use super::extract::{AuthMember, Json, OptionalJson, Query, mcp_member};
 use super::openapi::{inline_generator, query_fields};
 use super::{AppState, MAX_BODY_BYTES};
-use super::{billing, github, jobs, members, pairing, runners, runtimes};
+use super::{billing, ci, github, jobs, members, pairing, runners, runtimes};
 use crate::error::Error;
 use crate::store::Member;
 
@@ -252,6 +252,11 @@ impl Args {
         Path(self.path.get(name).cloned().unwrap_or_default())
     }
 
+    fn ids(&self, a: &str, b: &str) -> Path<(String, String)> {
+        let get = |n: &str| self.path.get(n).cloned().unwrap_or_default();
+        Path((get(a), get(b)))
+    }
+
     fn query<T: DeserializeOwned>(&self) -> Result<Query<T>, Error> {
         serde_json::from_value(Value::Object(self.query.clone()))
             .map(Query)
@@ -337,6 +342,10 @@ async fn call(st: &AppState, member: Member, op: &Op, a: Args) -> Result<Respons
         "listGithubInstallations" => run!(github::installations(s, m)),
         "listGithubRepos" => run!(github::repos(s, m, a.query()?)),
         "installGithubWorkspaceRunner" => run!(github::install_runner(s, m, a.body()?)),
+        "setCiLink" => run!(ci::set(s, m, a.body()?)),
+        "listCiLinks" => run!(ci::list(s, m)),
+        "removeCiLink" => run!(ci::remove(s, m, a.ids("owner", "repo"), a.query()?)),
+        "getCiWorkflow" => run!(ci::render(s, m, a.ids("owner", "repo"), a.query()?)),
         other => Error::api(
             drover_wire::ErrorCode::Internal,
             format!("the MCP tool of {other} has no handler"),

@@ -2,6 +2,7 @@
 
 mod billing;
 pub mod catalogue;
+mod ci;
 mod docs;
 mod dto;
 pub mod error;
@@ -63,6 +64,8 @@ pub struct AppState {
     pub redeem_limit: Arc<rate_limit::RateLimiter>,
     /// The workspace GitHub App, when one is configured.
     pub github: Option<Arc<crate::github::GithubApp>>,
+    /// GitHub Actions OIDC tokens, checked as CI principals.
+    pub oidc: Arc<crate::github::oidc::Oidc>,
 }
 
 /// Bounds on what requests in flight hold, so that a crowd of slow or
@@ -221,6 +224,7 @@ pub fn router(state: AppState) -> Router {
         .merge(members::router())
         .merge(billing::router())
         .merge(github::router())
+        .merge(ci::router())
         .merge(mcp::router(state.clone()))
         .route_layer(middleware::from_fn_with_state(state.clone(), limit_reads));
     Router::new()

@@ -47,6 +47,9 @@ pub struct Member {
     pub token_id: Option<TokenId>,
     /// Where this request came from (the audit log names it).
     pub surface: Surface,
+    /// A CI principal (a linked repository's GitHub Actions OIDC token):
+    /// it may submit and follow jobs on the workspace's pools only.
+    pub ci: bool,
 }
 
 impl Member {
@@ -141,6 +144,7 @@ async fn insert_member(
         workspace_name,
         token_id: None,
         surface: Surface::Rest,
+        ci: false,
     };
     sqlx::query("INSERT INTO members (id, workspace_id, email, role, created_at, joined_at) VALUES ($1, $2, $3, $4, $5, $5)")
         .bind(member.id.as_str())
@@ -326,6 +330,7 @@ pub(super) fn member_of(row: &sqlx::any::AnyRow) -> Result<Member> {
             .try_get::<Option<String>, _>("token_id")?
             .map(TokenId::from_db),
         surface: Surface::Rest,
+        ci: false,
     })
 }
 

@@ -63,7 +63,7 @@ impl Store {
     ) -> Result<MemberInfo> {
         let id = MemberId::parse(id).ok_or_else(|| no_member(id))?;
         let row = sqlx::query(&format!(
-            "SELECT {MEMBER_COLUMNS} FROM members WHERE id = $1 AND workspace_id = $2 AND removed_at IS NULL"
+            "SELECT {MEMBER_COLUMNS} FROM members WHERE id = $1 AND workspace_id = $2 AND removed_at IS NULL AND kind = 'person'"
         ))
         .bind(id.as_str())
         .bind(admin.workspace_id.as_str())
@@ -109,7 +109,7 @@ impl Store {
     /// each with their API tokens' names and last use.
     pub async fn list_members(&self, admin: &Member, now: i64) -> Result<Vec<MemberInfo>> {
         let rows = sqlx::query(&format!(
-            "SELECT {MEMBER_COLUMNS} FROM members WHERE workspace_id = $1 AND removed_at IS NULL ORDER BY created_at, id"
+            "SELECT {MEMBER_COLUMNS} FROM members WHERE workspace_id = $1 AND removed_at IS NULL AND kind = 'person' ORDER BY created_at, id"
         ))
         .bind(admin.workspace_id.as_str())
         .fetch_all(&self.reader)

@@ -247,6 +247,12 @@ impl Store {
         requires: &[String],
     ) -> Result<Placement> {
         let (owner, target) = match reference {
+            RuntimeRef::Personal { .. } if member.ci => {
+                return Err(Error::api(
+                    ErrorCode::Forbidden,
+                    "a CI principal may target only the workspace's pools (self:ws…), never a personal pool",
+                ));
+            }
             RuntimeRef::Personal { subject, target } => {
                 if subject.as_ref().is_some_and(|s| s != member.id.as_str()) {
                     // Owner-only: someone else's personal pool does not exist for you.

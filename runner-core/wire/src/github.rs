@@ -179,3 +179,52 @@ pub struct GithubRunnerRemoval {
 pub struct RevokedRunner {
     pub github: GithubRunnerRemoval,
 }
+
+/// `PUT /v1/workspace/ci/links`: link a repository for CI (again: update it).
+#[derive(Serialize, Deserialize, Debug, Clone, Default)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CiLinkRequest {
+    /// `owner/name`.
+    #[cfg_attr(
+        feature = "schema",
+        schemars(regex(pattern = r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})/[A-Za-z0-9._-]{1,100}$"))
+    )]
+    pub repository: String,
+    /// `github.com` (the default) or a GitHub Enterprise Server host.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
+    /// The GitHub runner labels the workflow runs on (default `[self-hosted]`),
+    /// e.g. a workflow hint's `runsOn`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runs_on: Option<Vec<String>>,
+    /// The workspace runtime ref its Drover jobs go to (default `self:ws`),
+    /// e.g. a workflow hint's `runtime`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runtime: Option<String>,
+}
+
+/// A repository linked for CI: its GitHub Actions OIDC tokens may submit
+/// jobs to the workspace's pools.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct CiLink {
+    /// `owner/name`, lower case.
+    pub repository: String,
+    pub host: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runs_on: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runtime: Option<String>,
+    /// The submitter its jobs name: `ci:<owner>/<repo>`.
+    pub principal: String,
+    /// Unix time in milliseconds.
+    pub updated_at: i64,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct CiLinkList {
+    pub links: Vec<CiLink>,
+}

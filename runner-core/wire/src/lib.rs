@@ -995,6 +995,7 @@ pub struct AuditPage {
 /// Every action the audit log records.
 pub const AUDIT_ACTIONS: &[&str] = &[
     "budget.set",
+    "ci_link.removed",
     "ci_link.set",
     "github.install_link_created",
     "github.installation_linked",
