@@ -15,6 +15,7 @@ import argparse
 import json
 import os
 import re
+import select
 import shutil
 import subprocess
 import sys
@@ -137,6 +138,24 @@ class Run:
         with urllib.request.urlopen(req, timeout=10) as r:
             return json.load(r)
 
+    def github(self, command, timeout=30):
+        """One command to the fake GitHub (tests/src/bin/drover-fake-github.rs),
+        or None to read its greeting; its JSON answer."""
+        p = self.fake_github
+        if command is not None:
+            p.stdin.write((command + "\n").encode())
+            p.stdin.flush()
+        ready, _, _ = select.select([p.stdout], [], [], timeout)
+        if not ready:
+            raise Failure(f"the fake GitHub did not answer {command!r} within {timeout} s")
+        line = p.stdout.readline()
+        if not line:
+            raise Failure(f"the fake GitHub exited; see {self.procs.log_path('fake-github')}")
+        answer = json.loads(line)
+        if "error" in answer:
+            raise Failure(f"the fake GitHub refused {command!r}: {answer['error']}")
+        return answer
+
     # -- the window
     def el(self, testid, within=None):
         from selenium.webdriver.common.by import By
@@ -252,10 +271,14 @@ def start_services(r):
 
     r.trayer = wait_for("trayer's window", trayer_window, 20)
 
+    log("a fake GitHub (github.com and a GHE host) for the workspace's GitHub App")
+    r.fake_github = r.procs.start("fake-github", [r.exe("drover-fake-github")], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    github_args = r.github(None)["serveArgs"]
+
     log("coordinator")
     os.makedirs(os.path.join(r.run, "coordinator"))
     database = f"sqlite://{r.run}/coordinator/drover.db"
-    coordinator = r.procs.start("coordinator", [r.exe("drover-coordinator"), "serve", "--listen", "127.0.0.1:0", "--database", database])
+    coordinator = r.procs.start("coordinator", [r.exe("drover-coordinator"), "serve", "--listen", "127.0.0.1:0", "--database", database, *github_args])
     stdout_log = r.procs.log_path("coordinator")
 
     def listening():
@@ -487,6 +510,57 @@ def step4_people(r):
     log("   audit log: member.invited, member.removed and runner.paired, each via desktop")
 
 
+def step4_github(r):
+    """As the admin: the GitHub dialog (issue 12) against the fake GitHub:
+    the install link while the App is installed nowhere, then the picker
+    with search and the GHE badge, an organization-level runner with a
+    group and a label, and its script."""
+    log("4c. as an admin: a GitHub Actions runner from the GitHub dialog")
+    r.click("gh-open")
+    r.wait_ui("the dialog to say the App is not installed", lambda: r.els("gh-not-installed"))
+    r.click("gh-install-link")
+    url = r.wait_ui("the install link", lambda: r.els("gh-install-url") and r.text("gh-install-url"))
+    assert "/apps/drover-test/installations/new?state=" in url, f"gh-install-url is not the App's install page: {url}"
+    log("   not installed: the dialog offers the App's install link")
+
+    # The admin installs the App on an organization at github.com and on
+    # one at the GHE host; GitHub's setup redirect links them.
+    for host, account, repos in (("github.com", "octo", "hello,site"), ("ghe.test", "platform", "infra")):
+        installation = r.github(f"install {host} {account} Organization {repos}")["installationId"]
+        r.github(f"link {host} {installation} {r.url} {r.admin['token']}")
+    r.click("gh-reload")
+
+    def shown():
+        return {(t.get_attribute("data-kind"), t.get_attribute("data-name")) for t in r.els("gh-target") if t.is_displayed()}
+
+    everything = {("org", "octo"), ("org", "platform"), ("repo", "octo/hello"), ("repo", "octo/site"), ("repo", "platform/infra")}
+    r.wait_ui("the picker to list both installations", lambda: shown() == everything)
+    badged = {t.get_attribute("data-name") for t in r.els("gh-target") if r.els("gh-host-badge", t)}
+    assert badged == {"platform", "platform/infra"}, f"GHE badges on {badged}"
+    r.screenshot("github")
+    r.type("gh-search", "octo")
+    r.wait_ui("the search to narrow the picker", lambda: shown() == {("org", "octo"), ("repo", "octo/hello"), ("repo", "octo/site")})
+    next(t for t in r.els("gh-target") if t.get_attribute("data-kind") == "org" and t.is_displayed()).click()
+    r.wait_ui("the organization picked", lambda: r.text("gh-selected") == "Organization octo on github.com")
+    r.type("gh-runner-group", "builds")
+    r.type("gh-labels", "gpu")
+    r.click("gh-submit")
+    script = r.wait_ui("the install script", lambda: r.els("gh-script") and r.el("gh-script").get_attribute("textContent"))
+    values = dict(line.split("=", 1) for line in script.splitlines() if re.match(r"^[A-Z_]+=", line))
+    assert values.get("GH_URL", "").strip("'").endswith("/octo"), f"GH_URL {values.get('GH_URL')}"
+    assert values.get("GH_GROUP", "").strip("'") == "builds", f"GH_GROUP {values.get('GH_GROUP')}"
+    assert values.get("GH_LABELS", "").strip("'").endswith(",gpu"), f"GH_LABELS {values.get('GH_LABELS')}"
+    r.secrets_shown += [values[k].strip("'") for k in ("GH_TOKEN", "DROVER_RUNNER_TOKEN") if k in values]
+    assert r.github("registrations")["registrationTokens"] == 1, "the fake GitHub minted no registration token"
+    runner = values["DROVER_RUNNER_ID"].strip("'")
+    owned = {x["id"] for x in r.api("/v1/workspace/runners/owned")["runners"]}
+    assert runner in owned, f"the coordinator does not list {runner}"
+    assert "drover-" in r.text("gh-hint"), "no workflow hint"
+    r.click("gh-close")
+    r.wait_ui("the dialog to close", lambda: not r.els("gh-dialog"))
+    log(f"   picked org octo (search, GHE badge on platform), group builds, label gpu: runner {runner} and its script")
+
+
 def step_account(r):
     r.tab("account")
     r.wait_ui("signed in as the admin", lambda: r.text("signed-in-as") == r.admin["email"])
@@ -657,6 +731,7 @@ def inner(args):
         step3_job(r)
         step4_workspace(r)
         step4_people(r)
+        step4_github(r)
         step_account(r)
         step5_keychain(r)
         tray(r)

@@ -5,8 +5,9 @@
 use std::sync::Arc;
 
 use drover_wire::{
-    ApiToken, AuditPage, Invite, Job, JoinToken, Member, PairRunner, Runner, Runtime, Usage,
-    UsageReport,
+    ApiToken, AuditPage, GithubInstall, GithubInstallLink, GithubInstallRequest,
+    GithubInstallation, GithubRepo, Invite, Job, JoinToken, Member, PairRunner, RevokedRunner,
+    Runner, Runtime, Usage, UsageReport,
 };
 use runner_core::client::{AuditFilter, RunnerListing, Scope};
 use serde::Serialize;
@@ -232,12 +233,14 @@ pub async fn ws_pair_runner(
     })
 }
 
+/// Revokes a workspace runner; for one registered with GitHub, what
+/// GitHub did with its GitHub runner (removed, or busy and retried).
 #[tauri::command]
-pub async fn ws_revoke_runner(sup: Sup<'_>, id: String) -> AppResult<()> {
+pub async fn ws_revoke_runner(sup: Sup<'_>, id: String) -> AppResult<Option<RevokedRunner>> {
     Ok(sup
         .account_client()
         .await?
-        .revoke_runner(Scope::Workspace, &id)
+        .revoke_workspace_runner(&id)
         .await?)
 }
 
@@ -325,6 +328,62 @@ pub async fn ws_audit(
     Ok(sup.account_client().await?.audit(&filter).await?)
 }
 
+// ------------------------------------------------------------ GitHub (admins)
+
+/// What the workspace's GitHub App is installed on, and every repository
+/// it may reach, for the dialog's picker.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GithubOverview {
+    installations: Vec<GithubInstallation>,
+    repos: Vec<GithubRepo>,
+    /// More repositories than the picker lists (it stops at `MAX_REPO_PAGES`).
+    truncated: bool,
+}
+
+/// Pages of 100 repositories the picker reads at most.
+const MAX_REPO_PAGES: u32 = 10;
+
+#[tauri::command]
+pub async fn ws_github_overview(sup: Sup<'_>) -> AppResult<GithubOverview> {
+    let admin = sup.account_client().await?;
+    let installations = admin.github_installations().await?.installations;
+    let mut repos = Vec::new();
+    let mut page = Some(1);
+    while let Some(n) = page.filter(|n| *n <= MAX_REPO_PAGES) {
+        let list = admin.github_repos(n, 100).await?;
+        repos.extend(list.repos);
+        page = list.next_page;
+    }
+    Ok(GithubOverview {
+        installations,
+        repos,
+        truncated: page.is_some(),
+    })
+}
+
+#[tauri::command]
+pub async fn ws_github_install_link(
+    sup: Sup<'_>,
+    host: Option<String>,
+) -> AppResult<GithubInstallLink> {
+    Ok(sup
+        .account_client()
+        .await?
+        .github_install_link(host.as_deref())
+        .await?)
+}
+
+/// Pairs a workspace runner and registers a GitHub runner beside it: the
+/// install script (shown once) and the workflow hint.
+#[tauri::command]
+pub async fn ws_github_install(
+    sup: Sup<'_>,
+    request: GithubInstallRequest,
+) -> AppResult<GithubInstall> {
+    Ok(sup.account_client().await?.github_install(&request).await?)
+}
+
 /// Every command, for the builder's invoke handler.
 pub fn handler() -> impl Fn(tauri::ipc::Invoke<tauri::Wry>) -> bool + Send + Sync + 'static {
     tauri::generate_handler![
@@ -359,5 +418,8 @@ pub fn handler() -> impl Fn(tauri::ipc::Invoke<tauri::Wry>) -> bool + Send + Syn
         ws_remove_member,
         ws_usage_report,
         ws_audit,
+        ws_github_overview,
+        ws_github_install_link,
+        ws_github_install,
     ]
 }

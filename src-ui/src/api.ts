@@ -6,12 +6,17 @@ import type {
   ApiToken,
   AppState,
   AuditPage,
+  GithubInstall,
+  GithubInstallLink,
+  GithubInstallRequest,
+  GithubOverview,
   Invite,
   Job,
   JoinToken,
   Member,
   PairedWorkspaceRunner,
   PendingLink,
+  RevokedRunner,
   Runner,
   Runtime,
   Usage,
@@ -70,7 +75,7 @@ export const wsCreatePool = (name: string) => call<Runtime>("ws_create_pool", { 
 export const wsRoster = () => call<Runner[]>("ws_roster");
 export const wsPairRunner = (pool: string, name?: string, labels?: string[]) =>
   call<PairedWorkspaceRunner>("ws_pair_runner", { pool, name, labels });
-export const wsRevokeRunner = (id: string) => call<null>("ws_revoke_runner", { id });
+export const wsRevokeRunner = (id: string) => call<RevokedRunner | null>("ws_revoke_runner", { id });
 export const wsJoinToken = (pool: string, ttlSeconds?: number) =>
   call<JoinToken>("ws_join_token", { pool, ttlSeconds });
 export const wsUsage = () => call<Usage>("ws_usage");
@@ -85,3 +90,6 @@ export const wsRemoveMember = (id: string) => call<null>("ws_remove_member", { i
 export const wsUsageReport = (month: string | null, by: UsageReport["by"]) =>
   call<UsageReport>("ws_usage_report", { month, by });
 export const wsAudit = (before?: string) => call<AuditPage>("ws_audit", { before });
+export const wsGithubOverview = () => call<GithubOverview>("ws_github_overview");
+export const wsGithubInstallLink = (host?: string) => call<GithubInstallLink>("ws_github_install_link", { host });
+export const wsGithubInstall = (request: GithubInstallRequest) => call<GithubInstall>("ws_github_install", { request });

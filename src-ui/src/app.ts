@@ -26,6 +26,7 @@ import { accountPanel } from "./views/account";
 import { machinePanel } from "./views/machine";
 import { poolsPanel } from "./views/pools";
 import { workspacePanel } from "./views/workspace";
+import type { GithubDialog } from "./views/github";
 
 export type Tab = "account" | "machine" | "pools" | "workspace";
 
@@ -58,6 +59,10 @@ interface Remote {
   invite: Invite | null;
   report: UsageReport | null;
   audit: AuditPage | null;
+  /** The GitHub dialog, while it is open. */
+  github: GithubDialog | null;
+  /** What revoking a runner did on GitHub. */
+  revokeNotice: string | null;
 }
 
 const NOTHING: Remote = {
@@ -76,6 +81,8 @@ const NOTHING: Remote = {
   invite: null,
   report: null,
   audit: null,
+  github: null,
+  revokeNotice: null,
 };
 
 export class App {

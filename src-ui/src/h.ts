@@ -85,3 +85,14 @@ export const splitList = (text: string) =>
     .split(",")
     .map((s) => s.trim())
     .filter(Boolean);
+
+/** Copies text, quietly doing nothing where the clipboard is refused. */
+export function copy(text: string, button: HTMLButtonElement) {
+  void navigator.clipboard?.writeText(text).then(
+    () => {
+      button.textContent = "Copied";
+      setTimeout(() => (button.textContent = "Copy"), 1500);
+    },
+    () => {},
+  );
+}

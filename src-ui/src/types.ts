@@ -230,3 +230,59 @@ export interface AuditPage {
   events: AuditEvent[];
   nextBefore: string | null;
 }
+
+/** An installation of the workspace's GitHub App. */
+export interface GithubInstallation {
+  /** `github.com` or a GitHub Enterprise Server host. */
+  host: string;
+  installationId: number;
+  account: string;
+  accountType: "User" | "Organization" | string;
+  linkedAt: number;
+}
+
+export interface GithubRepo {
+  host: string;
+  owner: string;
+  name: string;
+  fullName: string;
+  private: boolean;
+  installationId: number;
+}
+
+/** `ws_github_overview`: what the App is installed on and may reach. */
+export interface GithubOverview {
+  installations: GithubInstallation[];
+  repos: GithubRepo[];
+  truncated: boolean;
+}
+
+export interface GithubInstallLink {
+  url: string;
+  host: string;
+  expiresAt: number;
+}
+
+/** Give exactly one of `repository` or `org`. */
+export interface GithubInstallRequest {
+  repository?: string;
+  org?: string;
+  host?: string;
+  runnerGroup?: string;
+  labels?: string[];
+  ephemeral?: boolean;
+  pool?: string;
+}
+
+export interface GithubInstall {
+  runner: Runner;
+  github: { host: string; url: string; name: string; labels: string[]; runnerGroup?: string | null; ephemeral: boolean };
+  /** Holds a registration token and the runner's token: shown once. */
+  script: string;
+  workflowHint: { runsOn: string[]; runtime: string; yaml: string };
+}
+
+/** What revoking a workspace runner did to its GitHub runner. */
+export interface RevokedRunner {
+  github: { name: string; removed: boolean; message: string };
+}

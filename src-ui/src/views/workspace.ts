@@ -4,20 +4,10 @@
 
 import type { App } from "../app";
 import * as api from "../api";
-import { duration, h, when } from "../h";
+import { copy, duration, h, when } from "../h";
 import type { Runner } from "../types";
+import { githubSection } from "./github";
 import { auditSection, membersSection, usageSection } from "./people";
-
-/** Copies text, quietly doing nothing where the clipboard is refused. */
-function copy(text: string, button: HTMLButtonElement) {
-  void navigator.clipboard?.writeText(text).then(
-    () => {
-      button.textContent = "Copied";
-      setTimeout(() => (button.textContent = "Copy"), 1500);
-    },
-    () => {},
-  );
-}
 
 export function workspacePanel(app: App) {
   const { wsPools, roster, usage, paired, joinToken } = app.remote;
@@ -103,6 +93,7 @@ export function workspacePanel(app: App) {
       h("tbody", null, (roster ?? []).map((r) => rosterRow(app, r))),
     ),
     roster?.length === 0 ? h("p", { class: "muted" }, "No runner yet.") : null,
+    app.remote.revokeNotice ? h("p", { testid: "ws-revoke-notice", class: "small" }, app.remote.revokeNotice) : null,
 
     h(
       "div",
@@ -144,6 +135,8 @@ export function workspacePanel(app: App) {
           : null,
       ),
     ),
+
+    githubSection(app),
 
     h("h3", null, usage ? `Usage and budget, ${usage.month} (UTC)` : "Usage and budget"),
     h(
@@ -199,8 +192,11 @@ function rosterRow(app: App, r: Runner) {
           class: "small danger",
           disabled: app.busy.has(`ws-revoke:${r.id}`),
           onclick: () =>
-            app.act(`ws-revoke:${r.id}`, () => api.wsRevokeRunner(r.id), () => {
+            app.act(`ws-revoke:${r.id}`, () => api.wsRevokeRunner(r.id), (revoked) => {
               app.remote.roster = (app.remote.roster ?? []).filter((x) => x.id !== r.id);
+              app.remote.revokeNotice = revoked
+                ? `Revoked ${r.name}. GitHub runner ${revoked.github.name}: ${revoked.github.message}`
+                : null;
             }),
         },
         "Revoke",
