@@ -144,6 +144,7 @@ impl Application {
                 config.serve.body_memory,
                 config.serve.body_timeout,
                 config.serve.max_reads,
+                config.serve.read_wait,
             )),
             probes: Arc::new(Probes::new(config.metrics_token.as_deref())),
             public_url: public_url.clone().into(),

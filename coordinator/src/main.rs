@@ -281,6 +281,10 @@ struct Limits {
     /// The runner protocol is not counted.
     #[arg(long, env = "DROVER_MAX_READS", default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=100_000))]
     max_reads: u32,
+    /// How long a member read past --max-reads waits for a turn before it
+    /// is answered 503 OVERLOADED (0: at once).
+    #[arg(long, env = "DROVER_READ_WAIT_MS", default_value_t = 250, value_parser = clap::value_parser!(u64).range(0..=60_000))]
+    read_wait_ms: u64,
     /// On SIGTERM, requests in flight get this many milliseconds to end;
     /// then the coordinator exits anyway.
     #[arg(long, env = "DROVER_SHUTDOWN_TIMEOUT_MS", default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(0..=600_000))]
@@ -306,6 +310,7 @@ impl Limits {
             body_timeout: Duration::from_millis(self.body_timeout_ms),
             body_memory: self.body_memory_mib as usize * 1024 * 1024,
             max_reads: self.max_reads as usize,
+            read_wait: Duration::from_millis(self.read_wait_ms),
             shutdown_timeout: Duration::from_millis(self.shutdown_timeout_ms),
         }
     }

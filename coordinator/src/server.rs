@@ -51,6 +51,8 @@ pub struct ServeLimits {
     pub body_memory: usize,
     /// Member API reads served at once; more wait briefly, then get 503.
     pub max_reads: usize,
+    /// How long a read past `max_reads` waits for a turn before its 503.
+    pub read_wait: Duration,
     /// After a shutdown signal, in-flight requests get this long; then the
     /// process exits whatever is still open.
     pub shutdown_timeout: Duration,
@@ -64,6 +66,7 @@ impl Default for ServeLimits {
             body_timeout: Duration::from_secs(30),
             body_memory: 64 * 1024 * 1024,
             max_reads: 16,
+            read_wait: Duration::from_millis(250),
             shutdown_timeout: Duration::from_secs(10),
         }
     }

@@ -3,6 +3,9 @@
 //! installations, repository- and organization-level registration, GHE hosts,
 //! the install script (checked with `sh -n`, `bash -n`, shellcheck and a dry
 //! run), token caching and refresh, and revocation removing the GitHub runner.
+//!
+//! Over 500 lines: one test per case the issue names, each a whole flow
+//! against the fake GitHub, sharing this file's setup.
 
 use std::process::Command;
 

@@ -6,10 +6,13 @@
 //! No key, JWT or token is ever logged or put in an error: an error names
 //! the call and what GitHub answered.
 
+mod config;
 mod jwt;
 pub mod names;
+mod oauth;
 pub mod oidc;
 pub mod script;
+mod target;
 pub mod workflow;
 
 use std::collections::HashMap;
@@ -19,13 +22,17 @@ use std::time::Duration;
 use drover_wire::ErrorCode;
 use reqwest::{Method, StatusCode};
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::clock::Clock;
 use crate::error::{Error, Result};
 use crate::ids::Secret;
 
+pub use config::{AppConfig, Host, base_url};
 pub use jwt::AppKey;
+pub use oauth::UserInstallation;
+pub use target::Target;
+use target::TokenScope;
 
 /// The host name of github.com, and the default of every `host` field.
 pub const GITHUB_COM: &str = "github.com";
@@ -41,168 +48,6 @@ const CALL_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// Pages of a GitHub list read at most, per call that reads them all.
 const MAX_PAGES: usize = 50;
-
-/// One GitHub: github.com or a GitHub Enterprise Server host.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Host {
-    /// `github.com`, or the GHE host name (`ghe.example.com`).
-    pub name: String,
-    /// The REST API base, without a trailing `/`.
-    pub api: String,
-    /// The web base (install pages, OAuth, repository URLs).
-    pub web: String,
-}
-
-impl Host {
-    /// `HOST=API_BASE` (`--github-host`); the web base is the API base
-    /// without its trailing `/api/v3`.
-    pub fn parse(s: &str) -> std::result::Result<Self, String> {
-        let (name, api) = s
-            .split_once('=')
-            .ok_or("give HOST=API_BASE, e.g. ghe.example.com=https://ghe.example.com/api/v3")?;
-        let name = name.trim().to_ascii_lowercase();
-        if name.is_empty()
-            || name == GITHUB_COM
-            || !name
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b"-.:".contains(&b))
-        {
-            return Err(format!(
-                "{name:?} is not a GitHub Enterprise Server host name"
-            ));
-        }
-        let api = base_url(api)?;
-        let web = api.strip_suffix("/api/v3").unwrap_or(&api).to_owned();
-        Ok(Self { name, api, web })
-    }
-
-    /// Whether install pages live under `/github-apps/` (GHE) or `/apps/`.
-    fn apps_path(&self) -> &'static str {
-        if self.name == GITHUB_COM {
-            "apps"
-        } else {
-            "github-apps"
-        }
-    }
-}
-
-/// An `http(s)://` base URL, without its trailing `/`.
-pub fn base_url(s: &str) -> std::result::Result<String, String> {
-    let s = s.trim();
-    if !(s.starts_with("https://") || s.starts_with("http://"))
-        || s.contains(['?', '#', ' '])
-        || s.chars().any(char::is_control)
-    {
-        return Err(format!("{s:?} is not an http(s) base URL"));
-    }
-    Ok(s.trim_end_matches('/').to_owned())
-}
-
-/// The App, as `serve --github-…` configures it.
-#[derive(Clone)]
-pub struct AppConfig {
-    pub app_id: u64,
-    pub slug: String,
-    pub key: Arc<AppKey>,
-    pub client_id: String,
-    pub client_secret: Secret,
-    /// github.com first, then the GHE hosts.
-    pub hosts: Vec<Host>,
-}
-
-impl std::fmt::Debug for AppConfig {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("AppConfig")
-            .field("app_id", &self.app_id)
-            .field("slug", &self.slug)
-            .field("client_id", &self.client_id)
-            .field("hosts", &self.hosts)
-            .finish_non_exhaustive()
-    }
-}
-
-/// A runner's registration target: a repository or an organization.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Target {
-    Repo { owner: String, repo: String },
-    Org { org: String },
-}
-
-impl Target {
-    pub fn owner(&self) -> &str {
-        match self {
-            Self::Repo { owner, .. } => owner,
-            Self::Org { org } => org,
-        }
-    }
-
-    /// The REST path prefix of its runners: `/repos/o/r` or `/orgs/o`.
-    fn api_prefix(&self) -> String {
-        match self {
-            Self::Repo { owner, repo } => format!("/repos/{owner}/{repo}"),
-            Self::Org { org } => format!("/orgs/{org}"),
-        }
-    }
-
-    /// What `config.sh --url` names.
-    pub fn web_url(&self, host: &Host) -> String {
-        match self {
-            Self::Repo { owner, repo } => format!("{}/{owner}/{repo}", host.web),
-            Self::Org { org } => format!("{}/{org}", host.web),
-        }
-    }
-
-    /// The installation token's scope: `administration: write` on that
-    /// one repository, or `organization_self_hosted_runners: write`.
-    fn token_scope(&self) -> TokenScope {
-        match self {
-            Self::Repo { repo, .. } => TokenScope {
-                permission: "administration",
-                repository: Some(repo.clone()),
-            },
-            Self::Org { .. } => TokenScope {
-                permission: "organization_self_hosted_runners",
-                repository: None,
-            },
-        }
-    }
-}
-
-/// What an installation token is asked for: one permission (`write`, or
-/// `read` for `metadata`), on one repository or all the installation has.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-struct TokenScope {
-    permission: &'static str,
-    repository: Option<String>,
-}
-
-impl TokenScope {
-    const METADATA: Self = Self {
-        permission: "metadata",
-        repository: None,
-    };
-
-    fn body(&self) -> Value {
-        let level = if self.permission == "metadata" {
-            "read"
-        } else {
-            "write"
-        };
-        let mut body = json!({ "permissions": { self.permission: level } });
-        if let Some(repo) = &self.repository {
-            body["repositories"] = json!([repo]);
-        }
-        body
-    }
-}
-
-/// An installation the user behind an OAuth token may reach.
-#[derive(Debug, Clone)]
-pub struct UserInstallation {
-    pub id: i64,
-    pub account: String,
-    pub account_type: String,
-}
 
 /// A repository an installation may reach.
 #[derive(Debug, Clone)]
@@ -610,93 +455,6 @@ impl GithubApp {
             })
             .collect();
         Ok((repos, next_link(&headers).is_some()))
-    }
-
-    /// Exchanges an OAuth `code` (from the setup redirect) for a user token.
-    pub async fn user_token(&self, host: &Host, code: &str) -> Result<Secret> {
-        let what = "the OAuth code exchange";
-        let url = format!("{}/login/oauth/access_token", host.web);
-        let resp = self
-            .http
-            .post(&url)
-            .header(reqwest::header::ACCEPT, "application/json")
-            .form(&[
-                ("client_id", self.config.client_id.as_str()),
-                ("client_secret", self.config.client_secret.expose()),
-                ("code", code),
-            ])
-            .send()
-            .await
-            .map_err(|e| transport(what, e))?;
-        let status = resp.status();
-        let body = resp.bytes().await.map_err(|e| transport(what, e))?;
-        let v: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-        match v["access_token"].as_str() {
-            Some(t) if status.is_success() => Ok(Secret::new(t.to_owned())),
-            _ => Err(Error::api(
-                ErrorCode::Forbidden,
-                format!(
-                    "GitHub did not accept the sign-in code ({}); start again from the install link",
-                    v["error"].as_str().unwrap_or("no token in its answer")
-                ),
-            )),
-        }
-    }
-
-    /// Every installation of this App the user behind `user_token` may
-    /// reach (`GET /user/installations`, all its pages).
-    pub async fn user_installations(
-        &self,
-        host: &Host,
-        user_token: &Secret,
-    ) -> Result<Vec<UserInstallation>> {
-        let what = "GET /user/installations";
-        let mut url = format!("{}/user/installations?per_page=100", host.api);
-        let mut out = Vec::new();
-        for _ in 0..MAX_PAGES {
-            let resp = self
-                .send(Method::GET, &url, Auth::Token(user_token), None, what)
-                .await?;
-            let (status, headers) = (resp.status(), resp.headers().clone());
-            let body = resp.bytes().await.map_err(|e| transport(what, e))?;
-            if status != StatusCode::OK {
-                return Err(github_error(what, status, &body));
-            }
-            #[derive(Deserialize)]
-            struct Account {
-                login: String,
-                #[serde(rename = "type", default)]
-                kind: String,
-            }
-            #[derive(Deserialize)]
-            struct I {
-                id: i64,
-                account: Account,
-                #[serde(default)]
-                app_id: Option<u64>,
-            }
-            #[derive(Deserialize)]
-            struct Page {
-                installations: Vec<I>,
-            }
-            let page: Page = serde_json::from_slice(&body)
-                .map_err(|_| github_error(what, status, b"an unexpected answer"))?;
-            out.extend(
-                page.installations
-                    .into_iter()
-                    .filter(|i| i.app_id.is_none_or(|a| a == self.config.app_id))
-                    .map(|i| UserInstallation {
-                        id: i.id,
-                        account: i.account.login,
-                        account_type: i.account.kind,
-                    }),
-            );
-            match next_link(&headers) {
-                Some(next) => url = next,
-                None => return Ok(out),
-            }
-        }
-        Ok(out)
     }
 }
 

@@ -8,6 +8,7 @@ mod dto;
 pub mod error;
 mod extract;
 mod github;
+mod github_setup;
 mod health;
 mod jobs;
 mod mcp;
@@ -80,20 +81,25 @@ pub struct RequestLimits {
     /// Member API reads (`GET`) being served. The runner protocol is not
     /// counted, so leases and heartbeats keep their pace under a read storm.
     pub reads: Arc<Semaphore>,
+    /// How long a read waits for its turn before it is answered OVERLOADED.
+    pub read_wait: Duration,
 }
 
 impl RequestLimits {
-    pub fn new(body_bytes: usize, body_timeout: Duration, reads: usize) -> Self {
+    pub fn new(
+        body_bytes: usize,
+        body_timeout: Duration,
+        reads: usize,
+        read_wait: Duration,
+    ) -> Self {
         Self {
             body_bytes: Arc::new(Semaphore::new(body_bytes)),
             body_timeout,
             reads: Arc::new(Semaphore::new(reads)),
+            read_wait,
         }
     }
 }
-
-/// How long a read waits for its turn before it is answered OVERLOADED.
-const READ_QUEUE_WAIT: Duration = Duration::from_millis(250);
 
 impl AppState {
     pub fn now(&self) -> i64 {
@@ -158,7 +164,7 @@ async fn limit_reads(State(st): State<AppState>, req: Request, next: Next) -> Re
     if !matches!(*req.method(), Method::GET | Method::HEAD) {
         return next.run(req).await;
     }
-    let turn = tokio::time::timeout(READ_QUEUE_WAIT, st.limits.reads.clone().acquire_owned());
+    let turn = tokio::time::timeout(st.limits.read_wait, st.limits.reads.clone().acquire_owned());
     let Ok(Ok(_permit)) = turn.await else {
         return error::overloaded("too many requests in flight").into_response();
     };
@@ -224,6 +230,7 @@ pub fn router(state: AppState) -> Router {
         .merge(members::router())
         .merge(billing::router())
         .merge(github::router())
+        .merge(github_setup::router())
         .merge(ci::router())
         .merge(mcp::router(state.clone()))
         .route_layer(middleware::from_fn_with_state(state.clone(), limit_reads));

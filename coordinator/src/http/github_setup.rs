@@ -1,0 +1,125 @@
+//! GitHub's setup redirect (`GET /v1/github/setup`), after an admin
+//! installed the App from an install link: the one-time state names the
+//! workspace, and the OAuth code proves the installation is the user's
+//! (`GET /user/installations` must list it). It answers a page a person reads.
+
+use axum::Router;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{Html, IntoResponse, Response};
+use axum::routing::get;
+use drover_wire::ErrorCode;
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+use super::AppState;
+use super::github::app;
+use crate::error::{Error, Result};
+use crate::store::Member;
+
+pub fn router() -> Router<AppState> {
+    Router::new().route("/v1/github/setup", get(setup))
+}
+
+/// GitHub's setup redirect after installing the App.
+#[derive(Deserialize, JsonSchema)]
+pub struct SetupParams {
+    /// The installation GitHub says was made.
+    pub installation_id: Option<i64>,
+    /// `install`, `update` or `request`.
+    pub setup_action: Option<String>,
+    /// The install link's one-time state.
+    pub state: Option<String>,
+    /// The OAuth code (the App asks for user authorization on install).
+    pub code: Option<String>,
+}
+
+fn page(status: StatusCode, title: &str, text: &str) -> Response {
+    let esc = |s: &str| {
+        s.replace('&', "&amp;")
+            .replace('<', "&lt;")
+            .replace('>', "&gt;")
+            .replace('"', "&quot;")
+    };
+    let html = format!(
+        "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>Drover: {t}</title></head>\n<body><h1>{t}</h1><p>{x}</p></body></html>\n",
+        t = esc(title),
+        x = esc(text)
+    );
+    (status, Html(html)).into_response()
+}
+
+pub(super) async fn setup(
+    State(st): State<AppState>,
+    axum::extract::Query(q): axum::extract::Query<SetupParams>,
+) -> Response {
+    match link(&st, q).await {
+        Ok(text) => page(StatusCode::OK, "GitHub App linked", &text),
+        Err(Error::Api { code, message }) => page(
+            super::error::status_of(code),
+            "GitHub App not linked",
+            &format!("{message} ({})", code.as_str()),
+        ),
+        Err(other) => {
+            tracing::error!(error = %other, "internal error");
+            page(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "GitHub App not linked",
+                "something failed inside the coordinator; details are in its log (INTERNAL)",
+            )
+        }
+    }
+}
+
+async fn link(st: &AppState, q: SetupParams) -> Result<String> {
+    let app = app(st)?;
+    if q.setup_action.as_deref() == Some("request") {
+        return Ok("GitHub sent the installation to an owner of the account for approval; once approved, ask for a new install link to link it.".into());
+    }
+    let (Some(id), Some(state), Some(code)) = (q.installation_id, q.state, q.code) else {
+        return Err(Error::bad_request(
+            "GitHub's setup redirect must carry installation_id, state and code (the App must request user authorization during installation)",
+        ));
+    };
+    let now = st.now();
+    let linked_by = st.store.take_link_state(&state, now).await?;
+    let host = app.host(&linked_by.host)?;
+    let user_token = app.user_token(host, &code).await?;
+    let reachable = app.user_installations(host, &user_token).await?;
+    let Some(found) = reachable.iter().find(|i| i.id == id) else {
+        return Err(Error::api(
+            ErrorCode::Forbidden,
+            format!(
+                "installation {id} is not one the signing-in GitHub user can reach; nothing was linked"
+            ),
+        ));
+    };
+    let linked = link_as(st, &linked_by.member, &host.name, found, now).await?;
+    Ok(format!(
+        "Installation {} on {} ({} {}) is linked to workspace {}. You can close this page.",
+        linked.id,
+        linked.host,
+        linked.account_type,
+        linked.account,
+        linked_by.member.workspace_name
+    ))
+}
+
+async fn link_as(
+    st: &AppState,
+    member: &Member,
+    host: &str,
+    found: &crate::github::UserInstallation,
+    now: i64,
+) -> Result<crate::store::Installation> {
+    st.store
+        .link_installation(
+            member,
+            host,
+            found.id,
+            &found.account,
+            &found.account_type,
+            now,
+        )
+        .await
+}
