@@ -123,30 +123,9 @@ impl Oidc {
         struct Jwks {
             keys: Vec<Jwk>,
         }
-        let unreachable = |what: &str| format!("the OIDC issuer's {what} could not be read");
         let url = format!("{}/.well-known/openid-configuration", self.config.issuer);
-        let discovery: Discovery = async {
-            self.http
-                .get(&url)
-                .send()
-                .await?
-                .error_for_status()?
-                .json()
-                .await
-        }
-        .await
-        .map_err(|_: reqwest::Error| unreachable("OpenID configuration"))?;
-        let jwks: Jwks = async {
-            self.http
-                .get(&discovery.jwks_uri)
-                .send()
-                .await?
-                .error_for_status()?
-                .json()
-                .await
-        }
-        .await
-        .map_err(|_: reqwest::Error| unreachable("JWKS"))?;
+        let discovery: Discovery = self.get_json(&url, "OpenID configuration").await?;
+        let jwks: Jwks = self.get_json(&discovery.jwks_uri, "JWKS").await?;
         Ok(jwks
             .keys
             .into_iter()
@@ -157,6 +136,25 @@ impl Oidc {
                 Some((k.kid.unwrap_or_default(), (n, e)))
             })
             .collect())
+    }
+
+    /// A JSON document of the issuer's; `what` names it in the refusal.
+    async fn get_json<T: for<'de> Deserialize<'de>>(
+        &self,
+        url: &str,
+        what: &str,
+    ) -> Result<T, Refusal> {
+        let read = async {
+            self.http
+                .get(url)
+                .send()
+                .await?
+                .error_for_status()?
+                .json()
+                .await
+        };
+        read.await
+            .map_err(|_: reqwest::Error| format!("the OIDC issuer's {what} could not be read"))
     }
 
     /// The public key `kid`, from the cache or a fresh JWKS.
