@@ -27,6 +27,18 @@ pub fn ago(unix_ms: i64, now_ms: i64) -> String {
     }
 }
 
+/// A span of milliseconds: `850 ms`, `3.4 s`, `5 min 3 s`, `2 h 5 min`.
+pub fn span(ms: i64) -> String {
+    let ms = ms.max(0);
+    let s = ms / 1000;
+    match ms {
+        0..=999 => format!("{ms} ms"),
+        1000..=59_999 => format!("{}.{} s", s, (ms % 1000) / 100),
+        60_000..=3_599_999 => format!("{} min {} s", s / 60, s % 60),
+        _ => format!("{} h {} min", s / 3600, (s % 3600) / 60),
+    }
+}
+
 /// Now, in Unix milliseconds.
 pub fn now_ms() -> i64 {
     std::time::SystemTime::now()
@@ -47,6 +59,15 @@ mod tests {
         assert_eq!(utc(951_782_400_000), "2000-02-29 00:00 UTC");
         assert_eq!(utc(1_735_689_599_999), "2024-12-31 23:59 UTC");
         assert_eq!(utc(-60_000), "1969-12-31 23:59 UTC");
+    }
+
+    #[test]
+    fn spans_read_in_the_unit_that_fits() {
+        assert_eq!(span(-5), "0 ms");
+        assert_eq!(span(850), "850 ms");
+        assert_eq!(span(3_450), "3.4 s");
+        assert_eq!(span(303_000), "5 min 3 s");
+        assert_eq!(span(7_500_000), "2 h 5 min");
     }
 
     #[test]

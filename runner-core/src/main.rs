@@ -893,7 +893,23 @@ fn show_job(j: &drover_wire::Job) {
         ),
         ("submitted by", j.submitted_by.clone()),
         ("submitted", human::utc(j.created_at)),
-        ("finished", or_dash(j.finished_at.map(human::utc))),
+        (
+            "started",
+            or_dash(j.started_at.map(|s| {
+                format!(
+                    "{} ({} in the queue)",
+                    human::utc(s),
+                    human::span(s - j.created_at)
+                )
+            })),
+        ),
+        (
+            "finished",
+            or_dash(j.finished_at.map(|f| match j.started_at {
+                Some(s) => format!("{} (ran {})", human::utc(f), human::span(f - s)),
+                None => format!("{} (never started)", human::utc(f)),
+            })),
+        ),
     ];
     table::print(
         &["FIELD", "VALUE"],

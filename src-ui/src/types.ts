@@ -138,6 +138,8 @@ export interface Job {
   cancelRequested: boolean;
   provenance?: Provenance;
   createdAt: number;
+  /** When its latest attempt was leased (absent while queued). */
+  startedAt?: number;
   finishedAt?: number;
 }
 

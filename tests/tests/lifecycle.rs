@@ -51,13 +51,20 @@ async fn jobs_move_through_their_states_with_exit_codes_and_timeouts() {
         .unwrap();
     assert_eq!(gated.state, JobState::Queued);
     assert_eq!(gated.attempt, 0);
+    assert_eq!(gated.started_at, None, "a queued job has not started");
     let _r = RunnerProcess::paired(&c.url, &runner.token, &["--max-concurrent", "4"]);
     let running = wait_state(&admin.client, &gated.id, JobState::Running).await;
     assert_eq!(running.attempt, 1);
     std::fs::write(&go, "").unwrap();
     let done = wait_done(&admin.client, &gated.id).await;
     assert_eq!((done.state, done.exit_code), (JobState::Succeeded, Some(0)));
-    assert!(done.finished_at.is_some());
+    // Its times: queued, then leased, then ended, in that order.
+    let (started, finished) = (done.started_at.unwrap(), done.finished_at.unwrap());
+    assert!(
+        gated.created_at <= started && started <= finished,
+        "{gated:?} then {done:?}"
+    );
+    assert_eq!(running.started_at, Some(started));
 
     let failed = admin
         .client

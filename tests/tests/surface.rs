@@ -359,6 +359,11 @@ async fn the_cli_submits_waits_shows_lists_and_cancels() {
         table.contains("failed") && table.contains("ws:acme") && table.contains(&id),
         "{table}"
     );
+    // Where the time went: in the queue, then running.
+    assert!(
+        table.contains("in the queue)") && table.contains("(ran "),
+        "{table}"
+    );
     let show = c.drover(&admin.token, &["jobs", "show", &id, "--json"]);
     let job: serde_json::Value = serde_json::from_slice(&show.stdout).unwrap();
     assert_eq!(

@@ -36,6 +36,10 @@ impl From<model::Job> for wire::Job {
                 attempt: p.attempt,
             }),
             created_at: job.created_at,
+            // A queued job (again, after a lost lease) has not started.
+            started_at: job
+                .started_at
+                .filter(|_| job.state != wire::JobState::Queued),
             finished_at: job.finished_at,
         }
     }

@@ -167,12 +167,13 @@ pub(super) struct JobRow {
     pub ran_by: Option<String>,
     pub ran_by_owner: Option<String>,
     pub created_at: i64,
+    pub started_at: Option<i64>,
     pub finished_at: Option<i64>,
 }
 
 pub(super) const JOB_COLUMNS: &str = "j.id, j.state, j.runtime_ref, j.runtime_id, j.pinned_runner_id, j.submitter_id,
     j.priority, j.requires, j.spec, j.attempt, j.max_attempts, j.exit_code, j.error, j.cancel_requested,
-    j.ran_by, j.ran_by_owner, j.created_at, j.finished_at";
+    j.ran_by, j.ran_by_owner, j.created_at, j.started_at, j.finished_at";
 
 /// Jobs a member may see: their own, and any on a workspace-owned pool.
 /// Takes (workspace, member) as parameters `$first` and `$first + 1`.
@@ -214,6 +215,7 @@ impl JobRow {
             cancel_requested: self.cancel_requested != 0,
             provenance,
             created_at: self.created_at,
+            started_at: self.started_at,
             finished_at: self.finished_at,
         })
     }

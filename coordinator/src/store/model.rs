@@ -32,6 +32,9 @@ pub struct Job {
     /// Who ran it, once it finished on a runner.
     pub provenance: Option<Provenance>,
     pub created_at: i64,
+    /// When its latest attempt was leased (kept when a lost lease puts it
+    /// back in the queue).
+    pub started_at: Option<i64>,
     pub finished_at: Option<i64>,
 }
 

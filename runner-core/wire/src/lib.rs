@@ -391,9 +391,13 @@ pub struct Job {
     pub cancel_requested: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub provenance: Option<Provenance>,
-    /// Unix time in milliseconds.
+    /// When it was queued: Unix time in milliseconds.
     pub created_at: i64,
+    /// When its latest attempt was leased to a runner (absent while queued):
     /// Unix time in milliseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<i64>,
+    /// When it ended: Unix time in milliseconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub finished_at: Option<i64>,
 }
