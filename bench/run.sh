@@ -9,7 +9,8 @@
 #     then drover-retention-bench: 1/6/24 h of finished history purged
 #     under an open loop at 200 jobs/s (database size, purge rate, latency);
 #     then bench/burst.py: memory during and after stalled uploads, and
-#     bench/storm.py: runner latency under a storm of member reads;
+#     bench/storm.py: runner latency under a storm of member reads, and
+#     bench/cli.py: `drover submit --wait -- true` from command to exit;
 #  3. the peers on the same workloads (bench/peers/run.sh: Celery + Redis,
 #     graphile-worker, Temporal; installed from the registries), and the
 #     ratios Drover ÷ peer (bench/compare.py).
@@ -54,6 +55,14 @@ out="bench/results/$stamp.md"
   psql "$DROVER_TEST_PG_URL" -qc "CREATE DATABASE $storm_db" >&2
   DROVER_BENCH_PG="${DROVER_TEST_PG_URL%/*}/$storm_db" python3 bench/storm.py
   psql "$DROVER_TEST_PG_URL" -qc "DROP DATABASE $storm_db WITH (FORCE)" >&2
+  echo
+  echo "## drover submit --wait -- true, submit to exit, a runner waiting (bench/cli.py)"
+  echo
+  python3 bench/cli.py
+  cli_db="drover_cli_$(date +%s)"
+  psql "$DROVER_TEST_PG_URL" -qc "CREATE DATABASE $cli_db" >&2
+  DROVER_BENCH_PG="${DROVER_TEST_PG_URL%/*}/$cli_db" python3 bench/cli.py | tail -1
+  psql "$DROVER_TEST_PG_URL" -qc "DROP DATABASE $cli_db WITH (FORCE)" >&2
 } | tee "$out"
 if [ "${BENCH_PEERS:-1}" != 0 ]; then
   step "peers"

@@ -1,0 +1,112 @@
+#!/usr/bin/env python3
+"""`drover submit --wait -- true`, from the command to its exit, while a
+runner waits for work: what a person at a terminal (or a CI step) sees.
+
+Starts target/release/drover-coordinator on a fresh SQLite file (durability
+`full`, the default, then `normal`), or on DROVER_BENCH_PG (a PostgreSQL URL
+of an empty database), pairs one workspace runner and runs it
+(target/release/drover), then runs the command RUNS times, one after the
+other, each as its own process. Prints a Markdown table: submit → exit
+percentiles, and where each job's time went by its own timestamps (queued →
+leased, leased → finished), so the CLI's own start-up shows as the rest.
+
+    bench/cli.py                  (RUNS=200)
+
+DROVER_COORDINATOR and DROVER_CLI name other binaries (e.g. older builds);
+RUNNER_ARGS adds flags to the runner (e.g. `--sandbox bwrap`).
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RELEASE = os.path.join(ROOT, "target", "release")
+COORDINATOR = os.environ.get("DROVER_COORDINATOR", os.path.join(RELEASE, "drover-coordinator"))
+CLI = os.environ.get("DROVER_CLI", os.path.join(RELEASE, "drover"))
+RUNS = int(os.environ.get("RUNS", "200"))
+
+
+def call(base, method, path, token, body=None):
+    req = urllib.request.Request(
+        base + path,
+        method=method,
+        data=None if body is None else json.dumps(body).encode(),
+        headers={"Authorization": "Bearer " + token, "Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(req, timeout=60) as r:
+        return json.loads(r.read() or b"null")
+
+
+def ms(xs, q):
+    xs = sorted(xs)
+    return f"{xs[int(q * (len(xs) - 1))]:.1f}"
+
+
+def run(db, label, extra):
+    with tempfile.TemporaryDirectory() as d:
+        env = dict(os.environ)
+        if db is None:
+            db = f"sqlite://{d}/drover.db"
+        else:
+            key = os.path.join(d, "secret.key")
+            with open(key, "w") as f:
+                f.write("k1:" + os.urandom(32).hex() + "\n")
+            env["DROVER_SECRET_KEY_FILE"] = key
+        member = json.loads(subprocess.check_output(
+            [COORDINATOR, "admin", "bootstrap", "--workspace", "bench", "--email", "bench@bench.test",
+             "--database", db, "--json"], env=env))["token"]
+        coordinator = subprocess.Popen(
+            [COORDINATOR, "serve", "--listen", "127.0.0.1:0", "--database", db, *extra],
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
+        runner = None
+        try:
+            base = coordinator.stdout.readline().split()[-1]
+            paired = call(base, "POST", "/v1/workspace/runners", member, {"name": "bench"})
+            runner = subprocess.Popen(
+                [CLI, "runner", "--url", base, "--state-dir", os.path.join(d, "runner"),
+                 *os.environ.get("RUNNER_ARGS", "").split()],
+                env=dict(env, DROVER_TOKEN=paired["token"]),
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            cli_env = dict(env, DROVER_URL=base, DROVER_TOKEN=member)
+            submit = [CLI, "submit", "--runtime", "self:ws", "--wait", "--", "true"]
+            # A first job: the runner is up and waiting (and caches are warm).
+            subprocess.run(submit, env=cli_env, check=True, capture_output=True, timeout=60)
+            total, queued, ran, ids = [], [], [], []
+            for _ in range(RUNS):
+                t0 = time.perf_counter()
+                out = subprocess.run(submit, env=cli_env, check=True, capture_output=True, text=True, timeout=60)
+                total.append((time.perf_counter() - t0) * 1000)
+                ids.append(out.stdout.split()[0])
+                # Let the runner go back to waiting, as a person's next command would find it.
+                time.sleep(0.02)
+            for job_id in ids:
+                job = call(base, "GET", f"/v1/jobs/{job_id}", member)
+                queued.append(job["startedAt"] - job["createdAt"])
+                ran.append(job["finishedAt"] - job["startedAt"])
+            return (f"| {label} | {RUNS} | {ms(total, 0.5)} | {ms(total, 0.9)} | {ms(total, 0.99)} "
+                    f"| {ms(queued, 0.5)} | {ms(ran, 0.5)} |")
+        finally:
+            if runner:
+                runner.terminate()
+                runner.wait(timeout=30)
+            coordinator.terminate()
+            coordinator.wait(timeout=30)
+
+
+def main():
+    print("| database | runs | submit → exit p50 ms | p90 | p99 | queued → leased p50 ms | leased → finished p50 ms |")
+    print("|---|---|---|---|---|---|---|")
+    pg = os.environ.get("DROVER_BENCH_PG")
+    if pg:
+        print(run(pg, "PostgreSQL", []), flush=True)
+        return
+    for sync in ("full", "normal"):
+        print(run(None, f"SQLite {sync.upper()}", ["--sqlite-sync", sync]), flush=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
