@@ -12,6 +12,11 @@ leased, leased → finished), so the CLI's own start-up shows as the rest.
 
     bench/cli.py                  (RUNS=200)
 
+Each run starts once the runner's lease long-poll is back at the coordinator
+(waited for on /healthz), then after IDLE_MS of quiet (default 0 and 50, a
+row each): the kernel's work at the job's start (moving it into its cgroup)
+takes longer on an idle machine, so both are reported.
+
 DROVER_COORDINATOR and DROVER_CLI name other binaries (e.g. older builds);
 RUNNER_ARGS adds flags to the runner (e.g. `--sandbox bwrap`).
 """
@@ -23,22 +28,32 @@ import tempfile
 import time
 import urllib.request
 
+from storm import call
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RELEASE = os.path.join(ROOT, "target", "release")
 COORDINATOR = os.environ.get("DROVER_COORDINATOR", os.path.join(RELEASE, "drover-coordinator"))
 CLI = os.environ.get("DROVER_CLI", os.path.join(RELEASE, "drover"))
 RUNS = int(os.environ.get("RUNS", "200"))
+IDLE_MS = [int(x) for x in os.environ.get("IDLE_MS", "0 50").split()]
 
 
-def call(base, method, path, token, body=None):
-    req = urllib.request.Request(
-        base + path,
-        method=method,
-        data=None if body is None else json.dumps(body).encode(),
-        headers={"Authorization": "Bearer " + token, "Content-Type": "application/json"},
-    )
-    with urllib.request.urlopen(req, timeout=60) as r:
-        return json.loads(r.read() or b"null")
+def get(base, path, token):
+    status, body = call(base, "GET", path, token)
+    assert status == 200, f"GET {path}: {status}"
+    return body
+
+
+def runner_waiting(base, deadline_s=30):
+    """Waits (with a deadline) until the runner's lease long-poll is back
+    at the coordinator, as a person's next command would find it."""
+    deadline = time.monotonic() + deadline_s
+    while time.monotonic() < deadline:
+        with urllib.request.urlopen(base + "/healthz", timeout=10) as r:
+            if json.load(r)["waitingLeases"] >= 1:
+                return
+        time.sleep(0.001)  # the poll's interval
+    raise SystemExit(f"the runner did not wait for work again within {deadline_s} s")
 
 
 def ms(xs, q):
@@ -46,7 +61,7 @@ def ms(xs, q):
     return f"{xs[int(q * (len(xs) - 1))]:.1f}"
 
 
-def run(db, label, extra):
+def run(db, label, extra, idle_ms):
     with tempfile.TemporaryDirectory() as d:
         env = dict(os.environ)
         if db is None:
@@ -57,7 +72,7 @@ def run(db, label, extra):
                 f.write("k1:" + os.urandom(32).hex() + "\n")
             env["DROVER_SECRET_KEY_FILE"] = key
         member = json.loads(subprocess.check_output(
-            [COORDINATOR, "admin", "bootstrap", "--workspace", "bench", "--email", "bench@bench.test",
+            [COORDINATOR, "admin", "bootstrap", "--workspace", f"bench{idle_ms}", "--email", f"bench{idle_ms}@bench.test",
              "--database", db, "--json"], env=env))["token"]
         coordinator = subprocess.Popen(
             [COORDINATOR, "serve", "--listen", "127.0.0.1:0", "--database", db, *extra],
@@ -65,7 +80,7 @@ def run(db, label, extra):
         runner = None
         try:
             base = coordinator.stdout.readline().split()[-1]
-            paired = call(base, "POST", "/v1/workspace/runners", member, {"name": "bench"})
+            _, paired = call(base, "POST", "/v1/workspace/runners", member, {"name": "bench"})
             runner = subprocess.Popen(
                 [CLI, "runner", "--url", base, "--state-dir", os.path.join(d, "runner"),
                  *os.environ.get("RUNNER_ARGS", "").split()],
@@ -77,17 +92,17 @@ def run(db, label, extra):
             subprocess.run(submit, env=cli_env, check=True, capture_output=True, timeout=60)
             total, queued, ran, ids = [], [], [], []
             for _ in range(RUNS):
+                runner_waiting(base)
+                time.sleep(idle_ms / 1000)  # the quiet this row measures after
                 t0 = time.perf_counter()
                 out = subprocess.run(submit, env=cli_env, check=True, capture_output=True, text=True, timeout=60)
                 total.append((time.perf_counter() - t0) * 1000)
                 ids.append(out.stdout.split()[0])
-                # Let the runner go back to waiting, as a person's next command would find it.
-                time.sleep(0.02)
             for job_id in ids:
-                job = call(base, "GET", f"/v1/jobs/{job_id}", member)
+                job = get(base, f"/v1/jobs/{job_id}", member)
                 queued.append(job["startedAt"] - job["createdAt"])
                 ran.append(job["finishedAt"] - job["startedAt"])
-            return (f"| {label} | {RUNS} | {ms(total, 0.5)} | {ms(total, 0.9)} | {ms(total, 0.99)} "
+            return (f"| {label} | {idle_ms} | {RUNS} | {ms(total, 0.5)} | {ms(total, 0.9)} | {ms(total, 0.99)} "
                     f"| {ms(queued, 0.5)} | {ms(ran, 0.5)} |")
         finally:
             if runner:
@@ -98,14 +113,15 @@ def run(db, label, extra):
 
 
 def main():
-    print("| database | runs | submit → exit p50 ms | p90 | p99 | queued → leased p50 ms | leased → finished p50 ms |")
-    print("|---|---|---|---|---|---|---|")
+    print("| database | idle ms | runs | submit → exit p50 ms | p90 | p99 | queued → leased p50 ms | leased → finished p50 ms |")
+    print("|---|---|---|---|---|---|---|---|")
     pg = os.environ.get("DROVER_BENCH_PG")
-    if pg:
-        print(run(pg, "PostgreSQL", []), flush=True)
-        return
-    for sync in ("full", "normal"):
-        print(run(None, f"SQLite {sync.upper()}", ["--sqlite-sync", sync]), flush=True)
+    setups = [(pg, "PostgreSQL", [])] if pg else [
+        (None, f"SQLite {sync.upper()}", ["--sqlite-sync", sync]) for sync in ("full", "normal")
+    ]
+    for db, label, extra in setups:
+        for idle_ms in IDLE_MS:
+            print(run(db, label, extra, idle_ms), flush=True)
 
 
 if __name__ == "__main__":

@@ -61,7 +61,7 @@ out="bench/results/$stamp.md"
   python3 bench/cli.py
   cli_db="drover_cli_$(date +%s)"
   psql "$DROVER_TEST_PG_URL" -qc "CREATE DATABASE $cli_db" >&2
-  DROVER_BENCH_PG="${DROVER_TEST_PG_URL%/*}/$cli_db" python3 bench/cli.py | tail -1
+  DROVER_BENCH_PG="${DROVER_TEST_PG_URL%/*}/$cli_db" python3 bench/cli.py | tail -n +3
   psql "$DROVER_TEST_PG_URL" -qc "DROP DATABASE $cli_db WITH (FORCE)" >&2
 } | tee "$out"
 if [ "${BENCH_PEERS:-1}" != 0 ]; then

@@ -103,6 +103,19 @@ const GITHUB_ERROR: Resp = Resp {
     reply: Reply::Error("GITHUB_ERROR"),
 };
 
+/// The refusals of the routes that name one CI link.
+const CI_LINK_BAD_NAME: Resp = Resp {
+    status: 400,
+    description: r#"A repository GitHub would not name, or an unknown host (code `BAD_REQUEST`)."#,
+    reply: Reply::Error("BAD_REQUEST"),
+};
+
+const CI_LINK_NOT_FOUND: Resp = Resp {
+    status: 404,
+    description: r#"This workspace does not link that repository (code `NOT_FOUND`)."#,
+    reply: Reply::Error("NOT_FOUND"),
+};
+
 const OVERLOADED: Resp = Resp {
     status: 503,
     description: r#"The coordinator is overloaded (too many connections, large bodies or member reads in flight, or a busy database); retry after `Retry-After` seconds (code `OVERLOADED`)."#,
@@ -1977,18 +1990,10 @@ pub static OPS: &[Op] = &[
                 description: r#"Unlinked."#,
                 reply: Reply::Empty,
             },
-            Resp {
-                status: 400,
-                description: r#"A repository GitHub would not name, or an unknown host (code `BAD_REQUEST`)."#,
-                reply: Reply::Error("BAD_REQUEST"),
-            },
+            CI_LINK_BAD_NAME,
             UNAUTHORIZED,
             NOT_ADMIN,
-            Resp {
-                status: 404,
-                description: r#"This workspace does not link that repository (code `NOT_FOUND`)."#,
-                reply: Reply::Error("NOT_FOUND"),
-            },
+            CI_LINK_NOT_FOUND,
             INTERNAL,
             OVERLOADED,
         ],
@@ -2011,18 +2016,10 @@ pub static OPS: &[Op] = &[
                 description: r#"The workflow."#,
                 reply: Reply::Raw(r#"{"application/yaml": {"schema": {"type": "string"}}}"#),
             },
-            Resp {
-                status: 400,
-                description: r#"A repository GitHub would not name, or an unknown host (code `BAD_REQUEST`)."#,
-                reply: Reply::Error("BAD_REQUEST"),
-            },
+            CI_LINK_BAD_NAME,
             UNAUTHORIZED,
             NOT_ADMIN,
-            Resp {
-                status: 404,
-                description: r#"This workspace does not link that repository (code `NOT_FOUND`)."#,
-                reply: Reply::Error("NOT_FOUND"),
-            },
+            CI_LINK_NOT_FOUND,
             INTERNAL,
             OVERLOADED,
         ],

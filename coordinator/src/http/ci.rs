@@ -130,6 +130,12 @@ pub struct HostParam {
     pub host: Option<String>,
 }
 
+/// The (host, repository) a link route names, checked.
+fn named(st: &AppState, owner: &str, repo: &str, q: &HostParam) -> Result<(String, String)> {
+    let repository = repository(&format!("{owner}/{repo}"))?;
+    Ok((host(st, q.host.as_deref())?, repository))
+}
+
 pub(super) async fn remove(
     State(st): State<AppState>,
     AuthMember(m): AuthMember,
@@ -137,8 +143,7 @@ pub(super) async fn remove(
     Query(q): Query<HostParam>,
 ) -> Result<StatusCode> {
     m.require_admin()?;
-    let repo = repository(&format!("{owner}/{repo}"))?;
-    let host = host(&st, q.host.as_deref())?;
+    let (host, repo) = named(&st, &owner, &repo, &q)?;
     st.store.remove_ci_link(&m, &host, &repo, st.now()).await?;
     Ok(StatusCode::NO_CONTENT)
 }
@@ -150,8 +155,7 @@ pub(super) async fn render(
     Query(q): Query<HostParam>,
 ) -> Result<Response> {
     m.require_admin()?;
-    let repo = repository(&format!("{owner}/{repo}"))?;
-    let host = host(&st, q.host.as_deref())?;
+    let (host, repo) = named(&st, &owner, &repo, &q)?;
     let l = st
         .store
         .ci_link(&m.workspace_id, &host, &repo)
