@@ -99,9 +99,11 @@ pub struct Dialect {
     /// A batch writes on the one writer connection, held (SQLite), instead
     /// of in a transaction (see [`Writer`]).
     batch_holds_connection: bool,
-    /// Several `;`-separated SELECTs go in one round trip (SQLite; the
-    /// `Any` driver prepares PostgreSQL statements one at a time).
-    multi_statement_reads: bool,
+    /// How a lease batch's reads reach the database in one round trip.
+    lease_reads: LeaseReads,
+    /// Statements in `WITH` may write (PostgreSQL): a complete batch is
+    /// one statement, in autocommit.
+    writable_ctes: bool,
     /// Replicas share the database and hear each other's signals
     /// (`LISTEN`/`NOTIFY`, see `signals`).
     replica_signals: bool,
@@ -170,6 +172,17 @@ struct Batches {
     complete: Batcher<CompleteRequest, Completion>,
     /// Replica signals (PostgreSQL only; `origin` is always this replica).
     publish: Batcher<(String, Vec<crate::wake::Signal>), ()>,
+}
+
+/// How a lease batch's reads (runners, leases held, pinned jobs, the
+/// heads of queues) go to the database in one round trip.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum LeaseReads {
+    /// Several `;`-separated SELECTs in one command (SQLite).
+    MultiStatement,
+    /// The `drover_lease_reads` function (PostgreSQL, migration 0013): the
+    /// `Any` driver prepares one statement at a time.
+    Function,
 }
 
 /// Where a batch writes. On SQLite it is the one writer connection, held

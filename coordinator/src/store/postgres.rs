@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use sqlx::any::AnyPoolOptions;
 
-use super::{Backend, Dialect, Store};
+use super::{Backend, Dialect, LeaseReads, Store};
 use crate::error::Result;
 
 static MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("../migrations/postgres");
@@ -21,7 +21,8 @@ pub(super) const DIALECT: Dialect = Dialect {
     lock_runners: "FOR NO KEY UPDATE",
     db_clock: Some("CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT)"),
     batch_holds_connection: false,
-    multi_statement_reads: false,
+    writable_ctes: true,
+    lease_reads: LeaseReads::Function,
     replica_signals: true,
     migrations: &MIGRATIONS,
     readiness_reopens: false,

@@ -8,7 +8,7 @@ use sqlx::AnyPool;
 use sqlx::Executor as _;
 use sqlx::any::AnyPoolOptions;
 
-use super::{Backend, Dialect, Durability, Store};
+use super::{Backend, Dialect, Durability, LeaseReads, Store};
 use crate::error::Result;
 
 static MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("../migrations/sqlite");
@@ -23,7 +23,8 @@ pub(super) const DIALECT: Dialect = Dialect {
     lock_runners: "",
     db_clock: None,
     batch_holds_connection: true,
-    multi_statement_reads: true,
+    writable_ctes: false,
+    lease_reads: LeaseReads::MultiStatement,
     replica_signals: false,
     migrations: &MIGRATIONS,
     readiness_reopens: true,

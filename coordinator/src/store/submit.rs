@@ -135,11 +135,12 @@ impl Store {
         paying.dedup();
         let mut budgets: HashMap<String, (Option<i64>, i64)> = HashMap::new();
         if !paying.is_empty() {
-            // Spent this month: a total of an earlier month counts as nothing.
+            // Spent this month: the month's stripes (migration 0012).
             let rows: Vec<(String, Option<i64>, i64)> = bind_all(
                 sqlx::query_as(&format!(
-                    "SELECT id, budget_ms, CASE WHEN spent_month = ${} THEN spent_ms ELSE 0 END
-                     FROM workspaces WHERE id IN ({})",
+                    "SELECT w.id, w.budget_ms, CAST(COALESCE((SELECT SUM(s.spent_ms) FROM workspace_spend s
+                         WHERE s.workspace_id = w.id AND s.month = ${}), 0) AS BIGINT)
+                     FROM workspaces w WHERE w.id IN ({})",
                     paying.len() + 1,
                     placeholders(1, paying.len())
                 )),

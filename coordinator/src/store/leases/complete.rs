@@ -64,6 +64,26 @@ fn bind_usage<'q>(mut q: AnyQuery<'q>, finishes: &'q [Finish]) -> AnyQuery<'q> {
     q
 }
 
+/// A runner's error text as stored: at most 2,000 characters, and no NUL
+/// (PostgreSQL text cannot hold it; neither backend stores it).
+fn stored_error(e: &str) -> String {
+    e.chars()
+        .take(2000)
+        .map(|c| if c == '\0' { '\u{fffd}' } else { c })
+        .collect()
+}
+
+/// The state an outcome asks for (a cancel requested meanwhile may still
+/// turn it into `cancelled`).
+fn outcome_state(outcome: Outcome) -> JobState {
+    match outcome {
+        Outcome::Succeeded => JobState::Succeeded,
+        Outcome::Failed => JobState::Failed,
+        Outcome::Cancelled => JobState::Cancelled,
+        Outcome::TimedOut => JobState::TimedOut,
+    }
+}
+
 /// Values per usage row.
 const USAGE_WIDTH: usize = 10;
 
@@ -101,7 +121,8 @@ impl Store {
         }
     }
 
-    /// Completes each request's lease, in one transaction.
+    /// Completes each request's lease, in one transaction: reads, then the
+    /// writes (SQLite, and the reference for `complete_in_one_statement`).
     pub(crate) async fn complete_batch(
         &self,
         reqs: &[CompleteRequest],
@@ -120,6 +141,9 @@ impl Store {
             workspace_name: String,
             runtime_id: String,
             submitter_id: String,
+        }
+        if self.dialect.writable_ctes {
+            return self.complete_in_one_statement(reqs).await;
         }
         let now = reqs.iter().map(|r| r.now).max().unwrap_or_default();
         // SQLite: reads on the held writer, then all writes as one command.
@@ -176,22 +200,13 @@ impl Store {
                 _ if row.cancel_requested != 0 && done.outcome != Outcome::Succeeded => {
                     JobState::Cancelled
                 }
-                Outcome::Succeeded => JobState::Succeeded,
-                Outcome::Failed => JobState::Failed,
-                Outcome::Cancelled => JobState::Cancelled,
-                Outcome::TimedOut => JobState::TimedOut,
+                outcome => outcome_state(outcome),
             };
             let (payer, charged) = match &row.owner_member_id {
                 Some(member) => (format!("user:{member}"), 0i64),
                 None => (format!("ws:{}", row.workspace_name), 1i64),
             };
-            // PostgreSQL text cannot hold NUL; neither backend stores it.
-            let error = done.error.as_deref().map(|e| {
-                e.chars()
-                    .take(2000)
-                    .map(|c| if c == '\0' { '\u{fffd}' } else { c })
-                    .collect::<String>()
-            });
+            let error = done.error.as_deref().map(stored_error);
             decided.insert(req.lease.as_str(), state);
             finishes.push(Finish {
                 job: row.id.clone(),
@@ -262,5 +277,152 @@ impl Store {
         }
         tx.commit().await?;
         Ok(out)
+    }
+
+    /// As `complete_batch`, in one statement (one round trip, autocommit):
+    /// the jobs still held by these leases are finished and their usage
+    /// written, the rule for a cancel requested meanwhile applied in SQL on
+    /// the row as it is when updated. Only leases it did not finish (a
+    /// repeat, or lost) are looked at again.
+    async fn complete_in_one_statement(
+        &self,
+        reqs: &[CompleteRequest],
+    ) -> Result<Vec<Result<Completion>>, BatchError> {
+        let now = reqs.iter().map(|r| r.now).max().unwrap_or_default();
+        // The first request for each lease is written; a repeat of it in the
+        // same batch hears what the first one did.
+        let mut first: HashMap<(&str, &str), usize> = HashMap::new();
+        for (i, r) in reqs.iter().enumerate() {
+            first
+                .entry((r.lease.as_str(), r.runner.as_str()))
+                .or_insert(i);
+        }
+        let mut written: Vec<usize> = first.values().copied().collect();
+        written.sort_unstable();
+        let rows = value_rows(2, written.len(), 7, "");
+        let sql = format!(
+            "WITH v (lease_id, runner_id, outcome, exit_code, error, now, month) AS (
+                 SELECT column1, column2, column3, CAST(column4 AS BIGINT), column5,
+                        CAST(column6 AS BIGINT), CAST(column7 AS BIGINT) FROM (VALUES {rows}) AS x),
+             done AS (
+                 UPDATE jobs SET
+                     state = CASE WHEN jobs.cancel_requested <> 0 AND v.outcome <> '{succeeded}'
+                                  THEN '{cancelled}' ELSE v.outcome END,
+                     exit_code = v.exit_code, error = v.error, ran_by = v.runner_id,
+                     ran_by_owner = CASE WHEN rt.owner_member_id IS NULL THEN 'ws:' || w.name
+                                         ELSE 'user:' || rt.owner_member_id END,
+                     finished_at = $1, lease_expires_at = NULL
+                 FROM v JOIN runners r ON r.id = v.runner_id JOIN runtimes rt ON rt.id = r.runtime_id,
+                      workspaces w
+                 WHERE jobs.lease_id = v.lease_id AND jobs.lease_runner_id = v.runner_id
+                   AND jobs.state IN ('leased', 'running') AND w.id = jobs.workspace_id
+                 RETURNING jobs.id, jobs.lease_id, jobs.state, jobs.attempt, jobs.workspace_id,
+                     jobs.ran_by_owner, CASE WHEN rt.owner_member_id IS NULL THEN 1 ELSE 0 END AS charged,
+                     GREATEST(v.now - COALESCE(jobs.started_at, v.now), 0) AS runner_ms, v.month,
+                     jobs.runtime_id, v.runner_id, jobs.submitter_id),
+             billed AS (
+                 INSERT INTO usage (job_id, attempt, workspace_id, payer, charged, runner_ms,
+                     month, runtime_id, runner_id, submitter_id, created_at)
+                 SELECT id, attempt, workspace_id, ran_by_owner, charged, runner_ms,
+                     month, runtime_id, runner_id, submitter_id, $1 FROM done
+                 ON CONFLICT (job_id, attempt) DO NOTHING)
+             SELECT id, lease_id, state, runner_id FROM done",
+            succeeded = JobState::Succeeded.as_str(),
+            cancelled = JobState::Cancelled.as_str(),
+        );
+        let errors: Vec<Option<String>> = written
+            .iter()
+            .map(|&i| reqs[i].done.error.as_deref().map(stored_error))
+            .collect();
+        let mut q = sqlx::query_as::<_, (String, String, String, String)>(&sql).bind(now);
+        for (&i, error) in written.iter().zip(&errors) {
+            let r = &reqs[i];
+            q = q
+                .bind(r.lease.as_str())
+                .bind(r.runner.as_str())
+                .bind(outcome_state(r.done.outcome).as_str())
+                .bind(r.done.exit_code.map(i64::from))
+                .bind(error.as_deref())
+                .bind(r.now)
+                .bind(Month::of(r.now).0);
+        }
+        let done = q
+            .fetch_all(&self.writer)
+            .await
+            .map_err(BatchError::from_write)?;
+        // By lease: the job, the state it ended in, the runner that held it.
+        let mut ended: HashMap<String, (String, JobState, String)> =
+            HashMap::with_capacity(done.len());
+        for (job, lease, state, runner) in done {
+            let state = JobState::parse(&state).ok_or_else(|| {
+                BatchError::Ambiguous(Error::Corrupt(format!("job state {state}")))
+            })?;
+            ended.insert(lease, (job, state, runner));
+        }
+
+        // Not finished here: already finished by this lease (a repeat), or lost.
+        let mut others: Vec<&str> = written
+            .iter()
+            .map(|&i| reqs[i].lease.as_str())
+            .filter(|l| !ended.contains_key(*l))
+            .collect();
+        others.sort_unstable();
+        type Earlier = HashMap<String, (String, String, Option<String>)>;
+        let earlier: Option<Earlier> = if others.is_empty() {
+            Some(HashMap::new())
+        } else {
+            bind_all(
+                sqlx::query_as::<_, (String, String, String, Option<String>)>(&format!(
+                    "SELECT lease_id, id, state, lease_runner_id FROM jobs WHERE lease_id IN ({})",
+                    placeholders(1, others.len())
+                )),
+                &others,
+            )
+            .fetch_all(&self.reader)
+            .await
+            .map(|rows| {
+                rows.into_iter()
+                    .map(|(l, id, st, by)| (l, (id, st, by)))
+                    .collect()
+            })
+            // Those requests alone fail (the others were written): a retry is
+            // safe, a repeated complete changes nothing.
+            .inspect_err(
+                |e| tracing::error!(error = %e, "reading back leases a complete did not finish"),
+            )
+            .ok()
+        };
+        Ok(reqs
+            .iter()
+            .enumerate()
+            .map(|(i, r)| {
+                if let Some((job, state, runner)) = ended.get(r.lease.as_str()) {
+                    return match runner == r.runner.as_str() {
+                        true => Ok(Completion {
+                            job_id: JobId::from_db(job.clone()),
+                            state: *state,
+                            repeated: first[&(r.lease.as_str(), r.runner.as_str())] != i,
+                        }),
+                        false => Err(Error::lease_lost()),
+                    };
+                }
+                let earlier = earlier.as_ref().ok_or(Error::Internal(
+                    "could not read back a lease this complete did not finish; retry",
+                ))?;
+                match earlier.get(r.lease.as_str()) {
+                    Some((job, state, by)) if by.as_deref() == Some(r.runner.as_str()) => {
+                        match JobState::parse(state).filter(|s| s.is_terminal()) {
+                            Some(state) => Ok(Completion {
+                                job_id: JobId::from_db(job.clone()),
+                                state,
+                                repeated: true,
+                            }),
+                            None => Err(Error::lease_lost()),
+                        }
+                    }
+                    _ => Err(Error::lease_lost()),
+                }
+            })
+            .collect())
     }
 }

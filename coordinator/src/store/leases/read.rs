@@ -10,7 +10,7 @@ use super::LeaseRequest;
 use super::plan::{LiveRunner, QueuedJob};
 use crate::error::{Error, Result};
 use crate::store::runners::capabilities;
-use crate::store::{Dialect, bind_all_query, json_list, placeholders};
+use crate::store::{Dialect, LeaseReads as ReadsIn, bind_all_query, json_list, placeholders};
 
 /// What a lease batch reads before it plans.
 pub(super) struct LeaseReads {
@@ -101,7 +101,7 @@ fn decode(row: &AnyRow) -> Result<ReadRow> {
 
 /// Reads what `plan` needs for `reqs`. The first page of each pool has
 /// twice as many rows as requests for it (usually the head fits, and the
-/// plan sees how many wait behind). On SQLite in one round trip.
+/// plan sees how many wait behind). In one round trip (`Dialect::lease_reads`).
 pub(super) async fn lease_reads(
     conn: &mut AnyConnection,
     d: &Dialect,
@@ -118,53 +118,54 @@ pub(super) async fn lease_reads(
         }
     }
     let (k, lock) = (ids.len(), d.lock_skip_locked);
-    let who = format!(
-        "SELECT 'r', id, runtime_id, labels, detected, revoked_at, slots
-         FROM runners WHERE id IN ({}) ORDER BY id {}",
-        placeholders(1, k),
-        d.lock_runners
-    );
-    // The leases they hold. A statement of its own, after the lock above:
-    // on PostgreSQL it then sees the leases of a batch that held these
-    // runners before us (a statement sees what committed before it began).
-    let held_sql = format!(
-        "SELECT 'c', lease_runner_id, CAST('' AS TEXT), CAST('' AS TEXT), CAST('' AS TEXT), CAST(COUNT(*) AS BIGINT)
-         FROM jobs WHERE lease_runner_id IN ({}) AND state IN ('leased', 'running') GROUP BY lease_runner_id",
-        placeholders(1, k)
-    );
-    let pinned_sql = format!(
-        "SELECT 'p', id, requires, pinned_runner_id, CAST(NULL AS TEXT), CAST(NULL AS BIGINT) FROM jobs
-         WHERE state = 'queued' AND pinned_runner_id IN ({})
-         ORDER BY priority DESC, queue_pos, seq LIMIT {} {lock}",
-        placeholders(1, k),
-        d.lease_page
-    );
-    let mut rows: Vec<AnyRow> = Vec::new();
-    if d.multi_statement_reads {
-        let mut sql = format!("{who}; {held_sql}; {pinned_sql}");
-        for j in 0..heads.len() {
-            sql.push_str("; ");
-            sql.push_str(&queue_page_sql(d, k + 1 + 3 * j));
-        }
-        let mut q = bind_all_query(sqlx::query(&sql), &ids);
-        for (runtime, limit) in &heads {
-            q = q.bind(*runtime).bind(*limit).bind(0i64);
-        }
-        rows = q.fetch_all(&mut *conn).await?;
-    } else {
-        for sql in [&who, &held_sql, &pinned_sql] {
-            rows.extend(
-                bind_all_query(sqlx::query(sql), &ids)
-                    .fetch_all(&mut *conn)
-                    .await?,
+    let rows: Vec<AnyRow> = match d.lease_reads {
+        ReadsIn::MultiStatement => {
+            let who = format!(
+                "SELECT 'r', id, runtime_id, labels, detected, revoked_at, slots
+                 FROM runners WHERE id IN ({}) ORDER BY id {}",
+                placeholders(1, k),
+                d.lock_runners
             );
+            // The leases they hold, in a statement after the lock above (so
+            // that, where rows are locked, it sees what a batch that held
+            // these runners before us committed).
+            let held_sql = format!(
+                "SELECT 'c', lease_runner_id, CAST('' AS TEXT), CAST('' AS TEXT), CAST('' AS TEXT), CAST(COUNT(*) AS BIGINT)
+                 FROM jobs WHERE lease_runner_id IN ({}) AND state IN ('leased', 'running') GROUP BY lease_runner_id",
+                placeholders(1, k)
+            );
+            let pinned_sql = format!(
+                "SELECT 'p', id, requires, pinned_runner_id, CAST(NULL AS TEXT), CAST(NULL AS BIGINT) FROM jobs
+                 WHERE state = 'queued' AND pinned_runner_id IN ({})
+                 ORDER BY priority DESC, queue_pos, seq LIMIT {} {lock}",
+                placeholders(1, k),
+                d.lease_page
+            );
+            let mut sql = format!("{who}; {held_sql}; {pinned_sql}");
+            for j in 0..heads.len() {
+                sql.push_str("; ");
+                sql.push_str(&queue_page_sql(d, k + 1 + 3 * j));
+            }
+            let mut q = bind_all_query(sqlx::query(&sql), &ids);
+            for (runtime, limit) in &heads {
+                q = q.bind(*runtime).bind(*limit).bind(0i64);
+            }
+            q.fetch_all(&mut *conn).await?
         }
-        let page = queue_page_sql(d, 1);
-        for (runtime, limit) in &heads {
-            let q = sqlx::query(&page).bind(*runtime).bind(*limit).bind(0i64);
-            rows.extend(q.fetch_all(&mut *conn).await?);
+        // The same statements, in the same order (migration 0013); the
+        // `Any` driver binds no arrays, so the lists go as JSON.
+        ReadsIn::Function => {
+            let pools: Vec<&str> = heads.iter().map(|(rt, _)| *rt).collect();
+            let limits: Vec<i64> = heads.iter().map(|(_, limit)| *limit).collect();
+            sqlx::query("SELECT * FROM drover_lease_reads($1, $2, $3, $4)")
+                .bind(serde_json::to_string(&ids)?)
+                .bind(serde_json::to_string(&pools)?)
+                .bind(serde_json::to_string(&limits)?)
+                .bind(d.lease_page)
+                .fetch_all(&mut *conn)
+                .await?
         }
-    }
+    };
 
     let mut out = LeaseReads {
         runners: HashMap::with_capacity(k),
