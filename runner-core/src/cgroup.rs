@@ -127,6 +127,10 @@ impl JobCgroups {
                     dir.display()
                 )));
             }
+            // Not reused: this kernel kills a process born by clone3 into a
+            // cgroup killed before (its kill count differs from the
+            // parent's), so the next job gets a fresh one.
+            return std::fs::remove_dir(&dir);
         }
         self.give_back(cgroup);
         Ok(())
@@ -153,8 +157,14 @@ pub(crate) struct JobCgroup {
 }
 
 impl JobCgroup {
+    /// The cgroup's directory (for `clone3`'s `CLONE_INTO_CGROUP`).
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
     /// Moves the calling process into the cgroup. Only async-signal-safe
-    /// calls: this runs between `fork` and `exec`.
+    /// calls: this runs between `fork` and `exec`. (Where `clone3` is
+    /// allowed, a job is born in its cgroup instead: see `spawn`.)
     pub fn join_self(&self) -> io::Result<()> {
         // SAFETY: a NUL-terminated path; open/write/close are
         // async-signal-safe and touch no memory of ours but `b"0"`.

@@ -11,6 +11,7 @@ use drover_wire::{LeasedJob, LogStream, Outcome};
 
 use crate::cgroup::{JobCgroup, JobCgroups};
 use crate::isolation::{self, Prepared};
+use crate::spawn;
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::process::Command;
 use tokio::sync::{mpsc, watch};
@@ -215,6 +216,44 @@ async fn end_cgroup(cgroups: &JobCgroups, cgroup: std::sync::Arc<JobCgroup>) -> 
     cgroups.end(cgroup).await.err().map(|e| e.to_string())
 }
 
+/// A job's process: born in its cgroup, or started by `tokio::process`.
+enum JobProcess {
+    Born(spawn::Born),
+    Started(tokio::process::Child),
+}
+
+type Pipe = Box<dyn AsyncRead + Unpin + Send>;
+
+impl JobProcess {
+    fn id(&self) -> Option<u32> {
+        match self {
+            Self::Born(b) => Some(b.id()),
+            Self::Started(c) => c.id(),
+        }
+    }
+
+    async fn wait(&mut self) -> std::io::Result<std::process::ExitStatus> {
+        match self {
+            Self::Born(b) => b.wait().await,
+            Self::Started(c) => c.wait().await,
+        }
+    }
+
+    /// Its stdout and stderr (once).
+    fn output(&mut self) -> (Pipe, Pipe) {
+        match self {
+            Self::Born(b) => (
+                Box::new(b.stdout.take().expect("piped")),
+                Box::new(b.stderr.take().expect("piped")),
+            ),
+            Self::Started(c) => (
+                Box::new(c.stdout.take().expect("piped")),
+                Box::new(c.stderr.take().expect("piped")),
+            ),
+        }
+    }
+}
+
 fn exit_code(status: std::process::ExitStatus) -> i32 {
     use std::os::unix::process::ExitStatusExt as _;
     status
@@ -254,9 +293,27 @@ pub async fn execute(
         },
         None => None,
     };
+    // A container job's docker client stays the runner's: Docker isolates the job.
+    let user = place.isolation.job_user.filter(|_| job.image.is_none());
     let spawned = build_command(job, runner, place).and_then(|mut c| {
-        // A container job's docker client stays the runner's: Docker isolates the job.
-        let user = place.isolation.job_user.filter(|_| job.image.is_none());
+        let could_not_start = |e: std::io::Error| {
+            let program = job.image.as_ref().map_or_else(
+                || job.command.first().map_or("sh", String::as_str),
+                |_| "docker",
+            );
+            format!("could not start {program:?}: {e}")
+        };
+        if let Some(cgroup) = &cgroup {
+            // A docker client keeps the runner's environment (less its secrets).
+            let born = spawn::Spec::of(c.as_std(), job.image.is_some(), user)
+                .and_then(|spec| spawn::spawn(&spec, cgroup.dir()));
+            match born {
+                Ok(born) => return Ok(JobProcess::Born(born)),
+                // Refused here: started, then moved into its cgroup.
+                Err(e) if spawn::unsupported(&e) => {}
+                Err(e) => return Err(could_not_start(e)),
+            }
+        }
         if cgroup.is_some() || user.is_some() {
             let cgroup = cgroup.clone();
             // SAFETY: join_self and become_user only make async-signal-safe calls.
@@ -272,13 +329,7 @@ pub async fn execute(
                 });
             }
         }
-        c.spawn().map_err(|e| {
-            let program = job.image.as_ref().map_or_else(
-                || job.command.first().map_or("sh", String::as_str),
-                |_| "docker",
-            );
-            format!("could not start {program:?}: {e}")
-        })
+        c.spawn().map(JobProcess::Started).map_err(could_not_start)
     });
     let mut child = match spawned {
         Ok(child) => child,
@@ -291,17 +342,10 @@ pub async fn execute(
     };
     let sandboxed = place.isolation.bwrap.is_some() && job.image.is_none();
     let pgid = child.id().map(|p| p as i32);
+    let (stdout, stderr) = child.output();
     let pumps = [
-        tokio::spawn(pump(
-            child.stdout.take().expect("piped"),
-            LogStream::Stdout,
-            output.clone(),
-        )),
-        tokio::spawn(pump(
-            child.stderr.take().expect("piped"),
-            LogStream::Stderr,
-            output,
-        )),
+        tokio::spawn(pump(stdout, LogStream::Stdout, output.clone())),
+        tokio::spawn(pump(stderr, LogStream::Stderr, output)),
     ];
     let timeout = job.timeout_seconds.map(Duration::from_secs);
     let deadline = async {
@@ -513,7 +557,7 @@ mod tests {
     #[tokio::test]
     async fn a_lease_lost_during_the_kill_grace_kills_the_job_at_once() {
         let (root, dir, prepared) = place("lost");
-        let (out, mut logs) = mpsc::channel(64);
+        let (out, mut logs) = mpsc::channel::<(LogStream, Vec<u8>)>(64);
         let (stop, stop_rx) = watch::channel(None);
         let script = "trap 'echo got-term' TERM; echo started; while :; do sleep 0.1; done";
         let mut stubborn = job(&[], Some(script), None);
@@ -548,5 +592,72 @@ mod tests {
             .expect("killed when the lease was lost, not after the 60 s grace")
             .unwrap();
         assert_eq!(result.outcome, Outcome::TimedOut);
+    }
+
+    /// Each job of `jobs` in turn, the first stopped (cancelled) once it has
+    /// started: their results.
+    async fn run_in_turn(name: &str, jobs: &[&str]) -> Vec<ExecResult> {
+        let root = std::env::temp_dir().join(format!("drover-exec-{}-{name}", std::process::id()));
+        let prepared = isolation::prepare(&Default::default()).unwrap();
+        let mut results = Vec::new();
+        for (i, script) in jobs.iter().enumerate() {
+            let dir = isolation::create_job_dir(&root, &format!("j{i}"), None).unwrap();
+            let place = Place {
+                dir: &dir,
+                work_root: &root,
+                isolation: &prepared,
+            };
+            let (out, mut logs) = mpsc::channel::<(LogStream, Vec<u8>)>(64);
+            let (stop, stop_rx) = watch::channel(None);
+            let job = LeasedJob {
+                script: Some(script.to_string()),
+                ..job(&[], None, None)
+            };
+            let run = execute(
+                &job,
+                "rn_test",
+                &place,
+                out,
+                stop_rx,
+                Duration::from_secs(2),
+                Duration::from_secs(2),
+            );
+            let stopper = async {
+                if i == 0 {
+                    // Stopped once it said it started.
+                    let _ = logs.recv().await;
+                    stop.send(Some(StopReason::Cancelled)).unwrap();
+                }
+                while logs.recv().await.is_some() {}
+            };
+            let (result, ()) = tokio::join!(run, stopper);
+            results.push(result);
+        }
+        let _ = std::fs::remove_dir_all(&root);
+        results
+    }
+
+    /// A job that leaves a process ignoring SIGTERM behind has its cgroup
+    /// killed whole; the jobs after it still run (a cgroup once killed is
+    /// not reused: a process born into it by clone3 would be killed too).
+    #[tokio::test]
+    async fn jobs_after_one_whose_leftovers_were_killed_run() {
+        let results = run_in_turn(
+            "after-kill",
+            &[
+                "sleep 1000 & sh -c 'trap \"\" TERM; sleep 1000' & echo started; wait",
+                "sleep 0.05; echo ran",
+                "sleep 0.05; echo ran",
+            ],
+        )
+        .await;
+        assert_eq!(results[0].stopped, Some(StopReason::Cancelled));
+        for r in &results[1..] {
+            assert_eq!(
+                (r.outcome, r.exit_code),
+                (Outcome::Succeeded, Some(0)),
+                "{r:?}"
+            );
+        }
     }
 }

@@ -13,5 +13,6 @@ pub mod fleet;
 pub mod host;
 pub mod isolation;
 pub mod runner;
+mod spawn;
 
 pub use drover_wire as wire;
