@@ -41,6 +41,7 @@ pub struct Metrics {
     pub lease_immediate: Histogram,
     pub lease_woken: Histogram,
     pub lease_empty: IntCounter,
+    pub connections: IntCounter,
     pub submit: Histogram,
     pub complete: Histogram,
     batch_size: HistogramVec,
@@ -98,6 +99,11 @@ impl Metrics {
             lease_empty: IntCounter::new(
                 "drover_lease_empty_total",
                 "Lease requests answered with no job (nothing queued, the wait ran out, or shutdown)",
+            )
+            .expect("a valid counter"),
+            connections: IntCounter::new(
+                "drover_http_connections_total",
+                "TCP connections accepted (clients that keep theirs open add few)",
             )
             .expect("a valid counter"),
             submit: histogram(
@@ -161,6 +167,7 @@ impl Metrics {
         let all: Vec<Box<dyn prometheus::core::Collector>> = vec![
             Box::new(lease),
             Box::new(m.lease_empty.clone()),
+            Box::new(m.connections.clone()),
             Box::new(m.submit.clone()),
             Box::new(m.complete.clone()),
             Box::new(m.batch_size.clone()),

@@ -158,6 +158,7 @@ pub async fn serve(
             },
             _ = &mut shutdown => break,
         };
+        crate::metrics::get().connections.inc();
         let Ok(slot) = slots.clone().try_acquire_owned() else {
             shed(tcp);
             if last_shed_warning.is_none_or(|t| t.elapsed() >= Duration::from_secs(1)) {

@@ -618,9 +618,13 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                         let _ = out.flush();
                     })
                     .await?;
-                // A CI token lives minutes: ask with a fresh one.
-                let client = submit_client(&cli, args).await?;
-                let done = client.job(&job.id).await?;
+                // A CI token lives minutes: ask with a fresh one. Any other
+                // asks on the connection it has.
+                let fresh = match args.github_oidc {
+                    true => Some(submit_client(&cli, args).await?),
+                    false => None,
+                };
+                let done = fresh.as_ref().unwrap_or(&client).job(&job.id).await?;
                 if !done.state.is_terminal() {
                     bail!(
                         "the log ended but job {} is {}",
@@ -849,16 +853,29 @@ fn expiry(expires_at: i64) -> String {
     format!("expires in {minutes} min (at {})", human::utc(expires_at))
 }
 
-#[tokio::main]
-async fn main() -> ExitCode {
+fn main() -> ExitCode {
     let cli = Cli::parse();
-    if matches!(cli.command, Command::Runner(_))
-        && let Err(e) = reexec_without_token_flag()
-    {
+    let runners = matches!(cli.command, Command::Runner(_));
+    if runners && let Err(e) = reexec_without_token_flag() {
         eprintln!("drover: {e:#}");
         return ExitCode::from(2);
     }
-    match run(cli).await {
+    // Runners use every core; any other command is a few requests in a
+    // row, on this thread (no worker threads to start or hand off to).
+    let runtime = match runners {
+        true => tokio::runtime::Builder::new_multi_thread(),
+        false => tokio::runtime::Builder::new_current_thread(),
+    }
+    .enable_all()
+    .build();
+    let runtime = match runtime {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("drover: starting the async runtime: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    match runtime.block_on(run(cli)) {
         Ok(code) => code,
         Err(e) => {
             eprintln!("drover: {e:#}");

@@ -484,11 +484,13 @@ impl Runner {
         let stop_tx = Arc::new(stop_tx);
         let (out_tx, out_rx) = mpsc::channel(64);
         let uploader = tokio::spawn(self.clone().upload_logs(lease.lease_id.clone(), out_rx));
+        let (finished, finished_rx) = watch::channel(false);
         let heartbeat = tokio::spawn(self.clone().heartbeat(
             lease.lease_id.clone(),
             ttl,
             renewed,
             stop_tx.clone(),
+            finished_rx,
         ));
         let kill_watch = {
             let mut kill = controls.kill.clone();
@@ -619,7 +621,19 @@ impl Runner {
                 }
             }
         };
-        heartbeat.abort();
+        // The heartbeat in flight is let finish (the coordinator answers it
+        // once the complete is in), so its connection stays open for the
+        // next request; aborted, it would close it.
+        finished.send_replace(true);
+        tokio::spawn(async move {
+            let abort = heartbeat.abort_handle();
+            if tokio::time::timeout(Duration::from_secs(15), heartbeat)
+                .await
+                .is_err()
+            {
+                abort.abort();
+            }
+        });
         self.emit(outcome);
         next
     }
@@ -670,6 +684,7 @@ impl Runner {
         mut ttl: Duration,
         mut renewed: Instant,
         stop: Arc<watch::Sender<Option<StopReason>>>,
+        mut finished: watch::Receiver<bool>,
     ) {
         let mut wait = (ttl / 3).min(Duration::from_secs(10));
         let mut keep = ttl.saturating_sub(safety_margin(ttl));
@@ -686,6 +701,11 @@ impl Runner {
             })
         };
         loop {
+            // The job is completed: no more heartbeats (the one that just
+            // came back may say the lease is gone; it is).
+            if *finished.borrow() {
+                return;
+            }
             let stop_at = renewed + keep;
             let sent = Instant::now();
             let left = stop_at.saturating_duration_since(sent);
@@ -719,13 +739,18 @@ impl Runner {
                     if r.cancel {
                         stop_with(StopReason::Cancelled);
                         // Still heartbeat through the kill grace, but without spinning.
-                        tokio::time::sleep(wait).await;
+                        tokio::select! {
+                            _ = tokio::time::sleep(wait) => {}
+                            _ = finished.wait_for(|f| *f) => return,
+                        }
                     }
                 }
+                _ if *finished.borrow() => return,
                 Err(e) if e.is_recoverable() => {
                     tokio::select! {
                         _ = backoff.wait() => {}
                         _ = tokio::time::sleep_until(stop_at) => {}
+                        _ = finished.wait_for(|f| *f) => return,
                     }
                 }
                 Err(_) => {

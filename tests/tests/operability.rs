@@ -582,3 +582,50 @@ async fn sigterm_answers_long_polls_at_once_and_finishes_writes_in_flight() {
     let job = admin.client.job(&id).await.expect("the job survived");
     assert_eq!(job.state, drover_tests::runner_core::wire::JobState::Queued);
 }
+
+/// A runner keeps its connections from job to job: the heartbeat waiting at
+/// the coordinator when a job ends is answered once the complete is in, not
+/// dropped (dropping a request in flight closes its connection, and the next
+/// job's complete would open another).
+#[tokio::test]
+async fn a_runner_keeps_its_connections_from_job_to_job() {
+    let dir = TempDir::new("connections");
+    let token = "scrape-me-0123456789";
+    let c = Coordinator::start_with(start_options(&dir, token)).await;
+    let admin = c.bootstrap("acme", "admin@acme.test");
+    let runner = pair(&admin, Scope::Workspace, None, "r1", &[]).await;
+    let _r = RunnerProcess::paired(&c.url, &runner.token, &[]);
+    let connections = || async {
+        let (_, samples) = metrics(&c, token).await;
+        value(&samples, "drover_http_connections_total", &[]).expect("the counter")
+    };
+    let run = |script: &'static str| {
+        let admin = &admin;
+        async move {
+            let job = admin
+                .client
+                .submit(&script_job("self:ws", script))
+                .await
+                .unwrap();
+            assert_eq!(
+                wait_done(&admin.client, &job.id).await.state,
+                drover_tests::runner_core::wire::JobState::Succeeded
+            );
+        }
+    };
+    // The runner's first connections, and the member's.
+    run("true").await;
+    let before = connections().await;
+    const JOBS: usize = 40;
+    for _ in 0..JOBS {
+        run("true").await;
+    }
+    // Each scrape comes on a connection of its own: this one too. A few
+    // more may open while requests overlap (a heartbeat, a log upload, the
+    // lease long-poll); one per job is what dropped heartbeats cost.
+    let opened = connections().await - before - 1.0;
+    assert!(
+        opened <= 4.0,
+        "{JOBS} jobs in a row opened {opened} connections"
+    );
+}

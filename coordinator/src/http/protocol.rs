@@ -284,6 +284,9 @@ async fn complete(
         st.announce(vec![Signal::Job {
             job: completion.job_id.to_string(),
         }]);
+        // The runner's heartbeat for this lease, waiting here, answers now
+        // (the lease is gone): its connection is free for the next request.
+        st.hub.signal_lease(&lease);
     }
     // The result is recorded whatever happens next: a failed lease (say, the
     // runner was just revoked) answers "no job", and the runner's next lease
