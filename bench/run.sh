@@ -13,7 +13,8 @@
 #     bench/cli.py: `drover submit --wait -- true` from command to exit;
 #  3. the peers on the same workloads (bench/peers/run.sh: Celery + Redis,
 #     graphile-worker, Temporal; installed from the registries), and the
-#     ratios Drover ÷ peer (bench/compare.py).
+#     ratios Drover ÷ peer (bench/compare.py), and the README's tables
+#     rewritten from this run (bench/readme.py).
 # Output: bench/results/<time>.md (tables and JSON) and peers-<time>.jsonl.
 # PostgreSQL is started (or installed) as for the tests unless
 # DROVER_TEST_PG_URL is set. BENCH_PEERS=0 skips the peers; the BENCH_*
@@ -74,5 +75,7 @@ if [ "${BENCH_PEERS:-1}" != 0 ]; then
     echo
     python3 bench/compare.py "$out" "$peers"
   } | tee -a "$out"
+  # The README's tables come from this run, never edited by hand.
+  python3 bench/readme.py "$out" "$peers" README.md
 fi
 echo "saved to $out" >&2
