@@ -38,7 +38,8 @@ pub enum Signal {
     Revoked { runner: String },
     /// The runner said hello with new capabilities: what was cached of it is stale.
     Hello { runner: String },
-    /// A cancel was asked for on this lease.
+    /// A cancel was asked for on this lease, or it ended: its heartbeat
+    /// looks again.
     Cancel { lease: String },
     /// A job's log or state changed.
     Job { job: String },

@@ -1,9 +1,12 @@
 -- Issue 13: a workspace's spend of the month, striped. Every charged usage
 -- line used to update its workspace's one row (spent_ms, spent_month), so
 -- concurrent completes of one workspace queued on that row's lock, each for
--- the length of the one before it's commit. Now each connection adds to its
--- own stripe (its backend's pid mod 16), once per statement, in workspace
--- order; a submit's budget check sums a month's stripes (at most 16 rows).
+-- the length of the one before it's commit. Now a statement adds to the
+-- stripe of its connection (the backend's pid mod 16), once, in workspace
+-- order, so concurrent completes seldom share a row; a submit's budget check
+-- sums a month's stripes (at most 16 rows). workspaces.spent_ms and
+-- spent_month are no longer written (a later release drops them: replicas of
+-- the previous one may still read them during an upgrade).
 CREATE TABLE workspace_spend (
     workspace_id  TEXT NOT NULL,
     month         BIGINT NOT NULL,
@@ -16,8 +19,6 @@ SELECT id, spent_month, 0, spent_ms FROM workspaces WHERE spent_month IS NOT NUL
 
 DROP TRIGGER usage_charges_workspace ON usage;
 DROP FUNCTION usage_charges_workspace();
-ALTER TABLE workspaces DROP COLUMN spent_ms;
-ALTER TABLE workspaces DROP COLUMN spent_month;
 
 CREATE FUNCTION usage_charges_workspace() RETURNS trigger AS $$
 BEGIN

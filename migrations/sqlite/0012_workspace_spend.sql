@@ -1,6 +1,7 @@
 -- Issue 13: a workspace's spend of the month, striped (see the PostgreSQL
--- migration: there each connection adds to its own stripe so concurrent
--- completes do not queue on one row). SQLite has one writer: one stripe, 0.
+-- migration: there connections add to stripes of their own so concurrent
+-- completes seldom queue on one row). SQLite has one writer: one stripe, 0.
+-- workspaces.spent_ms and spent_month are no longer written.
 CREATE TABLE workspace_spend (
     workspace_id  TEXT NOT NULL,
     month         INTEGER NOT NULL,
@@ -12,8 +13,6 @@ INSERT INTO workspace_spend (workspace_id, month, shard, spent_ms)
 SELECT id, spent_month, 0, spent_ms FROM workspaces WHERE spent_month IS NOT NULL;
 
 DROP TRIGGER usage_charges_workspace;
-ALTER TABLE workspaces DROP COLUMN spent_ms;
-ALTER TABLE workspaces DROP COLUMN spent_month;
 
 CREATE TRIGGER usage_charges_workspace AFTER INSERT ON usage
 WHEN NEW.charged = 1

@@ -7,7 +7,7 @@ use std::ffi::CString;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 /// The runner's own cgroup, under which each running job gets one. They
@@ -18,6 +18,9 @@ pub(crate) struct JobCgroups {
     parent: PathBuf,
     free: Mutex<Vec<JobCgroup>>,
     made: AtomicUsize,
+    /// Jobs are born in their cgroup (`spawn`): a probe at start saw a
+    /// process cloned into one live, and no `clone3` was refused since.
+    clone_into: AtomicBool,
 }
 
 impl JobCgroups {
@@ -48,12 +51,15 @@ impl JobCgroups {
             parent: mount.join(own.trim_start_matches('/')),
             free: Mutex::new(Vec::new()),
             made: AtomicUsize::new(0),
+            clone_into: AtomicBool::new(false),
         };
         cgroups.remove_stale();
         let probe = cgroups
             .take()
             .map_err(|e| format!("cannot make a cgroup in {}: {e}", cgroups.parent.display()))?;
         let killable = probe.dir.join("cgroup.kill").exists();
+        let born_lives = crate::spawn::probe(&probe.dir);
+        cgroups.clone_into.store(born_lives, Ordering::Relaxed);
         cgroups.give_back(probe);
         if !killable {
             return Err("the kernel has no cgroup.kill (Linux 5.14 or later)".into());
@@ -80,6 +86,17 @@ impl JobCgroups {
                 let _ = std::fs::remove_dir(entry.path());
             }
         }
+    }
+
+    /// Whether jobs are started inside their cgroup with `clone3`, rather
+    /// than moved there before `exec` (see `spawn`).
+    pub fn clone_into(&self) -> bool {
+        self.clone_into.load(Ordering::Relaxed)
+    }
+
+    /// `clone3` was refused (a seccomp filter, say): move jobs from now on.
+    pub fn clone_refused(&self) {
+        self.clone_into.store(false, Ordering::Relaxed);
     }
 
     /// An empty cgroup for one job.

@@ -303,14 +303,16 @@ pub async fn execute(
             );
             format!("could not start {program:?}: {e}")
         };
-        if let Some(cgroup) = &cgroup {
+        if let (Some(cgroups), Some(cgroup)) = (cgroups, &cgroup)
+            && cgroups.clone_into()
+        {
             // A docker client keeps the runner's environment (less its secrets).
             let born = spawn::Spec::of(c.as_std(), job.image.is_some(), user)
                 .and_then(|spec| spawn::spawn(&spec, cgroup.dir()));
             match born {
                 Ok(born) => return Ok(JobProcess::Born(born)),
-                // Refused here: started, then moved into its cgroup.
-                Err(e) if spawn::unsupported(&e) => {}
+                // Refused here: started, then moved into its cgroup, from now on.
+                Err(e) if spawn::unsupported(&e) => cgroups.clone_refused(),
                 Err(e) => return Err(could_not_start(e)),
             }
         }
@@ -659,5 +661,74 @@ mod tests {
                 "{r:?}"
             );
         }
+    }
+
+    /// A job's program is found as `execvp` finds it, however the job is
+    /// started: on a relative PATH entry (from the job's directory), and a
+    /// file without `#!` runs under `/bin/sh`.
+    #[tokio::test]
+    async fn programs_are_found_as_execvp_finds_them() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let (root, dir, prepared) = place("execvp");
+        let work = dir.join("work");
+        std::fs::create_dir_all(work.join("bin")).unwrap();
+        for (file, text) in [
+            ("bin/hello", "#!/bin/sh\necho hello from bin\n"),
+            ("plain", "echo plain script\n"),
+        ] {
+            std::fs::write(work.join(file), text).unwrap();
+            std::fs::set_permissions(work.join(file), std::fs::Permissions::from_mode(0o755))
+                .unwrap();
+        }
+        let place = Place {
+            dir: &dir,
+            work_root: &root,
+            isolation: &prepared,
+        };
+        for (command, said) in [
+            (&["hello"][..], "hello from bin\n"),
+            (&["./plain"][..], "plain script\n"),
+        ] {
+            let mut j = job(command, None, None);
+            j.env.insert("PATH".into(), "bin:/usr/bin:/bin".into());
+            let (out, mut logs) = mpsc::channel::<(LogStream, Vec<u8>)>(64);
+            let (_stop, stop_rx) = watch::channel(None);
+            let grace = Duration::from_secs(1);
+            let run = execute(&j, "rn_test", &place, out, stop_rx, grace, grace);
+            let collect = async {
+                let mut all = Vec::new();
+                while let Some((_, bytes)) = logs.recv().await {
+                    all.extend(bytes);
+                }
+                all
+            };
+            let (result, printed) = tokio::join!(run, collect);
+            assert_eq!(
+                (result.outcome, result.exit_code),
+                (Outcome::Succeeded, Some(0)),
+                "{command:?}: {result:?}"
+            );
+            assert_eq!(String::from_utf8_lossy(&printed), said, "{command:?}");
+        }
+        let (out, _logs) = mpsc::channel::<(LogStream, Vec<u8>)>(64);
+        let (_stop, stop_rx) = watch::channel(None);
+        let grace = Duration::from_secs(1);
+        let missing = execute(
+            &job(&["no-such-program-here"], None, None),
+            "rn_test",
+            &place,
+            out,
+            stop_rx,
+            grace,
+            grace,
+        )
+        .await;
+        assert_eq!(missing.outcome, Outcome::Failed);
+        let error = missing.error.unwrap_or_default();
+        assert!(
+            error.contains("could not start") && error.contains("No such file"),
+            "{error}"
+        );
+        let _ = std::fs::remove_dir_all(&root);
     }
 }

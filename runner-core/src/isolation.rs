@@ -232,7 +232,8 @@ fn find_bwrap(user: Option<JobUser>) -> Result<PathBuf, IsolationError> {
 }
 
 /// `PATH` for jobs when the runner has none.
-const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+pub(crate) const DEFAULT_PATH: &str =
+    "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
 /// The runner environment a job gets besides its own env and `DROVER_*`:
 /// `PATH` and, when set, `LANG`, `LC_ALL` and `TZ`. `HOME` and `TMPDIR`

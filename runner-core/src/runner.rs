@@ -43,6 +43,16 @@ pub struct RunnerSettings {
     pub isolation: Isolation,
 }
 
+/// Where a job is, for its heartbeat.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    Running,
+    /// Its result is being sent: the lease may end any moment.
+    Completing,
+    /// The result was taken (or given up): heartbeats stop.
+    Finished,
+}
+
 impl Default for RunnerSettings {
     fn default() -> Self {
         Self {
@@ -484,13 +494,13 @@ impl Runner {
         let stop_tx = Arc::new(stop_tx);
         let (out_tx, out_rx) = mpsc::channel(64);
         let uploader = tokio::spawn(self.clone().upload_logs(lease.lease_id.clone(), out_rx));
-        let (finished, finished_rx) = watch::channel(false);
+        let (phase, phase_rx) = watch::channel(Phase::Running);
         let heartbeat = tokio::spawn(self.clone().heartbeat(
             lease.lease_id.clone(),
             ttl,
             renewed,
             stop_tx.clone(),
-            finished_rx,
+            phase_rx,
         ));
         let kill_watch = {
             let mut kill = controls.kill.clone();
@@ -587,6 +597,7 @@ impl Runner {
         let mut next = None;
         let mut backoff = self.backoff();
         let mut kill = controls.kill.clone();
+        phase.send_replace(Phase::Completing);
         let outcome = loop {
             let r = self.client.complete_and_offer(&lease.lease_id, &done).await;
             self.link(&r);
@@ -624,7 +635,7 @@ impl Runner {
         // The heartbeat in flight is let finish (the coordinator answers it
         // once the complete is in), so its connection stays open for the
         // next request; aborted, it would close it.
-        finished.send_replace(true);
+        phase.send_replace(Phase::Finished);
         tokio::spawn(async move {
             let abort = heartbeat.abort_handle();
             if tokio::time::timeout(Duration::from_secs(15), heartbeat)
@@ -684,7 +695,7 @@ impl Runner {
         mut ttl: Duration,
         mut renewed: Instant,
         stop: Arc<watch::Sender<Option<StopReason>>>,
-        mut finished: watch::Receiver<bool>,
+        mut phase: watch::Receiver<Phase>,
     ) {
         let mut wait = (ttl / 3).min(Duration::from_secs(10));
         let mut keep = ttl.saturating_sub(safety_margin(ttl));
@@ -701,9 +712,8 @@ impl Runner {
             })
         };
         loop {
-            // The job is completed: no more heartbeats (the one that just
-            // came back may say the lease is gone; it is).
-            if *finished.borrow() {
+            // The job is completed: no more heartbeats.
+            if *phase.borrow() == Phase::Finished {
                 return;
             }
             let stop_at = renewed + keep;
@@ -723,6 +733,11 @@ impl Runner {
                 Ok(r) => r,
                 Err(_) => Err(ClientError::Transport("heartbeat timed out".into())),
             };
+            let now = *phase.borrow();
+            // Its answer came after the runner moved on: say nothing of it.
+            if now == Phase::Finished {
+                return;
+            }
             self.link(&r);
             match r {
                 Ok(r) => {
@@ -741,18 +756,21 @@ impl Runner {
                         // Still heartbeat through the kill grace, but without spinning.
                         tokio::select! {
                             _ = tokio::time::sleep(wait) => {}
-                            _ = finished.wait_for(|f| *f) => return,
+                            _ = phase.wait_for(|p| *p == Phase::Finished) => return,
                         }
                     }
                 }
-                _ if *finished.borrow() => return,
                 Err(e) if e.is_recoverable() => {
                     tokio::select! {
                         _ = backoff.wait() => {}
                         _ = tokio::time::sleep_until(stop_at) => {}
-                        _ = finished.wait_for(|f| *f) => return,
+                        _ = phase.wait_for(|p| *p == Phase::Finished) => return,
                     }
                 }
+                // The coordinator ends the lease when it takes the result
+                // (and answers the heartbeat waiting there): the complete
+                // says how it went.
+                Err(_) if now == Phase::Completing => return,
                 Err(_) => {
                     stop_with(StopReason::LeaseLost);
                     return;

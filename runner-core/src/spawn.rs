@@ -9,42 +9,43 @@
 //!
 //! Between `clone3` and `exec` the child is a copy of a multi-threaded
 //! process: it makes only raw system calls on memory prepared before, as
-//! `std::process` does after its `fork`. Where `clone3` is refused (a
-//! seccomp filter, an old kernel) the caller falls back to `std::process`
-//! and a move.
+//! `std::process` does after its `fork`, and finds the program as `execvp`
+//! does. Where `clone3` is refused (a seccomp filter, an old kernel), or a
+//! probe at start finds a process cloned into a cgroup does not live, the
+//! caller falls back to `std::process` and a move.
 
-use std::ffi::{CString, OsStr};
+use std::ffi::CString;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt as _;
 use std::os::unix::process::ExitStatusExt as _;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::ExitStatus;
 
 use tokio::io::unix::AsyncFd;
 use tokio::net::unix::pipe;
 
-use crate::isolation::JobUser;
+use crate::isolation::{DEFAULT_PATH, JobUser};
 
 // The kernel's values (linux/sched.h); libc's constants of these are
 // deprecated (they overflow its c_int).
 const CLONE_CLEAR_SIGHAND: u64 = 0x1_0000_0000;
 const CLONE_INTO_CGROUP: u64 = 0x2_0000_0000;
 
-/// Where PATH is not set, as `std::process` searches.
-const DEFAULT_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
-
 /// What to `exec`, all prepared before the clone (the child allocates nothing).
 pub(crate) struct Spec {
-    program: CString,
+    /// Where the program may be, in `execvp`'s order: the name itself if it
+    /// has a `/`, else each PATH entry joined to it (relative entries stay
+    /// relative: the child has changed directory by then).
+    candidates: Vec<CString>,
     argv: Vec<CString>,
     envp: Vec<CString>,
     cwd: CString,
     user: Option<JobUser>,
 }
 
-fn cstring(s: &OsStr) -> io::Result<CString> {
-    CString::new(s.as_bytes()).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))
+fn cstring(s: &[u8]) -> io::Result<CString> {
+    CString::new(s).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))
 }
 
 impl Spec {
@@ -67,57 +68,56 @@ impl Spec {
                 env.push((key.to_owned(), value.to_owned()));
             }
         }
-        let path = env
-            .iter()
-            .find(|(k, _)| k == "PATH")
-            .map_or_else(|| DEFAULT_PATH.into(), |(_, v)| v.clone());
-        let program = resolve(cmd.get_program(), &path)?;
-        let mut argv = vec![cstring(cmd.get_program())?];
+        let program = cmd.get_program().as_bytes();
+        let candidates = if program.contains(&b'/') {
+            vec![cstring(program)?]
+        } else {
+            let path = env
+                .iter()
+                .find(|(k, _)| k == "PATH")
+                .map_or(DEFAULT_PATH.as_bytes(), |(_, v)| v.as_bytes());
+            path.split(|b| *b == b':')
+                .map(|dir| match dir {
+                    b"" => cstring(program),
+                    dir => cstring(&[dir, b"/", program].concat()),
+                })
+                .collect::<io::Result<_>>()?
+        };
+        let mut argv = vec![cstring(program)?];
         for arg in cmd.get_args() {
-            argv.push(cstring(arg)?);
+            argv.push(cstring(arg.as_bytes())?);
         }
         let envp = env
             .iter()
-            .map(|(k, v)| {
-                let mut kv = k.as_bytes().to_vec();
-                kv.push(b'=');
-                kv.extend_from_slice(v.as_bytes());
-                CString::new(kv).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))
-            })
+            .map(|(k, v)| cstring(&[k.as_bytes(), b"=", v.as_bytes()].concat()))
             .collect::<io::Result<_>>()?;
-        let cwd = cstring(cmd.get_current_dir().unwrap_or(Path::new(".")).as_os_str())?;
+        let cwd = cmd.get_current_dir().unwrap_or(Path::new("."));
         Ok(Self {
-            program: cstring(program.as_os_str())?,
+            candidates,
             argv,
             envp,
-            cwd,
+            cwd: cstring(cwd.as_os_str().as_bytes())?,
             user,
         })
     }
 }
 
-/// `program` as `execvp` would find it on `path` (the child's PATH).
-fn resolve(program: &OsStr, path: &OsStr) -> io::Result<PathBuf> {
-    use std::os::unix::fs::PermissionsExt as _;
-    if program.as_bytes().contains(&b'/') {
-        return Ok(PathBuf::from(program));
+/// `clone3` itself was refused: start the job another way.
+#[derive(Debug)]
+struct CloneRefused(io::Error);
+
+impl std::fmt::Display for CloneRefused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "clone3: {}", self.0)
     }
-    std::env::split_paths(path)
-        .map(|dir| dir.join(program))
-        .find(|p| {
-            std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-        })
-        .ok_or_else(|| io::Error::from_raw_os_error(libc::ENOENT))
 }
 
-/// A job's process started by [`spawn`]: its pid (and process group), a
-/// pidfd to wait on, and its output.
-pub(crate) struct Born {
-    pid: i32,
-    pidfd: AsyncFd<OwnedFd>,
-    status: Option<ExitStatus>,
-    pub stdout: Option<pipe::Receiver>,
-    pub stderr: Option<pipe::Receiver>,
+impl std::error::Error for CloneRefused {}
+
+/// Whether `spawn`'s error is `clone3`'s own (a seccomp filter or an old
+/// kernel refused it), not the job's.
+pub(crate) fn unsupported(e: &io::Error) -> bool {
+    e.get_ref().is_some_and(|inner| inner.is::<CloneRefused>())
 }
 
 fn pipe_pair() -> io::Result<(OwnedFd, OwnedFd)> {
@@ -130,42 +130,71 @@ fn pipe_pair() -> io::Result<(OwnedFd, OwnedFd)> {
     Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
 }
 
-/// Whether `spawn`'s error is `clone3`'s own (a seccomp filter or an old
-/// kernel refused it: start the job another way), not the job's.
-pub(crate) fn unsupported(e: &io::Error) -> bool {
-    e.kind() == io::ErrorKind::Unsupported
+fn open(path: &std::ffi::CStr, flags: libc::c_int) -> io::Result<OwnedFd> {
+    // SAFETY: a NUL-terminated path; the descriptor is ours.
+    unsafe {
+        let fd = libc::open(path.as_ptr(), flags | libc::O_CLOEXEC);
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(OwnedFd::from_raw_fd(fd))
+    }
 }
 
-/// Starts `spec` in its own process group inside the cgroup `cgroup`, with
-/// stdin from /dev/null and stdout and stderr piped.
-pub(crate) fn spawn(spec: &Spec, cgroup: &Path) -> io::Result<Born> {
-    let dir = cstring(cgroup.as_os_str())?;
-    // SAFETY: a NUL-terminated path; the descriptor is ours.
-    let cgroup_fd = unsafe {
-        let fd = libc::open(
-            dir.as_ptr(),
-            libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
+fn kill(pidfd: &OwnedFd) {
+    // SAFETY: a signal sent through our own pidfd reaches that process only.
+    unsafe {
+        libc::syscall(
+            libc::SYS_pidfd_send_signal,
+            pidfd.as_raw_fd(),
+            libc::SIGKILL,
+            std::ptr::null::<libc::siginfo_t>(),
+            0,
         );
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
+    }
+}
+
+/// Waits for the process of `pidfd` to exit and reaps it (blocking).
+fn reap(pidfd: &OwnedFd) -> io::Result<libc::siginfo_t> {
+    loop {
+        // SAFETY: plain data, filled in by waitid.
+        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        // SAFETY: our own child's pidfd.
+        let r = unsafe {
+            libc::waitid(
+                libc::P_PIDFD,
+                pidfd.as_raw_fd() as libc::id_t,
+                &mut info,
+                libc::WEXITED,
+            )
+        };
+        if r == 0 {
+            return Ok(info);
         }
-        OwnedFd::from_raw_fd(fd)
-    };
-    // SAFETY: as above.
-    let null = unsafe {
-        let fd = libc::open(c"/dev/null".as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC);
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
         }
-        OwnedFd::from_raw_fd(fd)
-    };
-    let (out_r, out_w) = pipe_pair()?;
-    let (err_r, err_w) = pipe_pair()?;
+    }
+}
+
+/// Clones a child into the cgroup `cgroup` with `stdio` as its fds 0, 1, 2
+/// and execs `spec` there. Returns once the exec happened (or failed: then
+/// the child is reaped and its errno returned).
+fn clone_exec(spec: &Spec, cgroup: &Path, stdio: [&OwnedFd; 3]) -> io::Result<(i32, OwnedFd)> {
+    let cgroup_fd = open(
+        &cstring(cgroup.as_os_str().as_bytes())?,
+        libc::O_PATH | libc::O_DIRECTORY,
+    )?;
     // The child reports a failed exec here; a successful one closes it.
     let (report_r, report_w) = pipe_pair()?;
-
+    let candidates: Vec<*const libc::c_char> = spec.candidates.iter().map(|c| c.as_ptr()).collect();
     let mut argv: Vec<*const libc::c_char> = spec.argv.iter().map(|a| a.as_ptr()).collect();
     argv.push(std::ptr::null());
+    // For a file without `#!` (ENOEXEC): `/bin/sh FILE ARGS…`, as execvp does;
+    // the child puts the file in slot 1.
+    let mut sh_argv: Vec<*const libc::c_char> = vec![c"/bin/sh".as_ptr(), std::ptr::null()];
+    sh_argv.extend(&argv[1..]);
     let mut envp: Vec<*const libc::c_char> = spec.envp.iter().map(|e| e.as_ptr()).collect();
     envp.push(std::ptr::null());
     let mut pidfd: libc::c_int = -1;
@@ -186,20 +215,21 @@ pub(crate) fn spawn(spec: &Spec, cgroup: &Path) -> io::Result<Born> {
         )
     };
     if pid == 0 {
+        let exec = Exec {
+            candidates: &candidates,
+            argv: &argv,
+            sh_argv: &mut sh_argv,
+            envp: &envp,
+        };
         // SAFETY: the child; see `child`.
-        unsafe { child(spec, &argv, &envp, [&null, &out_w, &err_w], &report_w) }
+        unsafe { child(spec, exec, stdio, &report_w) }
     }
     if pid < 0 {
-        let e = io::Error::last_os_error();
-        return Err(io::Error::new(
-            io::ErrorKind::Unsupported,
-            format!("clone3: {e}"),
-        ));
+        return Err(io::Error::other(CloneRefused(io::Error::last_os_error())));
     }
-    let pid = pid as i32;
     // SAFETY: clone3 wrote the new process's pidfd, ours to own.
     let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd) };
-    drop((null, out_w, err_w, report_w, cgroup_fd));
+    drop(report_w);
     let mut errno = [0u8; 4];
     // A blocking read, as `std::process::Command::spawn` does: it ends at
     // the child's exec (the pipe closes) or with its report.
@@ -212,42 +242,36 @@ pub(crate) fn spawn(spec: &Spec, cgroup: &Path) -> io::Result<Born> {
         break n;
     };
     if read != 0 {
-        // The exec failed: reap the child, which exited at once.
-        let mut status = 0;
-        // SAFETY: our own child.
-        unsafe { libc::waitpid(pid, &mut status, 0) };
+        // The exec failed and the child exits at once: reap it.
+        let _ = reap(&pidfd);
         return Err(match read {
             4 => io::Error::from_raw_os_error(i32::from_ne_bytes(errno)),
             _ => io::Error::other("the job's process failed before exec"),
         });
     }
-    Ok(Born {
-        pid,
-        // SAFETY: the pidfd is owned here and closed only when this drops.
-        pidfd: unsafe { AsyncFd::register_with_interest(pidfd, tokio::io::Interest::READABLE)? },
-        status: None,
-        stdout: Some(pipe::Receiver::from_owned_fd(out_r)?),
-        stderr: Some(pipe::Receiver::from_owned_fd(err_r)?),
-    })
+    Ok((pid as i32, pidfd))
+}
+
+/// What the child execs, as pointers into memory made before the clone.
+struct Exec<'a> {
+    candidates: &'a [*const libc::c_char],
+    argv: &'a [*const libc::c_char],
+    sh_argv: &'a mut [*const libc::c_char],
+    envp: &'a [*const libc::c_char],
 }
 
 /// The child between `clone3` and `exec`: its own process group, its
 /// standard streams, its directory, its user; signals as a new process has
-/// them. On any failure it reports the errno and exits 127.
+/// them; then each candidate in turn, with `execvp`'s rules. On failure it
+/// reports the errno and exits 127.
 ///
 /// # Safety
 /// Only in the child of `clone3`, before exec.
-unsafe fn child(
-    spec: &Spec,
-    argv: &[*const libc::c_char],
-    envp: &[*const libc::c_char],
-    [null, out, err]: [&OwnedFd; 3],
-    report: &OwnedFd,
-) -> ! {
+unsafe fn child(spec: &Spec, exec: Exec, [stdin, out, err]: [&OwnedFd; 3], report: &OwnedFd) -> ! {
     // SAFETY: raw system calls on descriptors and memory made before the clone.
     unsafe {
-        let fail = || -> ! {
-            let errno = *libc::__errno_location();
+        let errno = || *libc::__errno_location();
+        let fail = |errno: i32| -> ! {
             let bytes = errno.to_ne_bytes();
             libc::write(report.as_raw_fd(), bytes.as_ptr().cast(), 4);
             libc::_exit(127)
@@ -257,12 +281,12 @@ unsafe fn child(
         if libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut()) != 0
             || libc::signal(libc::SIGPIPE, libc::SIG_DFL) == libc::SIG_ERR
             || libc::setpgid(0, 0) != 0
-            || libc::dup2(null.as_raw_fd(), 0) < 0
+            || libc::dup2(stdin.as_raw_fd(), 0) < 0
             || libc::dup2(out.as_raw_fd(), 1) < 0
             || libc::dup2(err.as_raw_fd(), 2) < 0
             || libc::chdir(spec.cwd.as_ptr()) != 0
         {
-            fail();
+            fail(errno());
         }
         // Raw: glibc's setuid would signal the parent's other threads,
         // which this copy does not have.
@@ -271,11 +295,87 @@ unsafe fn child(
                 || libc::syscall(libc::SYS_setgid, user.gid) != 0
                 || libc::syscall(libc::SYS_setuid, user.uid) != 0)
         {
-            fail();
+            fail(errno());
         }
-        libc::execve(spec.program.as_ptr(), argv.as_ptr(), envp.as_ptr());
-        fail()
+        let mut denied = false;
+        for &file in exec.candidates {
+            libc::execve(file, exec.argv.as_ptr(), exec.envp.as_ptr());
+            match errno() {
+                libc::ENOEXEC => {
+                    exec.sh_argv[1] = file;
+                    libc::execve(exec.sh_argv[0], exec.sh_argv.as_ptr(), exec.envp.as_ptr());
+                    fail(errno());
+                }
+                libc::EACCES => denied = true,
+                libc::ENOENT | libc::ENOTDIR | libc::ENODEV | libc::ETIMEDOUT | libc::ESTALE => {}
+                other => fail(other),
+            }
+        }
+        fail(if denied { libc::EACCES } else { libc::ENOENT })
     }
+}
+
+/// Whether a process cloned into `cgroup` lives here: some kernels kill a
+/// process cloned into a cgroup whose kill count differs from its parent's.
+/// Runs `true` there, blocking.
+pub(crate) fn probe(cgroup: &Path) -> bool {
+    let run = || -> io::Result<bool> {
+        let mut cmd = std::process::Command::new("true");
+        cmd.env_clear().env("PATH", DEFAULT_PATH);
+        let spec = Spec::of(&cmd, false, None)?;
+        let null = open(c"/dev/null", libc::O_RDWR)?;
+        let (_, pidfd) = clone_exec(&spec, cgroup, [&null, &null, &null])?;
+        let info = reap(&pidfd)?;
+        // SAFETY: waitid filled in a SIGCHLD siginfo.
+        let (code, status) = unsafe { (info.si_code, info.si_status()) };
+        Ok(code == libc::CLD_EXITED && status == 0)
+    };
+    run().unwrap_or(false)
+}
+
+/// A job's process started by [`spawn`]: its pid (and process group), a
+/// pidfd to wait on, and its output.
+pub(crate) struct Born {
+    pid: i32,
+    /// Taken by `Drop` (which reaps off this thread when never waited for).
+    pidfd: Option<AsyncFd<OwnedFd>>,
+    status: Option<ExitStatus>,
+    pub stdout: Option<pipe::Receiver>,
+    pub stderr: Option<pipe::Receiver>,
+}
+
+/// Starts `spec` in its own process group inside the cgroup `cgroup`, with
+/// stdin from /dev/null and stdout and stderr piped.
+pub(crate) fn spawn(spec: &Spec, cgroup: &Path) -> io::Result<Born> {
+    let null = open(c"/dev/null", libc::O_RDONLY)?;
+    let (out_r, out_w) = pipe_pair()?;
+    let (err_r, err_w) = pipe_pair()?;
+    let (pid, pidfd) = clone_exec(spec, cgroup, [&null, &out_w, &err_w])?;
+    drop((null, out_w, err_w));
+    // SAFETY: the pidfd is owned here and closed only when this drops.
+    let registered =
+        unsafe { AsyncFd::register_with_interest(pidfd, tokio::io::Interest::READABLE) };
+    let pidfd = match registered {
+        Ok(pidfd) => pidfd,
+        Err(e) => {
+            // Started but not to be watched: it must not run on unwatched.
+            let (pidfd, e) = e.into_parts();
+            kill(&pidfd);
+            let _ = reap(&pidfd);
+            return Err(e);
+        }
+    };
+    // From here, a failure drops `born`, which kills and reaps the job.
+    let mut born = Born {
+        pid,
+        pidfd: Some(pidfd),
+        status: None,
+        stdout: None,
+        stderr: None,
+    };
+    born.stdout = Some(pipe::Receiver::from_owned_fd(out_r)?);
+    born.stderr = Some(pipe::Receiver::from_owned_fd(err_r)?);
+    Ok(born)
 }
 
 impl Born {
@@ -289,7 +389,8 @@ impl Born {
             if let Some(status) = self.status {
                 return Ok(status);
             }
-            let mut ready = self.pidfd.readable().await?;
+            let pidfd = self.pidfd.as_ref().expect("taken only on drop");
+            let mut ready = pidfd.readable().await?;
             let mut status = 0;
             // SAFETY: our own child, not yet reaped (`status` is unset).
             match unsafe { libc::waitpid(self.pid, &mut status, libc::WNOHANG) } {
@@ -302,17 +403,14 @@ impl Born {
 }
 
 impl Drop for Born {
-    /// As `kill_on_drop`: a job whose runner stopped waiting is killed, and
-    /// reaped off this thread.
+    /// As `kill_on_drop`: a job whose runner stopped waiting is killed (by
+    /// its pidfd, so never another process), and reaped off this thread.
     fn drop(&mut self) {
-        if self.status.is_none() {
-            let pid = self.pid;
-            // SAFETY: our own child, not yet reaped, so the pid is still its.
-            unsafe { libc::kill(pid, libc::SIGKILL) };
+        if let (None, Some(pidfd)) = (self.status, self.pidfd.take()) {
+            let pidfd = pidfd.into_inner();
+            kill(&pidfd);
             std::thread::spawn(move || {
-                let mut status = 0;
-                // SAFETY: as above.
-                unsafe { libc::waitpid(pid, &mut status, 0) };
+                let _ = reap(&pidfd);
             });
         }
     }

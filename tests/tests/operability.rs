@@ -591,7 +591,13 @@ async fn sigterm_answers_long_polls_at_once_and_finishes_writes_in_flight() {
 async fn a_runner_keeps_its_connections_from_job_to_job() {
     let dir = TempDir::new("connections");
     let token = "scrape-me-0123456789";
-    let c = Coordinator::start_with(start_options(&dir, token)).await;
+    let mut options = start_options(&dir, token);
+    // An idle keep-alive connection is closed after the header timeout: on a
+    // slow machine that must not count as a runner opening another.
+    options
+        .serve_args
+        .extend(["--header-timeout-ms".into(), "120000".into()]);
+    let c = Coordinator::start_with(options).await;
     let admin = c.bootstrap("acme", "admin@acme.test");
     let runner = pair(&admin, Scope::Workspace, None, "r1", &[]).await;
     let _r = RunnerProcess::paired(&c.url, &runner.token, &[]);

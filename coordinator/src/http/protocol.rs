@@ -281,12 +281,17 @@ async fn complete(
         .complete
         .observe(started.elapsed().as_secs_f64());
     if !completion.repeated {
-        st.announce(vec![Signal::Job {
-            job: completion.job_id.to_string(),
-        }]);
-        // The runner's heartbeat for this lease, waiting here, answers now
-        // (the lease is gone): its connection is free for the next request.
-        st.hub.signal_lease(&lease);
+        st.announce(vec![
+            Signal::Job {
+                job: completion.job_id.to_string(),
+            },
+            // The runner's heartbeat for this lease, waiting on this replica
+            // or another, looks again and answers now (the lease is gone), so
+            // its connection is free for the runner's next request.
+            Signal::Cancel {
+                lease: lease.clone(),
+            },
+        ]);
     }
     // The result is recorded whatever happens next: a failed lease (say, the
     // runner was just revoked) answers "no job", and the runner's next lease

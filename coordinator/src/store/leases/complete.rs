@@ -151,7 +151,7 @@ impl Store {
         let mut leases: Vec<&str> = reqs.iter().map(|r| r.lease.as_str()).collect();
         leases.sort_unstable();
         leases.dedup();
-        // In id order, so concurrent batches on PostgreSQL lock rows in one order.
+        // In id order (where rows are locked, concurrent writers lock in one order).
         let rows = bind_all(
             sqlx::query_as::<_, Row>(&format!(
                 "SELECT j.id, j.lease_id, j.state, j.lease_runner_id, j.attempt, j.cancel_requested, j.started_at, j.workspace_id,
@@ -232,7 +232,7 @@ impl Store {
         held.clear();
 
         if !finishes.is_empty() {
-            // Usage adds to the workspace's month by trigger (migration 0009).
+            // Usage adds to the workspace's month by trigger (migration 0012).
             let n = finishes.len();
             let update = format!(
                 "UPDATE jobs SET state = v.column2, exit_code = v.column3, error = v.column4, ran_by = v.column5,
@@ -304,6 +304,12 @@ impl Store {
             "WITH v (lease_id, runner_id, outcome, exit_code, error, now, month) AS (
                  SELECT column1, column2, column3, CAST(column4 AS BIGINT), column5,
                         CAST(column6 AS BIGINT), CAST(column7 AS BIGINT) FROM (VALUES {rows}) AS x),
+             held AS (
+                 -- Locked first, in id order, as lease expiry and revocation
+                 -- lock theirs: concurrent writers never wait on each other in a cycle.
+                 SELECT j.id, v.lease_id, v.runner_id FROM jobs j
+                 JOIN v ON j.lease_id = v.lease_id AND j.lease_runner_id = v.runner_id
+                 WHERE j.state IN ('leased', 'running') ORDER BY j.id FOR UPDATE OF j),
              done AS (
                  UPDATE jobs SET
                      state = CASE WHEN jobs.cancel_requested <> 0 AND v.outcome <> '{succeeded}'
@@ -312,9 +318,10 @@ impl Store {
                      ran_by_owner = CASE WHEN rt.owner_member_id IS NULL THEN 'ws:' || w.name
                                          ELSE 'user:' || rt.owner_member_id END,
                      finished_at = $1, lease_expires_at = NULL
-                 FROM v JOIN runners r ON r.id = v.runner_id JOIN runtimes rt ON rt.id = r.runtime_id,
+                 FROM held JOIN v ON v.lease_id = held.lease_id AND v.runner_id = held.runner_id
+                      JOIN runners r ON r.id = v.runner_id JOIN runtimes rt ON rt.id = r.runtime_id,
                       workspaces w
-                 WHERE jobs.lease_id = v.lease_id AND jobs.lease_runner_id = v.runner_id
+                 WHERE jobs.id = held.id AND jobs.lease_id = v.lease_id AND jobs.lease_runner_id = v.runner_id
                    AND jobs.state IN ('leased', 'running') AND w.id = jobs.workspace_id
                  RETURNING jobs.id, jobs.lease_id, jobs.state, jobs.attempt, jobs.workspace_id,
                      jobs.ran_by_owner, CASE WHEN rt.owner_member_id IS NULL THEN 1 ELSE 0 END AS charged,
