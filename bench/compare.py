@@ -9,7 +9,10 @@ PEERS_JSONL is bench/peers/run.sh's output, one JSON line per peer and run.
 Rows: drain jobs/s with 1, 8 and 64 workers; jobs per machine CPU-second
 (1000 / machineCpuSecondsPer1000) in each drain; open loop at 200 and 1,000
 jobs/s, enqueue→lease p50 and p99 (the peers' enqueue→start). What is missing
-on either side shows as "–".
+on either side shows as "–". The peers' versions and settings, as their
+drivers recorded them in each line ("version", "settings"), are printed first;
+a setting that differs between runs (the concurrency) shows its values in run
+order, joined by "/".
 """
 import json
 import sys
@@ -76,11 +79,35 @@ def fmt(x):
     return f"{x:.0f}" if abs(x) >= 100 else f"{x:.3g}"
 
 
+def cell(text):
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def peer_settings(peers):
+    """Markdown: each peer's versions and settings, merged over its runs."""
+    lines = ["### Peers: versions and settings\n", "| peer | versions | settings |", "|---|---|---|"]
+    for name, recs in peers.items():
+        versions, settings = [], {}
+        for rec in recs.values():
+            if rec.get("version") and rec["version"] not in versions:
+                versions.append(rec["version"])
+            for k, v in (rec.get("settings") or {}).items():
+                v = json.dumps(v) if isinstance(v, (dict, list, bool)) or v is None else str(v)
+                if v not in settings.setdefault(k, []):
+                    settings[k].append(v)
+        settings_text = "; ".join(f"{k}={'/'.join(v)}" for k, v in settings.items())
+        lines.append(f"| {cell(name)} | {cell('; '.join(versions) or 'not recorded')} | "
+                     f"{cell(settings_text or 'not recorded')} |")
+    return "\n".join(lines) + "\n"
+
+
 def main():
     if len(sys.argv) != 3:
         raise SystemExit(__doc__.split("\n\n")[1])
     drover, peers = load_drover(sys.argv[1]), load_peers(sys.argv[2])
     names = list(peers)
+    if names:
+        print(peer_settings(peers))
     for backend in drover.get("fleet", []):
         print(f"### Drover ({backend.get('backend', '?')}) ÷ peer\n")
         print("| measure | Drover | " + " | ".join(f"÷ {p}" for p in names) + " |")
@@ -93,7 +120,8 @@ def main():
                 cells.append(fmt(d / v if d is not None and v else None))
             print(f"| {label} | {fmt(d)} | " + " | ".join(cells) + " |")
         print("\nThroughput and jobs per CPU-second: a ratio > 1 means Drover does more. "
-              "Latency: a ratio < 1 means Drover is faster (the peer's figure is enqueue→start).\n")
+              "Latency: a ratio < 1 means Drover is faster (the peer's figure is enqueue→start, "
+              "from the time each job was scheduled to be sent).\n")
 
 
 if __name__ == "__main__":

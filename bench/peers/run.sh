@@ -5,6 +5,8 @@
 # bench/results/. Needs DROVER_TEST_PG_URL (an admin URL) for graphile-worker.
 # Temporal runs on its dev server (in memory, loopback, a free port), which
 # this script starts and stops; if setup.sh could not install it, it is skipped.
+# Its task queues have one partition, not four (see temporal_bench.py). Each
+# driver's JSON line carries the versions and settings it ran with.
 set -euo pipefail
 cd "$(dirname "$0")"
 ./setup.sh
@@ -24,8 +26,10 @@ psql "$PG" -qc "CREATE DATABASE drover_peer_gw" >/dev/null
 export PEER_PG_URL="${PG%/*}/drover_peer_gw" PEER_REDIS=redis://127.0.0.1:6390/0
 if [ -x .local/venv/bin/temporal ] && $PY -c 'import temporalio' 2>/dev/null; then
   port=$($PY -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-  .local/venv/bin/temporal server start-dev --headless --ip 127.0.0.1 --port "$port" --log-level error \
-    --dynamic-config-value activity.enableStandalone=true >.local/temporal.log 2>&1 &
+  export PEER_TEMPORAL_DEV_FLAGS="--headless --log-level error --dynamic-config-value activity.enableStandalone=true \
+--dynamic-config-value matching.numTaskqueueReadPartitions=1 --dynamic-config-value matching.numTaskqueueWritePartitions=1"
+  # shellcheck disable=SC2086 # the flags are words
+  .local/venv/bin/temporal server start-dev --ip 127.0.0.1 --port "$port" $PEER_TEMPORAL_DEV_FLAGS >.local/temporal.log 2>&1 &
   temporal_pid=$!
   export PEER_TEMPORAL=127.0.0.1:$port
   for _ in $(seq 60); do
@@ -45,12 +49,12 @@ out="../results/peers-$(date -u +%Y-%m-%dT%H%M%SZ).jsonl"
 {
   for n in 1 8 64; do
     $PY celery_bench.py drain "$n" "$M"
-    node graphile_bench.js drain "$n" "$M"
+    node graphile_bench.cjs drain "$n" "$M"
     run_temporal drain "$n" "$M"
   done
   for rate in 200 1000; do
     $PY celery_bench.py open "$rate" "$SECS"
-    node graphile_bench.js open "$rate" "$SECS"
+    node graphile_bench.cjs open "$rate" "$SECS"
     run_temporal open "$rate" "$SECS"
   done
 } | tee "$out"
