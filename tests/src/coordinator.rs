@@ -462,20 +462,24 @@ impl Coordinator {
 
     /// Lease long-polls waiting in the coordinator right now.
     pub async fn waiting_leases(&self) -> u64 {
-        let v: serde_json::Value = reqwest::get(format!("{}/healthz", self.url))
+        self.try_waiting_leases()
             .await
-            .expect("healthz")
-            .json()
-            .await
-            .expect("json");
-        v["waitingLeases"].as_u64().expect("waitingLeases")
+            .expect("/healthz with waitingLeases")
+    }
+
+    /// As `waiting_leases`; `None` when `/healthz` did not answer with the
+    /// count (a busy coordinator may shed it with 503).
+    async fn try_waiting_leases(&self) -> Option<u64> {
+        let resp = reqwest::get(format!("{}/healthz", self.url)).await.ok()?;
+        let v: serde_json::Value = resp.json().await.ok()?;
+        v["waitingLeases"].as_u64()
     }
 
     pub async fn wait_for_waiting(&self, n: u64) {
         eventually(
             &format!("{n} waiting lease polls"),
             DEADLINE,
-            || async move { (self.waiting_leases().await == n).then_some(()) },
+            || async move { (self.try_waiting_leases().await == Some(n)).then_some(()) },
         )
         .await
     }

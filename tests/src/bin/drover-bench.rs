@@ -431,18 +431,34 @@ async fn open_loop(c: &Coordinator, admin: &Member, rate: u64, secs: u64) -> (St
         }));
     }
     let noop = script_job("self:ws", "true");
-    let start = Instant::now();
-    let mut pending = Vec::with_capacity(total);
-    for n in 0..total {
-        let due = start + Duration::from_secs_f64(n as f64 / rate as f64);
-        tokio::time::sleep_until(due.into()).await;
-        let (client, noop, submitted) = (admin.client.clone(), noop.clone(), submitted.clone());
-        pending.push(tokio::spawn(async move {
-            let t = Instant::now();
-            let id = client.submit(&noop).await.unwrap().id;
-            submitted.lock().unwrap().insert(id, (due.min(t), t.elapsed()));
-        }));
-    }
+    // The schedule is kept by a thread of its own: an OS sleep wakes within
+    // tens of microseconds, tokio's timer only to the millisecond (which
+    // would count up to 1 ms of the sender's lateness against every job).
+    let (handle, client) = (tokio::runtime::Handle::current(), admin.client.clone());
+    let record = submitted.clone();
+    let sender = std::thread::spawn(move || {
+        let start = Instant::now();
+        let mut pending = Vec::with_capacity(total);
+        for n in 0..total {
+            let due = start + Duration::from_secs_f64(n as f64 / rate as f64);
+            if let Some(wait) = due.checked_duration_since(Instant::now()) {
+                std::thread::sleep(wait);
+            }
+            let (client, noop, submitted) = (client.clone(), noop.clone(), record.clone());
+            pending.push(handle.spawn(async move {
+                let t = Instant::now();
+                let id = client.submit(&noop).await.unwrap().id;
+                submitted
+                    .lock()
+                    .unwrap()
+                    .insert(id, (due.min(t), t.elapsed()));
+            }));
+        }
+        pending
+    });
+    let pending = tokio::task::spawn_blocking(move || sender.join().expect("the sender"))
+        .await
+        .unwrap();
     for p in pending {
         p.await.unwrap();
     }
