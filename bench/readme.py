@@ -153,8 +153,13 @@ def render(results_path, peers_path):
                                          get(peers[p].get(('open', rate)), 'enqueueToLeaseMs', 'p99')) for p in names) + " |")
     described = [(p, rec) for p in names for rec in list(peers[p].values())[:1] if rec.get("version") or rec.get("settings")]
     if described:
-        out += ["", "Peers as run:", ""]
-        out += [f"- {p} {rec.get('version', '')}: {rec.get('settings', '')}".rstrip(": ") for p, rec in described]
+        out += ["", "Peers as run (one job at a time per worker; concurrency = workers):", ""]
+        for p, rec in described:
+            settings = rec.get("settings") or {}
+            if isinstance(settings, dict):
+                settings = ", ".join(f"{k} {v}" for k, v in settings.items()
+                                     if k not in ("concurrency", "max_concurrent_activities", "activity_task_poller_behavior"))
+            out.append(f"- **{p}**: {rec.get('version', 'version not recorded')}; {settings}")
     return "\n".join(out)
 
 
