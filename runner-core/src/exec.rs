@@ -648,8 +648,8 @@ mod tests {
             "after-kill",
             &[
                 "sleep 1000 & sh -c 'trap \"\" TERM; sleep 1000' & echo started; wait",
-                "sleep 0.05; echo ran",
-                "sleep 0.05; echo ran",
+                "echo ran",
+                "echo ran",
             ],
         )
         .await;

@@ -89,8 +89,6 @@ const USAGE_WIDTH: usize = 10;
 
 /// `n` rows of `width` placeholders each, numbered from `$first`, each row
 /// ending with `tail` (e.g. `", $1"` for a value shared by every row).
-/// `n` rows of `width` placeholders each, numbered from `$first`, each row
-/// ending with `tail` (e.g. `", $1"` for a value shared by every row).
 fn value_rows(first: usize, n: usize, width: usize, tail: &str) -> String {
     (0..n)
         .map(|k| format!("({}{tail})", placeholders(first + width * k, width)))
