@@ -10,6 +10,9 @@ pub enum Error {
     Api { code: ErrorCode, message: String },
     #[error("database: {0}")]
     Db(#[from] sqlx::Error),
+    /// From SQLite's batch writer (see `store::sqlite_writer`).
+    #[error("database: {0}")]
+    Sqlite(#[from] rusqlite::Error),
     #[error("migration: {0}")]
     Migrate(#[from] sqlx::migrate::MigrateError),
     #[error("corrupt row: {0}")]

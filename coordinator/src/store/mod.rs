@@ -37,6 +37,7 @@ mod runners;
 mod schema_tests;
 pub mod signals;
 mod sqlite;
+mod sqlite_writer;
 mod submit;
 #[cfg(test)]
 mod tests;
@@ -84,26 +85,14 @@ pub struct Dialect {
     lock_skip_locked: &'static str,
     /// Candidates read per page by a lease.
     lease_page: i64,
-    /// On a query joining `jobs j`: lock the job row until commit.
-    lock_job_row: &'static str,
     /// Lock the rows read until commit, waiting for other holders.
     lock_for_update: &'static str,
-    /// A lease batch's runners: held until commit, so a revoke waits for
-    /// the lease (then releases what it leased), and two batches serving one
-    /// runner take turns, each counting the leases the other took (slots).
-    /// Not `FOR UPDATE`: a job insert's foreign-key check must not wait.
-    lock_runners: &'static str,
     /// The database's clock in Unix milliseconds, where lease times are
     /// computed (see [`Dialect::now`]); `None`: the coordinator's.
     db_clock: Option<&'static str>,
     /// A batch writes on the one writer connection, held (SQLite), instead
     /// of in a transaction (see [`Writer`]).
     batch_holds_connection: bool,
-    /// How a lease batch's reads reach the database in one round trip.
-    lease_reads: LeaseReads,
-    /// Statements in `WITH` may write (PostgreSQL): a complete batch is
-    /// one statement, in autocommit.
-    writable_ctes: bool,
     /// Replicas share the database and hear each other's signals
     /// (`LISTEN`/`NOTIFY`, see `signals`).
     replica_signals: bool,
@@ -155,6 +144,8 @@ pub struct Store {
     reader: AnyPool,
     dialect: &'static Dialect,
     url: String,
+    /// SQLite's lease and complete batches run here (see `sqlite_writer`).
+    sqlite: Option<Arc<sqlite_writer::SqliteWriter>>,
     /// Batches lease and complete calls (`None` inside the batch writers).
     batches: Option<Arc<Batches>>,
     /// Background tasks end once every clone of the store is gone.
@@ -172,17 +163,6 @@ struct Batches {
     complete: Batcher<CompleteRequest, Completion>,
     /// Replica signals (PostgreSQL only; `origin` is always this replica).
     publish: Batcher<(String, Vec<crate::wake::Signal>), ()>,
-}
-
-/// How a lease batch's reads (runners, leases held, pinned jobs, the
-/// heads of queues) go to the database in one round trip.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum LeaseReads {
-    /// Several `;`-separated SELECTs in one command (SQLite).
-    MultiStatement,
-    /// The `drover_lease_reads` function (PostgreSQL, migration 0013): the
-    /// `Any` driver prepares one statement at a time.
-    Function,
 }
 
 /// Where a batch writes. On SQLite it is the one writer connection, held
@@ -223,16 +203,6 @@ impl Writer {
             tx.commit().await.map_err(BatchError::from_write)?;
         }
         Ok(())
-    }
-
-    /// How a batch failed when its write statement did: inside a
-    /// transaction nothing is written before COMMIT; a SQLite statement
-    /// commits as it runs (or is one `BEGIN … COMMIT` command).
-    pub(super) fn write_error(&self, e: sqlx::Error) -> BatchError {
-        match self {
-            Self::Transaction(_) => BatchError::BeforeWrite(e.into()),
-            Self::SoleConnection(_) => BatchError::from_write(e),
-        }
     }
 }
 
@@ -311,6 +281,9 @@ impl Store {
     }
 
     pub async fn close(&self) {
+        if let Some(w) = &self.sqlite {
+            w.close();
+        }
         self.reader.close().await;
         self.writer.close().await;
     }
@@ -333,16 +306,6 @@ pub(super) fn bind_all<'q, O>(
     mut q: sqlx::query::QueryAs<'q, sqlx::Any, O, sqlx::any::AnyArguments<'q>>,
     values: &[&'q str],
 ) -> sqlx::query::QueryAs<'q, sqlx::Any, O, sqlx::any::AnyArguments<'q>> {
-    for v in values {
-        q = q.bind(*v);
-    }
-    q
-}
-
-pub(super) fn bind_all_query<'q>(
-    mut q: sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>>,
-    values: &[&'q str],
-) -> sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>> {
     for v in values {
         q = q.bind(*v);
     }

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use sqlx::any::AnyPoolOptions;
 
-use super::{Backend, Dialect, LeaseReads, Store};
+use super::{Backend, Dialect, Store};
 use crate::error::Result;
 
 static MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("../migrations/postgres");
@@ -16,13 +16,9 @@ pub(super) const DIALECT: Dialect = Dialect {
     is: "IS NOT DISTINCT FROM",
     lock_skip_locked: "FOR UPDATE SKIP LOCKED",
     lease_page: 16,
-    lock_job_row: "FOR UPDATE OF j",
     lock_for_update: "FOR UPDATE",
-    lock_runners: "FOR NO KEY UPDATE",
     db_clock: Some("CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT)"),
     batch_holds_connection: false,
-    writable_ctes: true,
-    lease_reads: LeaseReads::Function,
     replica_signals: true,
     migrations: &MIGRATIONS,
     readiness_reopens: false,
@@ -40,6 +36,7 @@ pub(super) async fn open(url: &str) -> Result<Store> {
         reader: pool,
         dialect: &DIALECT,
         url: url.to_owned(),
+        sqlite: None,
         batches: None,
         alive: Arc::default(),
         secrets: Arc::default(),

@@ -1,5 +1,6 @@
 //! The SQLite backend: its dialect, and opening it (one writer connection,
-//! a few readers, WAL checkpoints in the background).
+//! and one more for the hot batches that writes only while holding it; a
+//! few readers; WAL checkpoints in the background).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -8,7 +9,8 @@ use sqlx::AnyPool;
 use sqlx::Executor as _;
 use sqlx::any::AnyPoolOptions;
 
-use super::{Backend, Dialect, Durability, LeaseReads, Store};
+use super::sqlite_writer::SqliteWriter;
+use super::{Backend, Dialect, Durability, Store};
 use crate::error::Result;
 
 static MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("../migrations/sqlite");
@@ -18,13 +20,9 @@ pub(super) const DIALECT: Dialect = Dialect {
     is: "IS",
     lock_skip_locked: "",
     lease_page: 128,
-    lock_job_row: "",
     lock_for_update: "",
-    lock_runners: "",
     db_clock: None,
     batch_holds_connection: true,
-    writable_ctes: false,
-    lease_reads: LeaseReads::MultiStatement,
     replica_signals: false,
     migrations: &MIGRATIONS,
     readiness_reopens: true,
@@ -50,9 +48,9 @@ pub(super) async fn open(url: &str, durability: Durability) -> Result<Store> {
     // enqueue→lease from 4.7 to 22 ms (bench, SQLite NORMAL).
     // A WAL that grew while checkpoints lagged (a big purge, a slow
     // disk) is cut back to 64 MiB when the writer next rewinds it.
-    let writer_pragmas = format!(
-        "PRAGMA journal_mode = WAL; PRAGMA wal_autocheckpoint = 0; PRAGMA journal_size_limit = 67108864; {pragmas}"
-    );
+    let batch_pragmas =
+        format!("PRAGMA wal_autocheckpoint = 0; PRAGMA journal_size_limit = 67108864; {pragmas}");
+    let writer_pragmas = format!("PRAGMA journal_mode = WAL; {batch_pragmas}");
     // A connection to a local file does not go stale: no ping (a
     // round trip to the connection's thread) before each use.
     let writer = AnyPoolOptions::new()
@@ -67,6 +65,12 @@ pub(super) async fn open(url: &str, durability: Durability) -> Result<Store> {
         .connect(&with_param(url, "mode=rwc"))
         .await?;
     MIGRATIONS.run(&writer).await?;
+    // The hot batches' connection, to the file as SQLite opened it.
+    let (_, _, file): (i64, String, String) =
+        sqlx::query_as("SELECT seq, name, file FROM pragma_database_list WHERE name = 'main'")
+            .fetch_one(&writer)
+            .await?;
+    let batches = SqliteWriter::open(file, batch_pragmas).await?;
     let reader = AnyPoolOptions::new()
         .max_connections(4)
         .test_before_acquire(false)
@@ -83,6 +87,7 @@ pub(super) async fn open(url: &str, durability: Durability) -> Result<Store> {
         reader,
         dialect: &DIALECT,
         url: url.to_owned(),
+        sqlite: Some(Arc::new(batches)),
         batches: None,
         alive: Arc::default(),
         secrets: Arc::default(),

@@ -3,14 +3,14 @@
 use std::collections::HashMap;
 
 use drover_wire::{self as wire, JobState, Outcome};
-use sqlx::FromRow;
+use rusqlite::types::ToSql;
 
 use super::{CompleteRequest, Completion};
 use crate::batch::BatchError;
 use crate::billing::Month;
 use crate::error::{Error, Result};
 use crate::ids::{JobId, RunnerId};
-use crate::store::{Store, Writer, bind_all, only_result, placeholders};
+use crate::store::{Store, bind_all, only_result, placeholders, sqlite_writer};
 
 /// One job a complete batch finishes.
 struct Finish {
@@ -28,40 +28,6 @@ struct Finish {
     month: i64,
     runtime_id: String,
     submitter_id: String,
-}
-
-type AnyQuery<'q> = sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>>;
-
-/// Binds the rows of the job update (`value_rows(…, 6, "")`).
-fn bind_updates<'q>(mut q: AnyQuery<'q>, finishes: &'q [Finish]) -> AnyQuery<'q> {
-    for f in finishes {
-        q = q
-            .bind(f.job.as_str())
-            .bind(f.state.as_str())
-            .bind(f.exit_code)
-            .bind(f.error.as_deref())
-            .bind(f.runner.as_str())
-            .bind(f.payer.as_str());
-    }
-    q
-}
-
-/// Binds the rows of the usage insert (`value_rows(…, USAGE_WIDTH, ", $1")`).
-fn bind_usage<'q>(mut q: AnyQuery<'q>, finishes: &'q [Finish]) -> AnyQuery<'q> {
-    for f in finishes {
-        q = q
-            .bind(f.job.as_str())
-            .bind(f.attempt)
-            .bind(f.workspace_id.as_str())
-            .bind(f.payer.as_str())
-            .bind(f.charged)
-            .bind(f.runner_ms)
-            .bind(f.month)
-            .bind(f.runtime_id.as_str())
-            .bind(f.runner.as_str())
-            .bind(f.submitter_id.as_str());
-    }
-    q
 }
 
 /// A runner's error text as stored: at most 2,000 characters, and no NUL
@@ -119,162 +85,22 @@ impl Store {
         }
     }
 
-    /// Completes each request's lease, in one transaction: reads, then the
-    /// writes (SQLite, and the reference for `complete_in_one_statement`).
+    /// Completes each request's lease: on PostgreSQL in one statement, on
+    /// SQLite on its batch writer (see `sqlite_writer`).
     pub(crate) async fn complete_batch(
         &self,
         reqs: &[CompleteRequest],
     ) -> Result<Vec<Result<Completion>>, BatchError> {
-        #[derive(FromRow)]
-        struct Row {
-            id: String,
-            lease_id: String,
-            state: String,
-            lease_runner_id: Option<String>,
-            attempt: i64,
-            cancel_requested: i64,
-            started_at: Option<i64>,
-            workspace_id: String,
-            owner_member_id: Option<String>,
-            workspace_name: String,
-            runtime_id: String,
-            submitter_id: String,
-        }
-        if self.dialect.writable_ctes {
+        let Some(writer) = &self.sqlite else {
             return self.complete_in_one_statement(reqs).await;
-        }
-        let now = reqs.iter().map(|r| r.now).max().unwrap_or_default();
-        // SQLite: reads on the held writer, then all writes as one command.
-        let mut tx = self.batch_writer().await?;
-        let mut leases: Vec<&str> = reqs.iter().map(|r| r.lease.as_str()).collect();
-        leases.sort_unstable();
-        leases.dedup();
-        // In id order (where rows are locked, concurrent writers lock in one order).
-        let rows = bind_all(
-            sqlx::query_as::<_, Row>(&format!(
-                "SELECT j.id, j.lease_id, j.state, j.lease_runner_id, j.attempt, j.cancel_requested, j.started_at, j.workspace_id,
-                        rt.owner_member_id, w.name AS workspace_name, j.runtime_id, j.submitter_id
-                 FROM jobs j JOIN runners r ON r.id = j.lease_runner_id JOIN runtimes rt ON rt.id = r.runtime_id
-                             JOIN workspaces w ON w.id = j.workspace_id
-                 WHERE j.lease_id IN ({}) ORDER BY j.id {}",
-                placeholders(1, leases.len()),
-                self.dialect.lock_job_row
-            )),
-            &leases,
-        )
-        .fetch_all(&mut *tx)
-        .await?;
-        let mut held: HashMap<String, Row> =
-            rows.into_iter().map(|r| (r.lease_id.clone(), r)).collect();
-
-        let mut finishes: Vec<Finish> = Vec::new();
-        // Terminal states decided in this batch, for a repeat within it.
-        let mut decided: HashMap<&str, JobState> = HashMap::new();
-        let mut out = Vec::with_capacity(reqs.len());
-        for req in reqs {
-            let Some(row) = held
-                .get(req.lease.as_str())
-                .filter(|r| r.lease_runner_id.as_deref() == Some(req.runner.as_str()))
-            else {
-                out.push(Err(Error::lease_lost()));
-                continue;
-            };
-            let current = JobState::parse(&row.state)
-                .ok_or_else(|| Error::Corrupt(format!("job state {}", row.state)))?;
-            let repeat = decided
-                .get(req.lease.as_str())
-                .copied()
-                .or(current.is_terminal().then_some(current));
-            if let Some(state) = repeat {
-                out.push(Ok(Completion {
-                    job_id: JobId::from_db(row.id.clone()),
-                    state,
-                    repeated: true,
-                }));
-                continue;
-            }
-            let done = &req.done;
-            let state = match done.outcome {
-                _ if row.cancel_requested != 0 && done.outcome != Outcome::Succeeded => {
-                    JobState::Cancelled
-                }
-                outcome => outcome_state(outcome),
-            };
-            let (payer, charged) = match &row.owner_member_id {
-                Some(member) => (format!("user:{member}"), 0i64),
-                None => (format!("ws:{}", row.workspace_name), 1i64),
-            };
-            let error = done.error.as_deref().map(stored_error);
-            decided.insert(req.lease.as_str(), state);
-            finishes.push(Finish {
-                job: row.id.clone(),
-                state,
-                exit_code: done.exit_code.map(i64::from),
-                error,
-                runner: req.runner.to_string(),
-                payer,
-                charged,
-                runner_ms: (req.now - row.started_at.unwrap_or(req.now)).max(0),
-                attempt: row.attempt,
-                workspace_id: row.workspace_id.clone(),
-                month: Month::of(req.now).0,
-                runtime_id: row.runtime_id.clone(),
-                submitter_id: row.submitter_id.clone(),
-            });
-            out.push(Ok(Completion {
-                job_id: JobId::from_db(row.id.clone()),
-                state,
-                repeated: false,
-            }));
-        }
-        held.clear();
-
-        if !finishes.is_empty() {
-            // Usage adds to the workspace's month by trigger (migration 0012).
-            let n = finishes.len();
-            let update = format!(
-                "UPDATE jobs SET state = v.column2, exit_code = v.column3, error = v.column4, ran_by = v.column5,
-                     ran_by_owner = v.column6, finished_at = $1, lease_expires_at = NULL
-                 FROM (VALUES {}) AS v WHERE jobs.id = v.column1",
-                value_rows(2, n, 6, "")
-            );
-            let usage = |first: usize| {
-                format!(
-                    "INSERT INTO usage (job_id, attempt, workspace_id, payer, charged, runner_ms,
-                         month, runtime_id, runner_id, submitter_id, created_at)
-                     VALUES {} ON CONFLICT (job_id, attempt) DO NOTHING",
-                    value_rows(first, n, USAGE_WIDTH, ", $1")
-                )
-            };
-            match &mut tx {
-                Writer::SoleConnection(conn) => {
-                    // One command to the connection's thread, one transaction.
-                    let sql = format!("BEGIN IMMEDIATE; {update}; {}; COMMIT", usage(2 + 6 * n));
-                    let q = bind_usage(
-                        bind_updates(sqlx::query(&sql).bind(now), &finishes),
-                        &finishes,
-                    );
-                    if let Err(e) = q.execute(&mut **conn).await {
-                        // Never hand back the writer inside an open transaction.
-                        if sqlx::query("ROLLBACK").execute(&mut **conn).await.is_err() {
-                            conn.close_on_drop();
-                        }
-                        return Err(BatchError::from_write(e));
-                    }
-                }
-                Writer::Transaction(t) => {
-                    bind_updates(sqlx::query(&update).bind(now), &finishes)
-                        .execute(&mut **t)
-                        .await?;
-                    let usage = usage(2);
-                    bind_usage(sqlx::query(&usage).bind(now), &finishes)
-                        .execute(&mut **t)
-                        .await?;
-                }
-            }
-        }
-        tx.commit().await?;
-        Ok(out)
+        };
+        // One writer at a time: the batch holds sqlx's meanwhile.
+        let _sole = self.writer.acquire().await?;
+        let reqs = reqs.to_vec();
+        writer
+            .run(move |conn| complete_on_sqlite(conn, &reqs))
+            .await?
+            .map_err(BatchError::BeforeWrite)
     }
 
     /// As `complete_batch`, in one statement (one round trip, autocommit):
@@ -430,4 +256,177 @@ impl Store {
             })
             .collect())
     }
+}
+
+/// A complete batch on SQLite's writer: reads, then the writes, in one
+/// `BEGIN IMMEDIATE` transaction on the connection's thread (the reference
+/// for `complete_in_one_statement`).
+fn complete_on_sqlite(
+    conn: &mut rusqlite::Connection,
+    reqs: &[CompleteRequest],
+) -> Result<Vec<Result<Completion>>> {
+    /// A job held by one of the batch's leases, as read.
+    struct Held {
+        id: String,
+        lease_id: String,
+        state: String,
+        lease_runner_id: Option<String>,
+        attempt: i64,
+        cancel_requested: i64,
+        started_at: Option<i64>,
+        workspace_id: String,
+        owner_member_id: Option<String>,
+        workspace_name: String,
+        runtime_id: String,
+        submitter_id: String,
+    }
+    let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+    let now = reqs.iter().map(|r| r.now).max().unwrap_or_default();
+    let mut leases: Vec<&str> = reqs.iter().map(|r| r.lease.as_str()).collect();
+    leases.sort_unstable();
+    leases.dedup();
+    let args: Vec<&dyn ToSql> = leases.iter().map(|l| l as &dyn ToSql).collect();
+    let rows = sqlite_writer::rows(
+        &tx,
+        &format!(
+            "SELECT j.id, j.lease_id, j.state, j.lease_runner_id, j.attempt, j.cancel_requested, j.started_at, j.workspace_id,
+                    rt.owner_member_id, w.name, j.runtime_id, j.submitter_id
+             FROM jobs j JOIN runners r ON r.id = j.lease_runner_id JOIN runtimes rt ON rt.id = r.runtime_id
+                         JOIN workspaces w ON w.id = j.workspace_id
+             WHERE j.lease_id IN ({})",
+            placeholders(1, leases.len()),
+        ),
+        &args,
+        |row| {
+            Ok(Held {
+                id: row.get(0)?,
+                lease_id: row.get(1)?,
+                state: row.get(2)?,
+                lease_runner_id: row.get(3)?,
+                attempt: row.get(4)?,
+                cancel_requested: row.get(5)?,
+                started_at: row.get(6)?,
+                workspace_id: row.get(7)?,
+                owner_member_id: row.get(8)?,
+                workspace_name: row.get(9)?,
+                runtime_id: row.get(10)?,
+                submitter_id: row.get(11)?,
+            })
+        },
+    )?;
+    let held: HashMap<&str, &Held> = rows.iter().map(|r| (r.lease_id.as_str(), r)).collect();
+
+    let mut finishes: Vec<Finish> = Vec::new();
+    // Terminal states decided in this batch, for a repeat within it.
+    let mut decided: HashMap<&str, JobState> = HashMap::new();
+    let mut out = Vec::with_capacity(reqs.len());
+    for req in reqs {
+        let Some(row) = held
+            .get(req.lease.as_str())
+            .filter(|r| r.lease_runner_id.as_deref() == Some(req.runner.as_str()))
+        else {
+            out.push(Err(Error::lease_lost()));
+            continue;
+        };
+        let current = JobState::parse(&row.state)
+            .ok_or_else(|| Error::Corrupt(format!("job state {}", row.state)))?;
+        let repeat = decided
+            .get(req.lease.as_str())
+            .copied()
+            .or(current.is_terminal().then_some(current));
+        if let Some(state) = repeat {
+            out.push(Ok(Completion {
+                job_id: JobId::from_db(row.id.clone()),
+                state,
+                repeated: true,
+            }));
+            continue;
+        }
+        let done = &req.done;
+        let state = match done.outcome {
+            _ if row.cancel_requested != 0 && done.outcome != Outcome::Succeeded => {
+                JobState::Cancelled
+            }
+            outcome => outcome_state(outcome),
+        };
+        let (payer, charged) = match &row.owner_member_id {
+            Some(member) => (format!("user:{member}"), 0i64),
+            None => (format!("ws:{}", row.workspace_name), 1i64),
+        };
+        decided.insert(req.lease.as_str(), state);
+        finishes.push(Finish {
+            job: row.id.clone(),
+            state,
+            exit_code: done.exit_code.map(i64::from),
+            error: done.error.as_deref().map(stored_error),
+            runner: req.runner.to_string(),
+            payer,
+            charged,
+            runner_ms: (req.now - row.started_at.unwrap_or(req.now)).max(0),
+            attempt: row.attempt,
+            workspace_id: row.workspace_id.clone(),
+            month: Month::of(req.now).0,
+            runtime_id: row.runtime_id.clone(),
+            submitter_id: row.submitter_id.clone(),
+        });
+        out.push(Ok(Completion {
+            job_id: JobId::from_db(row.id.clone()),
+            state,
+            repeated: false,
+        }));
+    }
+
+    if !finishes.is_empty() {
+        let n = finishes.len();
+        let states: Vec<&str> = finishes.iter().map(|f| f.state.as_str()).collect();
+        let mut args: Vec<&dyn ToSql> = vec![&now];
+        for (f, state) in finishes.iter().zip(&states) {
+            args.extend([
+                &f.job as &dyn ToSql,
+                state,
+                &f.exit_code,
+                &f.error,
+                &f.runner,
+                &f.payer,
+            ]);
+        }
+        sqlite_writer::execute(
+            &tx,
+            &format!(
+                "UPDATE jobs SET state = v.column2, exit_code = v.column3, error = v.column4, ran_by = v.column5,
+                     ran_by_owner = v.column6, finished_at = $1, lease_expires_at = NULL
+                 FROM (VALUES {}) AS v WHERE jobs.id = v.column1",
+                value_rows(2, n, 6, "")
+            ),
+            &args,
+        )?;
+        // Usage adds to the workspace's month by trigger (migration 0012).
+        let mut args: Vec<&dyn ToSql> = vec![&now];
+        for f in &finishes {
+            args.extend([
+                &f.job as &dyn ToSql,
+                &f.attempt,
+                &f.workspace_id,
+                &f.payer,
+                &f.charged,
+                &f.runner_ms,
+                &f.month,
+                &f.runtime_id,
+                &f.runner,
+                &f.submitter_id,
+            ]);
+        }
+        sqlite_writer::execute(
+            &tx,
+            &format!(
+                "INSERT INTO usage (job_id, attempt, workspace_id, payer, charged, runner_ms,
+                     month, runtime_id, runner_id, submitter_id, created_at)
+                 VALUES {} ON CONFLICT (job_id, attempt) DO NOTHING",
+                value_rows(2, n, USAGE_WIDTH, ", $1")
+            ),
+            &args,
+        )?;
+    }
+    tx.commit()?;
+    Ok(out)
 }

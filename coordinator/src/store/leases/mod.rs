@@ -20,12 +20,12 @@ mod running;
 use std::collections::HashMap;
 
 use drover_wire::{self as wire, ErrorCode, JobState};
-use sqlx::Row;
-use sqlx::any::AnyRow;
+use read::Cols as _;
+use sqlx::Row as _;
 
 use super::jobs::JobSpec;
 use super::model::{Lease, LeasedJob};
-use super::{Store, only_result};
+use super::{Dialect, Store, only_result, sqlite_writer};
 use crate::batch::BatchError;
 use crate::error::{Error, Result};
 use crate::ids::{JobId, LeaseId, RunnerId, RuntimeId};
@@ -118,78 +118,22 @@ impl Store {
         let d = self.dialect;
         let now = reqs.iter().map(|r| r.now).max().unwrap_or_default();
         let ttl_ms = reqs.iter().map(|r| r.ttl_ms).max().unwrap_or_default();
-        // Reads, then one UPDATE: no transaction needed on SQLite.
-        let mut tx = self.batch_writer().await?;
-
-        // Read.
-        let reads = read::lease_reads(&mut tx, d, reqs).await?;
-        // Plan, reading further pages of a queue only while its head does
-        // not serve every request (its jobs need what the runners lack).
-        let mut planner = Planner::new(reqs, &reads.runners, &reads.pinned);
-        let mut heads = reads.heads;
-        for (runtime, waiting) in planner.pools() {
-            let (mut limit, mut page) = match heads.iter().position(|(rt, ..)| rt == runtime) {
-                Some(k) => {
-                    let (_, limit, page) = heads.swap_remove(k);
-                    (limit, page)
-                }
-                None => {
-                    let limit = (2 * waiting).max(2) as i64;
-                    (
-                        limit,
-                        read::queue_page(&mut tx, d, runtime, limit, 0).await?,
-                    )
-                }
-            };
-            let mut offset = 0;
-            while planner.offer(runtime, &page, page.len() as i64 >= limit) {
-                offset += limit;
-                limit = d.lease_page;
-                page = read::queue_page(&mut tx, d, runtime, limit, offset).await?;
+        let Written {
+            plan,
+            chosen,
+            mut taken,
+        } = match &self.sqlite {
+            Some(writer) => {
+                // One writer at a time: the batch holds sqlx's meanwhile.
+                let _sole = self.writer.acquire().await?;
+                let reqs = reqs.to_vec();
+                writer
+                    .run(move |conn| lease_on_sqlite(conn, d, &reqs, now, ttl_ms))
+                    .await?
+                    .map_err(BatchError::BeforeWrite)?
             }
-        }
-        let plan = planner.finish();
-
-        // Write: take every picked job in one statement; `WHERE state =
-        // 'queued'` is the only way out of the queue (with the rows locked,
-        // or the one writer, it always matches).
-        let mut chosen: Vec<(usize, String, LeaseId)> = Vec::new();
-        for (i, pick) in plan.picks.iter().enumerate() {
-            if let Pick::Job(job) = pick {
-                chosen.push((i, job.clone(), LeaseId::generate()));
-            }
-        }
-        // By lease id: the one the database holds for each job it moved.
-        let mut taken: HashMap<String, AnyRow> = HashMap::with_capacity(chosen.len());
-        if !chosen.is_empty() {
-            let rows = (0..chosen.len())
-                .map(|k| format!("(${}, ${}, ${})", 3 + 3 * k, 4 + 3 * k, 5 + 3 * k))
-                .collect::<Vec<_>>()
-                .join(", ");
-            let sql = format!(
-                "UPDATE jobs SET state = 'leased', attempt = attempt + 1, lease_id = v.column2, lease_runner_id = v.column3,
-                     lease_expires_at = {} + $2, started_at = $1
-                 FROM (VALUES {rows}) AS v
-                 WHERE jobs.id = v.column1 AND jobs.state = 'queued'
-                 RETURNING lease_id, attempt, spec, env_sealed",
-                d.now("$1")
-            );
-            let mut q = sqlx::query(&sql).bind(now).bind(ttl_ms as i64);
-            for (i, job, lease) in &chosen {
-                q = q
-                    .bind(job.as_str())
-                    .bind(lease.as_str())
-                    .bind(reqs[*i].runner.as_str());
-            }
-            let rows = q.fetch_all(&mut *tx).await.map_err(|e| tx.write_error(e))?;
-            for row in rows {
-                let lease: String = row
-                    .try_get(0)
-                    .map_err(|e| BatchError::Ambiguous(e.into()))?;
-                taken.insert(lease, row);
-            }
-        }
-        tx.commit().await?;
+            None => self.lease_in_transaction(reqs, now, ttl_ms).await?,
+        };
 
         let mut wakes = plan.wakes;
         let mut out: Vec<Result<LeaseAttempt>> = plan
@@ -208,16 +152,11 @@ impl Store {
             let Some(row) = taken.remove(lease_id.as_str()) else {
                 continue;
             };
-            let decoded = row
-                .try_get::<i64, _>(1)
-                .map_err(Error::from)
-                .and_then(|attempt| {
-                    let spec: String = row.try_get(2)?;
-                    let sealed: Option<String> = row.try_get(3)?;
-                    // The one place env is opened: into this lease.
-                    let env = self.open_env(job_id.as_str(), &spec, sealed.as_deref())?;
-                    Ok((attempt, serde_json::from_str::<JobSpec>(&spec)?, env))
-                });
+            let decoded = row.and_then(|t| {
+                // The one place env is opened: into this lease.
+                let env = self.open_env(job_id.as_str(), &t.spec, t.sealed.as_deref())?;
+                Ok((t.attempt, serde_json::from_str::<JobSpec>(&t.spec)?, env))
+            });
             let (attempt, spec, env) = match decoded {
                 Ok(d) => d,
                 Err(e) => {
@@ -250,4 +189,179 @@ impl Store {
         }
         Ok(out)
     }
+
+    /// The reads, plan and write of a lease batch, in a transaction whose
+    /// locks keep replicas apart (PostgreSQL).
+    async fn lease_in_transaction(
+        &self,
+        reqs: &[LeaseRequest],
+        now: i64,
+        ttl_ms: u64,
+    ) -> Result<Written, BatchError> {
+        let d = self.dialect;
+        let mut tx = self.writer.begin().await?;
+        let reads = read::lease_reads(&mut tx, d, reqs).await?;
+        // Plan, reading further pages of a queue only while its head does
+        // not serve every request (its jobs need what the runners lack).
+        let mut planner = Planner::new(reqs, &reads.runners, &reads.pinned);
+        let mut heads = reads.heads;
+        for (runtime, waiting) in planner.pools() {
+            let (mut limit, page) = first_page(&mut heads, runtime, waiting);
+            let mut page = match page {
+                Some(page) => page,
+                None => read::queue_page(&mut tx, d, runtime, limit, 0).await?,
+            };
+            let mut offset = 0;
+            while planner.offer(runtime, &page, page.len() as i64 >= limit) {
+                offset += limit;
+                limit = d.lease_page;
+                page = read::queue_page(&mut tx, d, runtime, limit, offset).await?;
+            }
+        }
+        let plan = planner.finish();
+        let chosen = choose(&plan);
+        let mut taken = HashMap::with_capacity(chosen.len());
+        if !chosen.is_empty() {
+            let sql = take_sql(d, chosen.len());
+            let mut q = sqlx::query(&sql).bind(now).bind(ttl_ms as i64);
+            for (i, job, lease) in &chosen {
+                q = q
+                    .bind(job.as_str())
+                    .bind(lease.as_str())
+                    .bind(reqs[*i].runner.as_str());
+            }
+            // Nothing is written before COMMIT.
+            for row in q.fetch_all(&mut *tx).await? {
+                taken.insert(row.try_get::<String, _>(0)?, taken_row(&row));
+            }
+        }
+        tx.commit().await.map_err(BatchError::from_write)?;
+        Ok(Written {
+            plan,
+            chosen,
+            taken,
+        })
+    }
+}
+
+/// What a lease batch decided and wrote.
+struct Written {
+    plan: plan::Plan,
+    /// Per job picked: (request, job, its new lease).
+    chosen: Vec<(usize, String, LeaseId)>,
+    /// By lease id: the job the database moved under it, as it returned it.
+    taken: HashMap<String, Result<Taken>>,
+}
+
+/// A leased job's row, as the lease's write returned it.
+struct Taken {
+    attempt: i64,
+    spec: String,
+    sealed: Option<String>,
+}
+
+fn taken_row(row: &impl read::Cols) -> Result<Taken> {
+    Ok(Taken {
+        attempt: row.col(1)?,
+        spec: row.col(2)?,
+        sealed: row.col(3)?,
+    })
+}
+
+/// The jobs the plan picked, each with a new lease id.
+fn choose(plan: &plan::Plan) -> Vec<(usize, String, LeaseId)> {
+    let mut chosen = Vec::new();
+    for (i, pick) in plan.picks.iter().enumerate() {
+        if let Pick::Job(job) = pick {
+            chosen.push((i, job.clone(), LeaseId::generate()));
+        }
+    }
+    chosen
+}
+
+/// A pool's first page, if the reads brought it (and its row limit), or
+/// the limit to read it with.
+fn first_page(
+    heads: &mut Vec<(String, i64, Vec<plan::QueuedJob>)>,
+    runtime: &str,
+    waiting: usize,
+) -> (i64, Option<Vec<plan::QueuedJob>>) {
+    match heads.iter().position(|(rt, ..)| rt == runtime) {
+        Some(k) => {
+            let (_, limit, page) = heads.swap_remove(k);
+            (limit, Some(page))
+        }
+        None => ((2 * waiting).max(2) as i64, None),
+    }
+}
+
+/// Takes `n` picked jobs in one statement; parameters `$1` now, `$2` the
+/// TTL, then (job, lease, runner) per job. `WHERE state = 'queued'` is the
+/// only way out of the queue (with the rows locked, or the one writer, it
+/// always matches).
+fn take_sql(d: &Dialect, n: usize) -> String {
+    let rows = (0..n)
+        .map(|k| format!("(${}, ${}, ${})", 3 + 3 * k, 4 + 3 * k, 5 + 3 * k))
+        .collect::<Vec<_>>()
+        .join(", ");
+    format!(
+        "UPDATE jobs SET state = 'leased', attempt = attempt + 1, lease_id = v.column2, lease_runner_id = v.column3,
+             lease_expires_at = {} + $2, started_at = $1
+         FROM (VALUES {rows}) AS v
+         WHERE jobs.id = v.column1 AND jobs.state = 'queued'
+         RETURNING lease_id, attempt, spec, env_sealed",
+        d.now("$1")
+    )
+}
+
+/// A lease batch on SQLite's writer (see `sqlite_writer`): reads, plan and
+/// write in one `BEGIN IMMEDIATE` transaction, on the connection's thread.
+fn lease_on_sqlite(
+    conn: &mut rusqlite::Connection,
+    d: &Dialect,
+    reqs: &[LeaseRequest],
+    now: i64,
+    ttl_ms: u64,
+) -> Result<Written> {
+    use rusqlite::types::ToSql;
+    let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+    let reads = read::lease_reads_sqlite(&tx, d, reqs)?;
+    let mut planner = Planner::new(reqs, &reads.runners, &reads.pinned);
+    let mut heads = reads.heads;
+    for (runtime, waiting) in planner.pools() {
+        let (mut limit, page) = first_page(&mut heads, runtime, waiting);
+        let mut page = match page {
+            Some(page) => page,
+            None => read::queue_page_sqlite(&tx, d, runtime, limit, 0)?,
+        };
+        let mut offset = 0;
+        while planner.offer(runtime, &page, page.len() as i64 >= limit) {
+            offset += limit;
+            limit = d.lease_page;
+            page = read::queue_page_sqlite(&tx, d, runtime, limit, offset)?;
+        }
+    }
+    let plan = planner.finish();
+    let chosen = choose(&plan);
+    let mut taken = HashMap::with_capacity(chosen.len());
+    if !chosen.is_empty() {
+        let ttl = ttl_ms as i64;
+        let values: Vec<[&str; 3]> = chosen
+            .iter()
+            .map(|(i, job, lease)| [job.as_str(), lease.as_str(), reqs[*i].runner.as_str()])
+            .collect();
+        let mut args: Vec<&dyn ToSql> = vec![&now, &ttl];
+        args.extend(values.iter().flatten().map(|v| v as &dyn ToSql));
+        for (lease, row) in sqlite_writer::rows(&tx, &take_sql(d, chosen.len()), &args, |row| {
+            Ok((row.col::<String>(0)?, taken_row(row)))
+        })? {
+            taken.insert(lease, row);
+        }
+    }
+    tx.commit()?;
+    Ok(Written {
+        plan,
+        chosen,
+        taken,
+    })
 }

@@ -3,14 +3,14 @@
 
 use std::collections::HashMap;
 
+use sqlx::AnyConnection;
 use sqlx::any::AnyRow;
-use sqlx::{AnyConnection, FromRow, Row};
 
 use super::LeaseRequest;
 use super::plan::{LiveRunner, QueuedJob};
 use crate::error::{Error, Result};
 use crate::store::runners::capabilities;
-use crate::store::{Dialect, LeaseReads as ReadsIn, bind_all_query, json_list, placeholders};
+use crate::store::{Dialect, json_list, placeholders, sqlite_writer};
 
 /// What a lease batch reads before it plans.
 pub(super) struct LeaseReads {
@@ -20,6 +20,31 @@ pub(super) struct LeaseReads {
     pub pinned: Vec<QueuedJob>,
     /// The first page of each pool asked from: (pool, rows asked, rows).
     pub heads: Vec<(String, i64, Vec<QueuedJob>)>,
+}
+
+/// A row's columns by index, as either driver reads them.
+pub(in crate::store) trait Cols {
+    fn col<T>(&self, i: usize) -> Result<T>
+    where
+        T: for<'r> sqlx::Decode<'r, sqlx::Any> + sqlx::Type<sqlx::Any> + rusqlite::types::FromSql;
+}
+
+impl Cols for AnyRow {
+    fn col<T>(&self, i: usize) -> Result<T>
+    where
+        T: for<'r> sqlx::Decode<'r, sqlx::Any> + sqlx::Type<sqlx::Any> + rusqlite::types::FromSql,
+    {
+        Ok(sqlx::Row::try_get(self, i)?)
+    }
+}
+
+impl Cols for rusqlite::Row<'_> {
+    fn col<T>(&self, i: usize) -> Result<T>
+    where
+        T: for<'r> sqlx::Decode<'r, sqlx::Any> + sqlx::Type<sqlx::Any> + rusqlite::types::FromSql,
+    {
+        Ok(rusqlite::Row::get(self, i)?)
+    }
 }
 
 /// A page of a pool's queue, as rows `('q', id, requires, runtime_id, NULL,
@@ -52,6 +77,22 @@ pub(super) async fn queue_page(
     rows.iter().map(queued_job).collect()
 }
 
+/// As [`queue_page`], on SQLite's writer.
+pub(super) fn queue_page_sqlite(
+    conn: &rusqlite::Connection,
+    d: &Dialect,
+    runtime: &str,
+    limit: i64,
+    offset: i64,
+) -> Result<Vec<QueuedJob>> {
+    sqlite_writer::rows(
+        conn,
+        &queue_page_sql(d, 1),
+        &[&runtime, &limit, &offset],
+        |row| queued_job(row),
+    )
+}
+
 /// One row of the reads: every statement tags its rows with a kind.
 enum ReadRow {
     /// `('r', id, runtime_id, labels, detected, revoked_at, slots)`
@@ -64,49 +105,42 @@ enum ReadRow {
     Queued(String, QueuedJob),
 }
 
-fn queued_job(row: &AnyRow) -> Result<QueuedJob> {
+fn queued_job(row: &impl Cols) -> Result<QueuedJob> {
     Ok(QueuedJob {
-        id: row.try_get(1)?,
-        requires: json_list(row.try_get(2)?)?,
+        id: row.col(1)?,
+        requires: json_list(&row.col::<String>(2)?)?,
         pinned_runner: None,
     })
 }
 
-fn decode(row: &AnyRow) -> Result<ReadRow> {
-    let kind: &str = row.try_get(0)?;
-    Ok(match kind {
+fn decode(row: &impl Cols) -> Result<ReadRow> {
+    let kind: String = row.col(0)?;
+    Ok(match kind.as_str() {
         "r" => {
-            let id: String = row.try_get(1)?;
-            let revoked = row.try_get::<Option<i64>, _>(5)?.is_some();
+            let id: String = row.col(1)?;
+            let revoked = row.col::<Option<i64>>(5)?.is_some();
             let live = match revoked {
                 true => None,
                 false => Some(LiveRunner {
-                    runtime: row.try_get(2)?,
-                    capabilities: capabilities(row.try_get(3)?, row.try_get(4)?)?,
-                    slots: row.try_get(6)?,
+                    runtime: row.col(2)?,
+                    capabilities: capabilities(&row.col::<String>(3)?, &row.col::<String>(4)?)?,
+                    slots: row.col(6)?,
                     held: 0,
                 }),
             };
             ReadRow::Runner(id, live)
         }
-        "c" => ReadRow::Held(row.try_get(1)?, row.try_get(5)?),
-        "p" => ReadRow::Pinned(QueuedJob {
-            pinned_runner: Some(row.try_get(3)?),
-            ..queued_job(row)?
-        }),
-        "q" => ReadRow::Queued(row.try_get(3)?, queued_job(row)?),
+        "c" => ReadRow::Held(row.col(1)?, row.col(5)?),
+        "p" => ReadRow::Pinned(pinned_job(row)?),
+        "q" => ReadRow::Queued(row.col(3)?, queued_job(row)?),
         other => return Err(Error::Corrupt(format!("lease read row kind {other}"))),
     })
 }
 
-/// Reads what `plan` needs for `reqs`. The first page of each pool has
-/// twice as many rows as requests for it (usually the head fits, and the
-/// plan sees how many wait behind). In one round trip (`Dialect::lease_reads`).
-pub(super) async fn lease_reads(
-    conn: &mut AnyConnection,
-    d: &Dialect,
-    reqs: &[LeaseRequest],
-) -> Result<LeaseReads> {
+/// The runners asked for (sorted, once each), and each pool asked from
+/// with the rows of its first page: twice as many as requests for it
+/// (usually the head fits, and the plan sees how many wait behind).
+fn asked(reqs: &[LeaseRequest]) -> (Vec<&str>, Vec<(&str, i64)>) {
     let mut ids: Vec<&str> = reqs.iter().map(|r| r.runner.as_str()).collect();
     ids.sort_unstable();
     ids.dedup();
@@ -117,56 +151,124 @@ pub(super) async fn lease_reads(
             None => heads.push((r.runtime.as_str(), 2)),
         }
     }
-    let (k, lock) = (ids.len(), d.lock_skip_locked);
-    let rows: Vec<AnyRow> = match d.lease_reads {
-        ReadsIn::MultiStatement => {
-            let who = format!(
-                "SELECT 'r', id, runtime_id, labels, detected, revoked_at, slots
-                 FROM runners WHERE id IN ({}) ORDER BY id {}",
-                placeholders(1, k),
-                d.lock_runners
-            );
-            // The leases they hold, in a statement after the lock above (so
-            // that, where rows are locked, it sees what a batch that held
-            // these runners before us committed).
-            let held_sql = format!(
-                "SELECT 'c', lease_runner_id, CAST('' AS TEXT), CAST('' AS TEXT), CAST('' AS TEXT), CAST(COUNT(*) AS BIGINT)
-                 FROM jobs WHERE lease_runner_id IN ({}) AND state IN ('leased', 'running') GROUP BY lease_runner_id",
-                placeholders(1, k)
-            );
-            let pinned_sql = format!(
-                "SELECT 'p', id, requires, pinned_runner_id, CAST(NULL AS TEXT), CAST(NULL AS BIGINT) FROM jobs
-                 WHERE state = 'queued' AND pinned_runner_id IN ({})
-                 ORDER BY priority DESC, queue_pos, seq LIMIT {} {lock}",
-                placeholders(1, k),
-                d.lease_page
-            );
-            let mut sql = format!("{who}; {held_sql}; {pinned_sql}");
-            for j in 0..heads.len() {
-                sql.push_str("; ");
-                sql.push_str(&queue_page_sql(d, k + 1 + 3 * j));
-            }
-            let mut q = bind_all_query(sqlx::query(&sql), &ids);
-            for (runtime, limit) in &heads {
-                q = q.bind(*runtime).bind(*limit).bind(0i64);
-            }
-            q.fetch_all(&mut *conn).await?
-        }
-        // The same statements, in the same order (migration 0013); the
-        // `Any` driver binds no arrays, so the lists go as JSON.
-        ReadsIn::Function => {
-            let pools: Vec<&str> = heads.iter().map(|(rt, _)| *rt).collect();
-            let limits: Vec<i64> = heads.iter().map(|(_, limit)| *limit).collect();
-            sqlx::query("SELECT * FROM drover_lease_reads($1, $2, $3, $4)")
-                .bind(serde_json::to_string(&ids)?)
-                .bind(serde_json::to_string(&pools)?)
-                .bind(serde_json::to_string(&limits)?)
-                .bind(d.lease_page)
-                .fetch_all(&mut *conn)
-                .await?
-        }
-    };
+    (ids, heads)
+}
 
+/// Reads what `plan` needs for `reqs`, in one round trip: the
+/// `drover_lease_reads` function (migration 0013; the `Any` driver binds
+/// no arrays, so the lists go as JSON). PostgreSQL.
+pub(super) async fn lease_reads(
+    conn: &mut AnyConnection,
+    d: &Dialect,
+    reqs: &[LeaseRequest],
+) -> Result<LeaseReads> {
+    let (ids, heads) = asked(reqs);
+    let pools: Vec<&str> = heads.iter().map(|(rt, _)| *rt).collect();
+    let limits: Vec<i64> = heads.iter().map(|(_, limit)| *limit).collect();
+    let rows = sqlx::query("SELECT * FROM drover_lease_reads($1, $2, $3, $4)")
+        .bind(serde_json::to_string(&ids)?)
+        .bind(serde_json::to_string(&pools)?)
+        .bind(serde_json::to_string(&limits)?)
+        .bind(d.lease_page)
+        .fetch_all(&mut *conn)
+        .await?;
+    let mut out = collect(rows.iter().map(decode), &heads, ids.len())?;
+    if out.pinned.len() as i64 == d.lease_page {
+        out.pinned.clear();
+        for id in &ids {
+            let rows = sqlx::query(&pinned_sql(d))
+                .bind(*id)
+                .bind(reqs.len() as i64 + 1)
+                .fetch_all(&mut *conn)
+                .await?;
+            for row in &rows {
+                out.pinned.push(pinned_job(row)?);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// As [`lease_reads`], on SQLite's writer (see `sqlite_writer`): the same
+/// statements as the PostgreSQL function, one after the other.
+pub(super) fn lease_reads_sqlite(
+    conn: &rusqlite::Connection,
+    d: &Dialect,
+    reqs: &[LeaseRequest],
+) -> Result<LeaseReads> {
+    use rusqlite::types::ToSql;
+    let (ids, heads) = asked(reqs);
+    let k = ids.len();
+    let args: Vec<&dyn ToSql> = ids.iter().map(|id| id as &dyn ToSql).collect();
+    let who = format!(
+        "SELECT 'r', id, runtime_id, labels, detected, revoked_at, slots
+         FROM runners WHERE id IN ({}) ORDER BY id",
+        placeholders(1, k)
+    );
+    let held = format!(
+        "SELECT 'c', lease_runner_id, '', '', '', COUNT(*)
+         FROM jobs WHERE lease_runner_id IN ({}) AND state IN ('leased', 'running') GROUP BY lease_runner_id",
+        placeholders(1, k)
+    );
+    let pinned = format!(
+        "SELECT 'p', id, requires, pinned_runner_id, NULL, NULL FROM jobs
+         WHERE state = 'queued' AND pinned_runner_id IN ({})
+         ORDER BY priority DESC, queue_pos, seq LIMIT {}",
+        placeholders(1, k),
+        d.lease_page
+    );
+    let mut rows = Vec::new();
+    for sql in [who, held, pinned] {
+        rows.extend(sqlite_writer::rows(conn, &sql, &args, |row| decode(row))?);
+    }
+    let page = queue_page_sql(d, 1);
+    for (runtime, limit) in &heads {
+        rows.extend(sqlite_writer::rows(
+            conn,
+            &page,
+            &[runtime, limit, &0i64],
+            |row| decode(row),
+        )?);
+    }
+    let mut out = collect(rows.into_iter().map(Ok), &heads, k)?;
+    if out.pinned.len() as i64 == d.lease_page {
+        out.pinned.clear();
+        let limit = reqs.len() as i64 + 1;
+        for id in &ids {
+            out.pinned.extend(sqlite_writer::rows(
+                conn,
+                &pinned_sql(d),
+                &[id, &limit],
+                |row| pinned_job(row),
+            )?);
+        }
+    }
+    Ok(out)
+}
+
+/// One runner's pinned jobs, `$2` of them, when the batch's page of pinned
+/// jobs came back full (usually there are none).
+fn pinned_sql(d: &Dialect) -> String {
+    format!(
+        "SELECT 'p', id, requires, pinned_runner_id FROM jobs WHERE state = 'queued' AND pinned_runner_id = $1
+         ORDER BY priority DESC, queue_pos, seq LIMIT $2 {}",
+        d.lock_skip_locked
+    )
+}
+
+fn pinned_job(row: &impl Cols) -> Result<QueuedJob> {
+    Ok(QueuedJob {
+        pinned_runner: Some(row.col(3)?),
+        ..queued_job(row)?
+    })
+}
+
+/// The rows read, decoded, into what the plan reads.
+fn collect(
+    rows: impl Iterator<Item = Result<ReadRow>>,
+    heads: &[(&str, i64)],
+    k: usize,
+) -> Result<LeaseReads> {
     let mut out = LeaseReads {
         runners: HashMap::with_capacity(k),
         pinned: Vec::new(),
@@ -176,8 +278,8 @@ pub(super) async fn lease_reads(
             .collect(),
     };
     let mut held: Vec<(String, i64)> = Vec::new();
-    for row in &rows {
-        match decode(row)? {
+    for row in rows {
+        match row? {
             ReadRow::Runner(id, Some(live)) => {
                 out.runners.insert(id, live);
             }
@@ -197,32 +299,5 @@ pub(super) async fn lease_reads(
         }
     }
 
-    // Pinned jobs, usually none. Per runner only if that page came back full.
-    if out.pinned.len() as i64 == d.lease_page {
-        #[derive(FromRow)]
-        struct Pinned {
-            id: String,
-            requires: String,
-            pinned_runner_id: String,
-        }
-        out.pinned.clear();
-        for id in &ids {
-            let rows = sqlx::query_as::<_, Pinned>(&format!(
-                "SELECT id, requires, pinned_runner_id FROM jobs WHERE state = 'queued' AND pinned_runner_id = $1
-                 ORDER BY priority DESC, queue_pos, seq LIMIT $2 {lock}"
-            ))
-            .bind(*id)
-            .bind(reqs.len() as i64 + 1)
-            .fetch_all(&mut *conn)
-            .await?;
-            for p in rows {
-                out.pinned.push(QueuedJob {
-                    id: p.id,
-                    requires: json_list(&p.requires)?,
-                    pinned_runner: Some(p.pinned_runner_id),
-                });
-            }
-        }
-    }
     Ok(out)
 }
