@@ -74,37 +74,50 @@ pub(super) struct Stored {
     pub job_id: String,
 }
 
+/// The keys stored since `$1` among `n` key hashes (from `$2`).
+pub(super) fn find_sql(n: usize) -> String {
+    format!(
+        "SELECT member_id, key_hash, request_hash, job_id FROM idempotency_keys
+         WHERE created_at >= $1 AND key_hash IN ({})",
+        placeholders(2, n)
+    )
+}
+
+/// Of the rows [`find_sql`] read, those of `keys` (key hash, member id), by
+/// (member, key hash).
+pub(super) fn found(
+    rows: Vec<(String, String, String, String)>,
+    keys: &[(&str, &str)],
+) -> HashMap<(String, String), Stored> {
+    rows.into_iter()
+        .filter(|(member, key_hash, ..)| keys.contains(&(key_hash.as_str(), member.as_str())))
+        .map(|(member, key_hash, request_hash, job_id)| {
+            (
+                (member, key_hash),
+                Stored {
+                    request_hash,
+                    job_id,
+                },
+            )
+        })
+        .collect()
+}
+
 /// The live keys among `keys` (key hash, member id), by (member, key hash).
 pub(super) async fn find(
     conn: &mut sqlx::AnyConnection,
     keys: &[(&str, &str)],
     now: i64,
 ) -> Result<HashMap<(String, String), Stored>> {
-    let mut found = HashMap::new();
     if keys.is_empty() {
-        return Ok(found);
+        return Ok(HashMap::new());
     }
-    let sql = format!(
-        "SELECT member_id, key_hash, request_hash, job_id FROM idempotency_keys
-         WHERE created_at >= $1 AND key_hash IN ({})",
-        placeholders(2, keys.len())
-    );
+    let sql = find_sql(keys.len());
     let mut q = sqlx::query_as::<_, (String, String, String, String)>(&sql).bind(now - KEY_TTL_MS);
     for (key_hash, _) in keys {
         q = q.bind(*key_hash);
     }
-    for (member, key_hash, request_hash, job_id) in q.fetch_all(conn).await? {
-        if keys.contains(&(key_hash.as_str(), member.as_str())) {
-            found.insert(
-                (member, key_hash),
-                Stored {
-                    request_hash,
-                    job_id,
-                },
-            );
-        }
-    }
-    Ok(found)
+    Ok(found(q.fetch_all(conn).await?, keys))
 }
 
 /// Forgets keys older than [`KEY_TTL_MS`]; parameter `$first`: now.

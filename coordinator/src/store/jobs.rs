@@ -8,6 +8,7 @@ use sqlx::FromRow;
 
 use super::audit::{Actor, record};
 use super::model::{Job, Provenance};
+use super::sqlite_writer::Cols;
 use super::{Member, Store, json_list};
 use crate::caps;
 use crate::error::{Error, Result};
@@ -186,6 +187,31 @@ fn visible(first: usize) -> String {
 }
 
 impl JobRow {
+    /// A row of [`JOB_COLUMNS`], by position.
+    pub fn from_cols(row: &impl Cols) -> Result<Self> {
+        Ok(Self {
+            id: row.col(0)?,
+            state: row.col(1)?,
+            runtime_ref: row.col(2)?,
+            runtime_id: row.col(3)?,
+            pinned_runner_id: row.col(4)?,
+            submitter_id: row.col(5)?,
+            priority: row.col(6)?,
+            requires: row.col(7)?,
+            spec: row.col(8)?,
+            attempt: row.col(9)?,
+            max_attempts: row.col(10)?,
+            exit_code: row.col(11)?,
+            error: row.col(12)?,
+            cancel_requested: row.col(13)?,
+            ran_by: row.col(14)?,
+            ran_by_owner: row.col(15)?,
+            created_at: row.col(16)?,
+            started_at: row.col(17)?,
+            finished_at: row.col(18)?,
+        })
+    }
+
     pub fn into_job(self) -> Result<Job> {
         let state = JobState::parse(&self.state)
             .ok_or_else(|| Error::Corrupt(format!("job state {}", self.state)))?;

@@ -90,9 +90,6 @@ pub struct Dialect {
     /// The database's clock in Unix milliseconds, where lease times are
     /// computed (see [`Dialect::now`]); `None`: the coordinator's.
     db_clock: Option<&'static str>,
-    /// A batch writes on the one writer connection, held (SQLite), instead
-    /// of in a transaction (see [`Writer`]).
-    batch_holds_connection: bool,
     /// Replicas share the database and hear each other's signals
     /// (`LISTEN`/`NOTIFY`, see `signals`).
     replica_signals: bool,
@@ -165,47 +162,6 @@ struct Batches {
     publish: Batcher<(String, Vec<crate::wake::Signal>), ()>,
 }
 
-/// Where a batch writes. On SQLite it is the one writer connection, held
-/// for the whole batch: no other write can come between its statements, so
-/// its reads need no transaction, and its writes go as one statement (or one
-/// multi-statement command with its own `BEGIN`/`COMMIT`): each round trip to
-/// the connection's thread costs a pair of context switches. On PostgreSQL
-/// it is a transaction, so the rows it locks stay locked.
-pub(super) enum Writer {
-    Transaction(sqlx::Transaction<'static, sqlx::Any>),
-    SoleConnection(sqlx::pool::PoolConnection<sqlx::Any>),
-}
-
-impl std::ops::Deref for Writer {
-    type Target = sqlx::AnyConnection;
-    fn deref(&self) -> &Self::Target {
-        match self {
-            Self::Transaction(tx) => tx,
-            Self::SoleConnection(conn) => conn,
-        }
-    }
-}
-
-impl std::ops::DerefMut for Writer {
-    fn deref_mut(&mut self) -> &mut Self::Target {
-        match self {
-            Self::Transaction(tx) => &mut *tx,
-            Self::SoleConnection(conn) => &mut *conn,
-        }
-    }
-}
-
-impl Writer {
-    /// Commits (on SQLite each write committed as it ran). A failed COMMIT
-    /// may have committed (see [`BatchError::from_write`]).
-    pub(super) async fn commit(self) -> Result<(), BatchError> {
-        if let Self::Transaction(tx) = self {
-            tx.commit().await.map_err(BatchError::from_write)?;
-        }
-        Ok(())
-    }
-}
-
 /// Most requests written in one batch.
 const MAX_BATCH: usize = 64;
 
@@ -263,12 +219,19 @@ impl Store {
         self
     }
 
-    /// See [`Writer`].
-    pub(super) async fn batch_writer(&self) -> Result<Writer> {
-        Ok(match self.dialect.batch_holds_connection {
-            true => Writer::SoleConnection(self.writer.acquire().await?),
-            false => Writer::Transaction(self.writer.begin().await?),
-        })
+    /// Runs `f` on SQLite's batch writer (see `sqlite_writer`), holding
+    /// sqlx's writer meanwhile: one writer at a time.
+    async fn on_sqlite_writer<R, F>(
+        &self,
+        writer: &sqlite_writer::SqliteWriter,
+        f: F,
+    ) -> Result<R, BatchError>
+    where
+        R: Send + 'static,
+        F: FnOnce(&mut rusqlite::Connection) -> R + Send + 'static,
+    {
+        let _sole = self.writer.acquire().await?;
+        writer.run(f).await
     }
 
     pub fn backend(&self) -> Backend {

@@ -18,7 +18,6 @@ pub(super) const DIALECT: Dialect = Dialect {
     lease_page: 16,
     lock_for_update: "FOR UPDATE",
     db_clock: Some("CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT)"),
-    batch_holds_connection: false,
     replica_signals: true,
     migrations: &MIGRATIONS,
     readiness_reopens: false,

@@ -22,7 +22,6 @@ pub(super) const DIALECT: Dialect = Dialect {
     lease_page: 128,
     lock_for_update: "",
     db_clock: None,
-    batch_holds_connection: true,
     replica_signals: false,
     migrations: &MIGRATIONS,
     readiness_reopens: true,

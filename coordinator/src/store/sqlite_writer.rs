@@ -17,6 +17,7 @@ use std::sync::{Mutex, mpsc};
 
 use rusqlite::types::ToSql;
 use rusqlite::{Connection, OpenFlags};
+use sqlx::any::AnyRow;
 use tokio::sync::oneshot;
 
 use crate::batch::BatchError;
@@ -104,6 +105,31 @@ fn connect(file: &str, pragmas: &str) -> Result<Connection> {
     // room for every shape of the few statements run here.
     conn.set_prepared_statement_cache_capacity(512);
     Ok(conn)
+}
+
+/// A row's columns by index, as either driver reads them.
+pub(super) trait Cols {
+    fn col<T>(&self, i: usize) -> Result<T>
+    where
+        T: for<'r> sqlx::Decode<'r, sqlx::Any> + sqlx::Type<sqlx::Any> + rusqlite::types::FromSql;
+}
+
+impl Cols for AnyRow {
+    fn col<T>(&self, i: usize) -> Result<T>
+    where
+        T: for<'r> sqlx::Decode<'r, sqlx::Any> + sqlx::Type<sqlx::Any> + rusqlite::types::FromSql,
+    {
+        Ok(sqlx::Row::try_get(self, i)?)
+    }
+}
+
+impl Cols for rusqlite::Row<'_> {
+    fn col<T>(&self, i: usize) -> Result<T>
+    where
+        T: for<'r> sqlx::Decode<'r, sqlx::Any> + sqlx::Type<sqlx::Any> + rusqlite::types::FromSql,
+    {
+        Ok(rusqlite::Row::get(self, i)?)
+    }
 }
 
 /// Our SQL numbers its parameters `$1, $2, …` (see `store`), which SQLite

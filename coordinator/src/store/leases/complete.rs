@@ -94,11 +94,8 @@ impl Store {
         let Some(writer) = &self.sqlite else {
             return self.complete_in_one_statement(reqs).await;
         };
-        // One writer at a time: the batch holds sqlx's meanwhile.
-        let _sole = self.writer.acquire().await?;
         let reqs = reqs.to_vec();
-        writer
-            .run(move |conn| complete_on_sqlite(conn, &reqs))
+        self.on_sqlite_writer(writer, move |conn| complete_on_sqlite(conn, &reqs))
             .await?
             .map_err(BatchError::BeforeWrite)
     }

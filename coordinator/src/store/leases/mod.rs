@@ -19,8 +19,8 @@ mod running;
 
 use std::collections::HashMap;
 
+use super::sqlite_writer::Cols;
 use drover_wire::{self as wire, ErrorCode, JobState};
-use read::Cols as _;
 use sqlx::Row as _;
 
 use super::jobs::JobSpec;
@@ -124,13 +124,12 @@ impl Store {
             mut taken,
         } = match &self.sqlite {
             Some(writer) => {
-                // One writer at a time: the batch holds sqlx's meanwhile.
-                let _sole = self.writer.acquire().await?;
                 let reqs = reqs.to_vec();
-                writer
-                    .run(move |conn| lease_on_sqlite(conn, d, &reqs, now, ttl_ms))
-                    .await?
-                    .map_err(BatchError::BeforeWrite)?
+                self.on_sqlite_writer(writer, move |conn| {
+                    lease_on_sqlite(conn, d, &reqs, now, ttl_ms)
+                })
+                .await?
+                .map_err(BatchError::BeforeWrite)?
             }
             None => self.lease_in_transaction(reqs, now, ttl_ms).await?,
         };
@@ -260,7 +259,7 @@ struct Taken {
     sealed: Option<String>,
 }
 
-fn taken_row(row: &impl read::Cols) -> Result<Taken> {
+fn taken_row(row: &impl Cols) -> Result<Taken> {
     Ok(Taken {
         attempt: row.col(1)?,
         spec: row.col(2)?,

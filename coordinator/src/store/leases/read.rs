@@ -4,13 +4,13 @@
 use std::collections::HashMap;
 
 use sqlx::AnyConnection;
-use sqlx::any::AnyRow;
 
 use super::LeaseRequest;
 use super::plan::{LiveRunner, QueuedJob};
 use crate::error::{Error, Result};
 use crate::store::runners::capabilities;
-use crate::store::{Dialect, json_list, placeholders, sqlite_writer};
+use crate::store::sqlite_writer::{self, Cols};
+use crate::store::{Dialect, json_list, placeholders};
 
 /// What a lease batch reads before it plans.
 pub(super) struct LeaseReads {
@@ -20,31 +20,6 @@ pub(super) struct LeaseReads {
     pub pinned: Vec<QueuedJob>,
     /// The first page of each pool asked from: (pool, rows asked, rows).
     pub heads: Vec<(String, i64, Vec<QueuedJob>)>,
-}
-
-/// A row's columns by index, as either driver reads them.
-pub(in crate::store) trait Cols {
-    fn col<T>(&self, i: usize) -> Result<T>
-    where
-        T: for<'r> sqlx::Decode<'r, sqlx::Any> + sqlx::Type<sqlx::Any> + rusqlite::types::FromSql;
-}
-
-impl Cols for AnyRow {
-    fn col<T>(&self, i: usize) -> Result<T>
-    where
-        T: for<'r> sqlx::Decode<'r, sqlx::Any> + sqlx::Type<sqlx::Any> + rusqlite::types::FromSql,
-    {
-        Ok(sqlx::Row::try_get(self, i)?)
-    }
-}
-
-impl Cols for rusqlite::Row<'_> {
-    fn col<T>(&self, i: usize) -> Result<T>
-    where
-        T: for<'r> sqlx::Decode<'r, sqlx::Any> + sqlx::Type<sqlx::Any> + rusqlite::types::FromSql,
-    {
-        Ok(rusqlite::Row::get(self, i)?)
-    }
 }
 
 /// A page of a pool's queue, as rows `('q', id, requires, runtime_id, NULL,

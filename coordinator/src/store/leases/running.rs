@@ -2,9 +2,10 @@
 
 use drover_wire as wire;
 
+use crate::batch::BatchError;
 use crate::error::{Error, Result};
 use crate::ids::{JobId, LeaseId, RunnerId};
-use crate::store::Store;
+use crate::store::{Store, sqlite_writer};
 
 impl Store {
     /// Ends a leased job the coordinator cannot read (its env does not
@@ -33,18 +34,35 @@ impl Store {
         now: i64,
         ttl_ms: u64,
     ) -> Result<bool> {
-        let cancel: Option<i64> = sqlx::query_scalar(&format!(
+        let sql = format!(
             "UPDATE jobs SET lease_expires_at = {} + $2, state = CASE WHEN state = 'leased' THEN 'running' ELSE state END
              WHERE lease_id = $3 AND lease_runner_id = $4 AND state IN ('leased', 'running')
              RETURNING cancel_requested",
             self.dialect.now("$1")
-        ))
-        .bind(now)
-        .bind(ttl_ms as i64)
-        .bind(lease)
-        .bind(runner.as_str())
-        .fetch_optional(&self.writer)
-        .await?;
+        );
+        let ttl_ms = ttl_ms as i64;
+        let cancel: Option<i64> = match &self.sqlite {
+            Some(writer) => {
+                let (lease, runner) = (lease.to_owned(), runner.to_string());
+                self.on_sqlite_writer(writer, move |conn| {
+                    sqlite_writer::rows(conn, &sql, &[&now, &ttl_ms, &lease, &runner], |row| {
+                        Ok(row.get::<_, i64>(0)?)
+                    })
+                })
+                .await
+                .map_err(BatchError::into_error)??
+                .pop()
+            }
+            None => {
+                sqlx::query_scalar(&sql)
+                    .bind(now)
+                    .bind(ttl_ms)
+                    .bind(lease)
+                    .bind(runner.as_str())
+                    .fetch_optional(&self.writer)
+                    .await?
+            }
+        };
         cancel.map(|c| c != 0).ok_or_else(Error::lease_lost)
     }
 
