@@ -59,7 +59,7 @@ out="bench/results/$stamp.md"
   echo
   echo "## drover submit --wait -- true, submit to exit, a runner waiting (bench/cli.py)"
   echo
-  python3 bench/cli.py
+  HARNESS=0 python3 bench/cli.py
   cli_db="drover_cli_$(date +%s)"
   psql "$DROVER_TEST_PG_URL" -qc "CREATE DATABASE $cli_db" >&2
   DROVER_BENCH_PG="${DROVER_TEST_PG_URL%/*}/$cli_db" python3 bench/cli.py | tail -n +3
