@@ -4,6 +4,7 @@ use drover_wire::ErrorCode;
 use sqlx::Row;
 
 use super::audit::Surface;
+use super::sqlite_writer::{self, Cols};
 use super::{Store, on_unique};
 use crate::error::{Error, Result};
 use crate::ids::{
@@ -247,41 +248,45 @@ impl Store {
         let hash = token.hash();
         let principal = match kind {
             TokenKind::User => {
-                let row = sqlx::query(
-                    "SELECT m.id, m.email, m.role, w.id AS ws_id, w.name AS ws_name, t.id AS token_id, t.last_used_at
+                const SQL: &str = "SELECT m.id, m.email, m.role, w.id, w.name, t.id, t.last_used_at
                      FROM tokens t JOIN members m ON m.id = t.subject_id JOIN workspaces w ON w.id = m.workspace_id
                      WHERE t.hash = $1 AND t.kind = 'user' AND (t.expires_at IS NULL OR t.expires_at > $2)
-                       AND m.removed_at IS NULL",
-                )
-                .bind(&hash)
-                .bind(now)
-                .fetch_optional(&self.reader)
-                .await?;
-                let Some(row) = row else { return Ok(None) };
-                let last_used: Option<i64> = row.try_get("last_used_at")?;
+                       AND m.removed_at IS NULL";
+                let found: Option<(Member, Option<i64>)> = match &self.inline_reads {
+                    Some(reads) => reads
+                        .read(|conn| sqlite_writer::rows(conn, SQL, &[&hash, &now], |row| token_member(row)))?
+                        .pop(),
+                    None => sqlx::query(SQL)
+                        .bind(&hash)
+                        .bind(now)
+                        .fetch_optional(&self.reader)
+                        .await?
+                        .map(|row| token_member(&row))
+                        .transpose()?,
+                };
+                let Some((member, last_used)) = found else {
+                    return Ok(None);
+                };
                 if last_used.is_none_or(|t| now - t >= LAST_USED_GRAIN_MS) {
                     self.touch_token(&hash, now).await;
                 }
-                Some(Principal::Member(member_of(&row)?))
+                Some(Principal::Member(member))
             }
-            TokenKind::Runner => sqlx::query(
-                "SELECT r.id, r.runtime_id, r.labels, r.detected, r.slots FROM tokens t JOIN runners r ON r.id = t.subject_id
-                 WHERE t.hash = $1 AND t.kind = 'runner' AND r.revoked_at IS NULL",
-            )
-            .bind(&hash)
-            .fetch_optional(&self.reader)
-            .await?
-            .map(|row| -> Result<Principal> {
-                let (labels, detected): (String, String) =
-                    (row.try_get("labels")?, row.try_get("detected")?);
-                Ok(Principal::Runner(RunnerAuth {
-                    runner_id: RunnerId::from_db(row.try_get("id")?),
-                    runtime_id: RuntimeId::from_db(row.try_get("runtime_id")?),
-                    capabilities: super::runners::capabilities(&labels, &detected)?,
-                    slots: u32::try_from(row.try_get::<i64, _>("slots")?).unwrap_or(1),
-                }))
-            })
-            .transpose()?,
+            TokenKind::Runner => {
+                const SQL: &str = "SELECT r.id, r.runtime_id, r.labels, r.detected, r.slots FROM tokens t JOIN runners r ON r.id = t.subject_id
+                     WHERE t.hash = $1 AND t.kind = 'runner' AND r.revoked_at IS NULL";
+                match &self.inline_reads {
+                    Some(reads) => reads
+                        .read(|conn| sqlite_writer::rows(conn, SQL, &[&hash], |row| token_runner(row)))?
+                        .pop(),
+                    None => sqlx::query(SQL)
+                        .bind(&hash)
+                        .fetch_optional(&self.reader)
+                        .await?
+                        .map(|row| token_runner(&row))
+                        .transpose()?,
+                }
+            }
             TokenKind::Join => sqlx::query_scalar::<_, String>(
                 "SELECT subject_id FROM tokens WHERE hash = $1 AND kind = 'join' AND expires_at > $2",
             )
@@ -316,6 +321,36 @@ impl Store {
 /// `last_used_at` moves at most this often per token (one write a minute
 /// for a busy token, not one a request).
 const LAST_USED_GRAIN_MS: i64 = 60_000;
+
+/// A member token's row: the member, and when the token was last used.
+fn token_member(row: &impl Cols) -> Result<(Member, Option<i64>)> {
+    Ok((member_at(row)?, row.col(6)?))
+}
+
+/// A runner token's row: `r.id, r.runtime_id, r.labels, r.detected, r.slots`.
+fn token_runner(row: &impl Cols) -> Result<Principal> {
+    Ok(Principal::Runner(RunnerAuth {
+        runner_id: RunnerId::from_db(row.col(0)?),
+        runtime_id: RuntimeId::from_db(row.col(1)?),
+        capabilities: super::runners::capabilities(&row.col::<String>(2)?, &row.col::<String>(3)?)?,
+        slots: u32::try_from(row.col::<i64>(4)?).unwrap_or(1),
+    }))
+}
+
+/// A member from a row of `m.id, m.email, m.role, w.id, w.name, t.id`, by position.
+fn member_at(row: &impl Cols) -> Result<Member> {
+    let role: String = row.col(2)?;
+    Ok(Member {
+        id: MemberId::from_db(row.col(0)?),
+        email: row.col(1)?,
+        role: Role::parse(&role).ok_or_else(|| Error::Corrupt(format!("role {role}")))?,
+        workspace_id: WorkspaceId::from_db(row.col(3)?),
+        workspace_name: row.col(4)?,
+        token_id: row.col::<Option<String>>(5)?.map(TokenId::from_db),
+        surface: Surface::Rest,
+        ci: false,
+    })
+}
 
 /// A member from a row of `id, email, role, ws_id, ws_name, token_id`.
 pub(super) fn member_of(row: &sqlx::any::AnyRow) -> Result<Member> {

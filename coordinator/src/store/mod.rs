@@ -143,6 +143,8 @@ pub struct Store {
     url: String,
     /// SQLite's lease and complete batches run here (see `sqlite_writer`).
     sqlite: Option<Arc<sqlite_writer::SqliteWriter>>,
+    /// SQLite's reads on every request, on the calling thread.
+    inline_reads: Option<Arc<sqlite_writer::InlineReaders>>,
     /// Batches lease and complete calls (`None` inside the batch writers).
     batches: Option<Arc<Batches>>,
     /// Background tasks end once every clone of the store is gone.

@@ -9,7 +9,7 @@ use super::audit::{Actor, record};
 use super::identity::insert_token;
 use super::model::{JoinToken, Runtime};
 use super::runners::{RUNNER_COLUMNS, RunnerRow, capabilities};
-use super::{Member, Store, on_unique};
+use super::{Member, Store, on_unique, sqlite_writer};
 use crate::caps;
 use crate::error::{Error, Result};
 use crate::ids::{MemberId, RunnerId, RuntimeId, Secret, TokenKind};
@@ -272,7 +272,6 @@ impl Store {
             }
         };
         let target = target.as_deref().unwrap_or(DEFAULT_POOL);
-        let mut conn = self.reader.acquire().await?;
         if let Some(runner) = RunnerId::parse(target) {
             let sql = format!(
                 "SELECT {RUNNER_COLUMNS} FROM runners r JOIN runtimes rt ON rt.id = r.runtime_id
@@ -283,7 +282,7 @@ impl Store {
                 .bind(runner.as_str())
                 .bind(member.workspace_id.as_str())
                 .bind(owner.member_id())
-                .fetch_optional(&mut *conn)
+                .fetch_optional(&self.reader)
                 .await?
                 .ok_or_else(|| {
                     Error::not_found(format!("no runner {target:?} in this runtime scope"))
@@ -311,13 +310,26 @@ impl Store {
             is = self.dialect.is,
             column = if RuntimeId::parse(target).is_some() { "rt.id" } else { "rt.name" }
         );
-        let (pool_id, has_runners): (String, i64) = sqlx::query_as(&sql)
-            .bind(member.workspace_id.as_str())
-            .bind(owner.member_id())
-            .bind(target)
-            .fetch_optional(&mut *conn)
-            .await?
-            .ok_or_else(|| Error::not_found(format!("no runtime {target:?} in this scope")))?;
+        let (workspace, owner_id) = (member.workspace_id.as_str(), owner.member_id());
+        let pool: Option<(String, i64)> = match &self.inline_reads {
+            Some(reads) => reads
+                .read(|conn| {
+                    sqlite_writer::rows(conn, &sql, &[&workspace, &owner_id, &target], |row| {
+                        Ok((row.get(0)?, row.get(1)?))
+                    })
+                })?
+                .pop(),
+            None => {
+                sqlx::query_as(&sql)
+                    .bind(workspace)
+                    .bind(owner_id)
+                    .bind(target)
+                    .fetch_optional(&self.reader)
+                    .await?
+            }
+        };
+        let (pool_id, has_runners) =
+            pool.ok_or_else(|| Error::not_found(format!("no runtime {target:?} in this scope")))?;
         if has_runners == 0 {
             return Err(Error::api(
                 ErrorCode::NoRunners,

@@ -36,6 +36,7 @@ pub(super) async fn open(url: &str) -> Result<Store> {
         dialect: &DIALECT,
         url: url.to_owned(),
         sqlite: None,
+        inline_reads: None,
         batches: None,
         alive: Arc::default(),
         secrets: Arc::default(),

@@ -9,7 +9,7 @@ use sqlx::AnyPool;
 use sqlx::Executor as _;
 use sqlx::any::AnyPoolOptions;
 
-use super::sqlite_writer::SqliteWriter;
+use super::sqlite_writer::{InlineReaders, SqliteWriter};
 use super::{Backend, Dialect, Durability, Store};
 use crate::error::Result;
 
@@ -69,7 +69,8 @@ pub(super) async fn open(url: &str, durability: Durability) -> Result<Store> {
         sqlx::query_as("SELECT seq, name, file FROM pragma_database_list WHERE name = 'main'")
             .fetch_one(&writer)
             .await?;
-    let batches = SqliteWriter::open(file, batch_pragmas).await?;
+    let batches = SqliteWriter::open(file.clone(), batch_pragmas).await?;
+    let inline_reads = InlineReaders::new(file);
     let reader = AnyPoolOptions::new()
         .max_connections(4)
         .test_before_acquire(false)
@@ -87,6 +88,7 @@ pub(super) async fn open(url: &str, durability: Durability) -> Result<Store> {
         dialect: &DIALECT,
         url: url.to_owned(),
         sqlite: Some(Arc::new(batches)),
+        inline_reads: Some(Arc::new(inline_reads)),
         batches: None,
         alive: Arc::default(),
         secrets: Arc::default(),

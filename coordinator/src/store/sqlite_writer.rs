@@ -95,6 +95,49 @@ impl SqliteWriter {
     }
 }
 
+/// Read-only connections for the reads on every request (who presents a
+/// token, where a submit goes), run on the calling thread. A read of a row
+/// or two by index costs microseconds: less than handing it to a
+/// connection's thread and back, which is what a sqlx read does.
+pub(super) struct InlineReaders {
+    file: String,
+    idle: Mutex<Vec<Connection>>,
+}
+
+/// Idle read-only connections kept: one per runtime thread is plenty.
+const IDLE_READERS: usize = 8;
+
+impl InlineReaders {
+    pub(super) fn new(file: String) -> Self {
+        Self {
+            file,
+            idle: Mutex::default(),
+        }
+    }
+
+    /// Runs `f` on an idle read-only connection (or a new one).
+    pub(super) fn read<R>(&self, f: impl FnOnce(&Connection) -> Result<R>) -> Result<R> {
+        let idle = self.idle.lock().expect("never poisoned").pop();
+        let conn = match idle {
+            Some(conn) => conn,
+            None => {
+                let conn = Connection::open_with_flags(
+                    &self.file,
+                    OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+                )?;
+                conn.busy_timeout(std::time::Duration::from_secs(10))?;
+                conn
+            }
+        };
+        let out = f(&conn);
+        let mut idle = self.idle.lock().expect("never poisoned");
+        if idle.len() < IDLE_READERS {
+            idle.push(conn);
+        }
+        out
+    }
+}
+
 fn connect(file: &str, pragmas: &str) -> Result<Connection> {
     let conn = Connection::open_with_flags(
         file,
