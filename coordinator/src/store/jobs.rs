@@ -8,7 +8,7 @@ use sqlx::FromRow;
 
 use super::audit::{Actor, record};
 use super::model::{Job, Provenance};
-use super::sqlite_writer::Cols;
+use super::sqlite_writer::{self, Cols};
 use super::{Member, Store, json_list};
 use crate::caps;
 use crate::error::{Error, Result};
@@ -270,17 +270,32 @@ impl Store {
     pub async fn get_job(&self, member: &Member, id: &str) -> Result<Job> {
         let not_found = || Error::not_found(format!("no job {id:?}"));
         let id = JobId::parse(id).ok_or_else(not_found)?;
-        sqlx::query_as::<_, JobRow>(&format!(
+        let sql = format!(
             "SELECT {JOB_COLUMNS} FROM jobs j WHERE j.id = $1 AND {}",
             visible(2)
-        ))
-        .bind(id.as_str())
-        .bind(member.workspace_id.as_str())
-        .bind(member.id.as_str())
-        .fetch_optional(&self.reader)
-        .await?
-        .ok_or_else(not_found)?
-        .into_job()
+        );
+        let (workspace, submitter) = (member.workspace_id.as_str(), member.id.as_str());
+        let row = match &self.inline_reads {
+            Some(reads) => reads
+                .read(|conn| {
+                    sqlite_writer::rows(
+                        conn,
+                        &sql,
+                        &[&id.as_str(), &workspace, &submitter],
+                        |row| JobRow::from_cols(row),
+                    )
+                })?
+                .pop(),
+            None => {
+                sqlx::query_as::<_, JobRow>(&sql)
+                    .bind(id.as_str())
+                    .bind(workspace)
+                    .bind(submitter)
+                    .fetch_optional(&self.reader)
+                    .await?
+            }
+        };
+        row.ok_or_else(not_found)?.into_job()
     }
 
     /// Newest first.
@@ -375,10 +390,19 @@ impl Store {
 
     /// The job's state as seen now (for log followers).
     pub async fn job_state(&self, job: &str) -> Result<JobState> {
-        let state: String = sqlx::query_scalar("SELECT state FROM jobs WHERE id = $1")
-            .bind(job)
-            .fetch_one(&self.reader)
-            .await?;
+        const SQL: &str = "SELECT state FROM jobs WHERE id = $1";
+        let state: String = match &self.inline_reads {
+            Some(reads) => reads
+                .read(|conn| sqlite_writer::rows(conn, SQL, &[&job], |row| Ok(row.get(0)?)))?
+                .pop()
+                .ok_or(Error::Internal("a job being followed is gone"))?,
+            None => {
+                sqlx::query_scalar(SQL)
+                    .bind(job)
+                    .fetch_one(&self.reader)
+                    .await?
+            }
+        };
         JobState::parse(&state).ok_or_else(|| Error::Corrupt(format!("job state {state}")))
     }
 }
