@@ -71,6 +71,12 @@ impl From<Error> for BatchError {
     }
 }
 
+impl From<rusqlite::Error> for BatchError {
+    fn from(e: rusqlite::Error) -> Self {
+        Self::BeforeWrite(e.into())
+    }
+}
+
 impl From<sqlx::Error> for BatchError {
     fn from(e: sqlx::Error) -> Self {
         Self::BeforeWrite(e.into())

@@ -222,18 +222,25 @@ impl Store {
     }
 
     /// Runs `f` on SQLite's batch writer (see `sqlite_writer`), holding
-    /// sqlx's writer meanwhile: one writer at a time.
+    /// sqlx's writer until `f` has run: one writer at a time. In a task of
+    /// its own, so a caller that goes away (a client hung up) cannot hand
+    /// sqlx's writer back while `f` still writes.
     async fn on_sqlite_writer<R, F>(
         &self,
-        writer: &sqlite_writer::SqliteWriter,
+        writer: &Arc<sqlite_writer::SqliteWriter>,
         f: F,
     ) -> Result<R, BatchError>
     where
         R: Send + 'static,
         F: FnOnce(&mut rusqlite::Connection) -> R + Send + 'static,
     {
-        let _sole = self.writer.acquire().await?;
-        writer.run(f).await
+        let (sole, writer) = (self.writer.clone(), writer.clone());
+        tokio::spawn(async move {
+            let _sole = sole.acquire().await?;
+            writer.run(f).await
+        })
+        .await
+        .map_err(|_| BatchError::Ambiguous(Error::Internal("a SQLite write's task failed")))?
     }
 
     pub fn backend(&self) -> Backend {

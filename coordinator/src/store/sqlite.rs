@@ -11,7 +11,7 @@ use sqlx::any::AnyPoolOptions;
 
 use super::sqlite_writer::{InlineReaders, SqliteWriter};
 use super::{Backend, Dialect, Durability, Store};
-use crate::error::Result;
+use crate::error::{Error, Result};
 
 static MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("../migrations/sqlite");
 
@@ -69,6 +69,13 @@ pub(super) async fn open(url: &str, durability: Durability) -> Result<Store> {
         sqlx::query_as("SELECT seq, name, file FROM pragma_database_list WHERE name = 'main'")
             .fetch_one(&writer)
             .await?;
+    if file.is_empty() {
+        // An in-memory or temporary database: another connection would
+        // open a database of its own.
+        return Err(Error::bad_request(
+            "an in-memory SQLite database is not supported: use a file (sqlite://PATH)",
+        ));
+    }
     let batches = SqliteWriter::open(file.clone(), batch_pragmas).await?;
     let inline_reads = InlineReaders::new(file);
     let reader = AnyPoolOptions::new()

@@ -53,6 +53,20 @@ impl SqliteWriter {
                     // A task that panics has rolled back (its transaction's
                     // drop) and its caller hears so; the thread goes on.
                     let _ = std::panic::catch_unwind(AssertUnwindSafe(|| task(&mut conn)));
+                    // A rollback that failed would leave the write lock held
+                    // and every later batch inside this transaction.
+                    if !conn.is_autocommit()
+                        && let Err(e) = conn.execute_batch("ROLLBACK")
+                    {
+                        tracing::error!(error = %e, "the SQLite writer could not roll back; reopening it");
+                        match connect(&file, &pragmas) {
+                            Ok(fresh) => conn = fresh,
+                            Err(e) => {
+                                tracing::error!(error = %e, "the SQLite writer could not reopen; it stops");
+                                return;
+                            }
+                        }
+                    }
                 }
             })
             .map_err(|_| Error::Internal("could not start the SQLite writer thread"))?;
@@ -138,6 +152,13 @@ impl InlineReaders {
     }
 }
 
+/// A COMMIT that failed (the disk, not a lock: the batch holds the write
+/// lock from `BEGIN IMMEDIATE`) may have reached the WAL: whether the batch
+/// was written is not known.
+pub(super) fn commit_failed(e: rusqlite::Error) -> BatchError {
+    BatchError::Ambiguous(e.into())
+}
+
 fn connect(file: &str, pragmas: &str) -> Result<Connection> {
     let conn = Connection::open_with_flags(
         file,
@@ -145,8 +166,8 @@ fn connect(file: &str, pragmas: &str) -> Result<Connection> {
     )?;
     conn.execute_batch(pragmas)?;
     // Each batch's statements differ by their number of rows (up to 64):
-    // room for every shape of the few statements run here.
-    conn.set_prepared_statement_cache_capacity(512);
+    // room for every shape of the statements run here (about 830).
+    conn.set_prepared_statement_cache_capacity(1024);
     Ok(conn)
 }
 

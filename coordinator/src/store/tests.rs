@@ -651,3 +651,18 @@ async fn a_job_whose_env_does_not_open_fails_instead_of_cycling() {
     let out = f.lease(&[&runner]).await;
     assert!(matches!(out[0], LeaseAttempt::Empty), "not leased again");
 }
+
+/// An in-memory database would be a different one on each connection (the
+/// batch writer's, the readers'): it is refused with a clear error.
+#[tokio::test]
+async fn an_in_memory_sqlite_database_is_refused_clearly() {
+    for url in ["sqlite::memory:", "sqlite://x.db?mode=memory"] {
+        match Store::open(url, Durability::Full).await {
+            Err(e) => {
+                assert_eq!(e.code(), ErrorCode::BadRequest, "{url}: {e}");
+                assert!(e.to_string().contains("in-memory"), "{url}: {e}");
+            }
+            Ok(_) => panic!("{url} opened"),
+        }
+    }
+}

@@ -97,7 +97,6 @@ impl Store {
         let reqs = reqs.to_vec();
         self.on_sqlite_writer(writer, move |conn| complete_on_sqlite(conn, &reqs))
             .await?
-            .map_err(BatchError::BeforeWrite)
     }
 
     /// As `complete_batch`, in one statement (one round trip, autocommit):
@@ -261,7 +260,7 @@ impl Store {
 fn complete_on_sqlite(
     conn: &mut rusqlite::Connection,
     reqs: &[CompleteRequest],
-) -> Result<Vec<Result<Completion>>> {
+) -> Result<Vec<Result<Completion>>, BatchError> {
     /// A job held by one of the batch's leases, as read.
     struct Held {
         id: String,
@@ -424,6 +423,6 @@ fn complete_on_sqlite(
             &args,
         )?;
     }
-    tx.commit()?;
+    tx.commit().map_err(sqlite_writer::commit_failed)?;
     Ok(out)
 }

@@ -128,8 +128,7 @@ impl Store {
                 self.on_sqlite_writer(writer, move |conn| {
                     lease_on_sqlite(conn, d, &reqs, now, ttl_ms)
                 })
-                .await?
-                .map_err(BatchError::BeforeWrite)?
+                .await??
             }
             None => self.lease_in_transaction(reqs, now, ttl_ms).await?,
         };
@@ -321,7 +320,7 @@ fn lease_on_sqlite(
     reqs: &[LeaseRequest],
     now: i64,
     ttl_ms: u64,
-) -> Result<Written> {
+) -> Result<Written, BatchError> {
     use rusqlite::types::ToSql;
     let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
     let reads = read::lease_reads_sqlite(&tx, d, reqs)?;
@@ -357,7 +356,7 @@ fn lease_on_sqlite(
             taken.insert(lease, row);
         }
     }
-    tx.commit()?;
+    tx.commit().map_err(sqlite_writer::commit_failed)?;
     Ok(Written {
         plan,
         chosen,

@@ -85,8 +85,7 @@ impl Store {
                 self.on_sqlite_writer(writer, move |conn| {
                     submit_on_sqlite(conn, &reqs, &ids, &sealed, now)
                 })
-                .await?
-                .map_err(BatchError::BeforeWrite)?
+                .await??
             }
             None => self.submit_in_transaction(reqs, &ids, &sealed, now).await?,
         };
@@ -184,22 +183,17 @@ impl Store {
         }
         let named = replayed_jobs(&decided);
         if !named.is_empty() {
+            // A failed statement aborts the transaction (its COMMIT would
+            // quietly roll back what was inserted): the batch fails whole.
             let rows = bind_all(
                 sqlx::query_as::<_, JobRow>(&replays_sql(named.len())),
                 &named,
             )
             .fetch_all(&mut *tx)
-            .await;
-            match rows {
-                Ok(rows) => wrote
-                    .named
-                    .extend(rows.into_iter().map(|r| (r.id.clone(), Ok(r)))),
-                // Past the write: this error is the replays' alone.
-                Err(e) if !decided.queued.is_empty() => {
-                    tracing::error!(error = %e, "reading the jobs idempotency keys named");
-                }
-                Err(e) => return Err(e.into()),
-            }
+            .await?;
+            wrote
+                .named
+                .extend(rows.into_iter().map(|r| (r.id.clone(), Ok(r))));
         }
         tx.commit().await.map_err(BatchError::from_write)?;
         Ok((decided, wrote))
@@ -214,7 +208,7 @@ fn submit_on_sqlite(
     ids: &[JobId],
     sealed: &[Option<String>],
     now: i64,
-) -> Result<(Decided, Wrote)> {
+) -> Result<(Decided, Wrote), BatchError> {
     use rusqlite::types::ToSql;
     let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
     let asked = Asked::of(reqs);
@@ -308,7 +302,7 @@ fn submit_on_sqlite(
             .named
             .extend(rows.into_iter().map(|r| (r.id.clone(), Ok(r))));
     }
-    tx.commit()?;
+    tx.commit().map_err(sqlite_writer::commit_failed)?;
     Ok((decided, wrote))
 }
 
