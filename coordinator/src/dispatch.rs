@@ -32,6 +32,9 @@ pub struct Waiter {
     woken: AtomicBool,
     /// The wake it was chosen for, to pass on if it leaves without leasing.
     wake: Mutex<Option<Wake>>,
+    /// It looked at the queue once since it registered and found nothing:
+    /// it is parked (what [`Hub::waiting`] counts).
+    looked: AtomicBool,
 }
 
 impl Waiter {
@@ -124,6 +127,11 @@ impl WaiterGuard<'_> {
     pub fn was_woken(&self) -> bool {
         self.waiter.woken.load(Ordering::Acquire)
     }
+
+    /// Its look at the queue found nothing: from now it is parked.
+    pub fn looked(&self) {
+        self.waiter.looked.store(true, Ordering::Release);
+    }
 }
 
 impl Drop for WaiterGuard<'_> {
@@ -191,6 +199,7 @@ impl Hub {
             notify: Notify::new(),
             woken: AtomicBool::new(false),
             wake: Mutex::new(None),
+            looked: AtomicBool::new(false),
         });
         w.by_pool
             .entry(runtime.clone())
@@ -314,15 +323,18 @@ impl Hub {
         }
     }
 
-    /// Number of lease requests waiting now (for metrics and tests).
+    /// Number of lease requests parked now, having looked at the queue and
+    /// found nothing (for metrics and tests). One still looking is not
+    /// counted: a job queued meanwhile may be its, out of turn.
     pub fn waiting(&self) -> usize {
         self.waiters
             .lock()
             .expect("hub lock")
             .by_pool
             .values()
-            .map(BTreeMap::len)
-            .sum()
+            .flat_map(BTreeMap::values)
+            .filter(|w| w.looked.load(Ordering::Acquire))
+            .count()
     }
 
     /// Leases with a heartbeat waiting for a cancel, and jobs whose log is

@@ -197,7 +197,7 @@ async fn next_lease(
                 drop(guard);
                 return Err(revoked());
             }
-            LeaseAttempt::Empty => {}
+            LeaseAttempt::Empty => guard.looked(),
         }
         let woken = tokio::select! {
             _ = guard.waiter.notified() => true,
