@@ -295,6 +295,27 @@ fn json_list(s: &str) -> Result<Vec<String>> {
     serde_json::from_str(s).map_err(|e| Error::Corrupt(format!("list column: {e}")))
 }
 
+/// A PostgreSQL `text[]` literal of `items`, each quoted (`CAST($n AS
+/// TEXT[])` reads it back; the `Any` driver binds no arrays).
+fn text_array<'a>(items: impl IntoIterator<Item = &'a str>) -> String {
+    let mut out = String::from("{");
+    for (k, item) in items.into_iter().enumerate() {
+        if k > 0 {
+            out.push(',');
+        }
+        out.push('"');
+        for c in item.chars() {
+            if c == '"' || c == '\\' {
+                out.push('\\');
+            }
+            out.push(c);
+        }
+        out.push('"');
+    }
+    out.push('}');
+    out
+}
+
 fn to_json<T: serde::Serialize>(v: &T) -> String {
     serde_json::to_string(v).expect("plain data serializes")
 }

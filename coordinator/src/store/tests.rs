@@ -666,3 +666,27 @@ async fn an_in_memory_sqlite_database_is_refused_clearly() {
         }
     }
 }
+
+#[tokio::test]
+async fn text_array_literals_read_back_as_the_same_strings() {
+    let items = [
+        "plain",
+        "with \"quotes\"",
+        "back\\slash",
+        "a,b {c}",
+        "",
+        "NULL",
+    ];
+    assert_eq!(super::text_array(["a\"b", "c\\d"]), r#"{"a\"b","c\\d"}"#);
+    if !on_postgres() {
+        return;
+    }
+    let f = fixture("text-array").await;
+    let back: String = sqlx::query_scalar("SELECT CAST(array_to_json(CAST($1 AS TEXT[])) AS TEXT)")
+        .bind(super::text_array(items))
+        .fetch_one(&f.store.writer)
+        .await
+        .unwrap();
+    let back: Vec<String> = serde_json::from_str(&back).unwrap();
+    assert_eq!(back, items);
+}

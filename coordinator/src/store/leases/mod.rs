@@ -21,11 +21,10 @@ use std::collections::HashMap;
 
 use super::sqlite_writer::Cols;
 use drover_wire::{self as wire, ErrorCode, JobState};
-use sqlx::Row as _;
 
 use super::jobs::JobSpec;
 use super::model::{Lease, LeasedJob};
-use super::{Dialect, Store, only_result, sqlite_writer};
+use super::{Dialect, Store, json_list, only_result, sqlite_writer, text_array};
 use crate::batch::BatchError;
 use crate::error::{Error, Result};
 use crate::ids::{JobId, LeaseId, RunnerId, RuntimeId};
@@ -130,7 +129,7 @@ impl Store {
                 })
                 .await??
             }
-            None => self.lease_in_transaction(reqs, now, ttl_ms).await?,
+            None => self.lease_in_one_call(reqs, now, ttl_ms).await?,
         };
 
         let mut wakes = plan.wakes;
@@ -188,52 +187,53 @@ impl Store {
         Ok(out)
     }
 
-    /// The reads, plan and write of a lease batch, in a transaction whose
-    /// locks keep replicas apart (PostgreSQL).
-    async fn lease_in_transaction(
+    /// A lease batch on PostgreSQL: reads, plan and write in one call of
+    /// `drover_lease` (migration 0014), one round trip in a transaction of
+    /// its own. It plans by the rules `plan` states; the runners asking are
+    /// locked first, which keeps replicas apart.
+    async fn lease_in_one_call(
         &self,
         reqs: &[LeaseRequest],
         now: i64,
         ttl_ms: u64,
     ) -> Result<Written, BatchError> {
-        let d = self.dialect;
-        let mut tx = self.writer.begin().await?;
-        let reads = read::lease_reads(&mut tx, d, reqs).await?;
-        // Plan, reading further pages of a queue only while its head does
-        // not serve every request (its jobs need what the runners lack).
-        let mut planner = Planner::new(reqs, &reads.runners, &reads.pinned);
-        let mut heads = reads.heads;
-        for (runtime, waiting) in planner.pools() {
-            let (mut limit, page) = first_page(&mut heads, runtime, waiting);
-            let mut page = match page {
-                Some(page) => page,
-                None => read::queue_page(&mut tx, d, runtime, limit, 0).await?,
-            };
-            let mut offset = 0;
-            while planner.offer(runtime, &page, page.len() as i64 >= limit) {
-                offset += limit;
-                limit = d.lease_page;
-                page = read::queue_page(&mut tx, d, runtime, limit, offset).await?;
-            }
+        let runners: Vec<&str> = reqs.iter().map(|r| r.runner.as_str()).collect();
+        let leases: Vec<LeaseId> = reqs.iter().map(|_| LeaseId::generate()).collect();
+        let mut ids = runners.clone();
+        ids.sort_unstable();
+        ids.dedup();
+        // The `Any` driver binds no arrays: they go as array literals.
+        let rows = sqlx::query(
+            "SELECT * FROM drover_lease(CAST($1 AS TEXT[]), CAST($2 AS TEXT[]), CAST($3 AS TEXT[]), $4, $5)",
+        )
+        .bind(text_array(runners.iter().copied()))
+        .bind(text_array(leases.iter().map(LeaseId::as_str)))
+        .bind(text_array(ids))
+        .bind(now)
+        .bind(ttl_ms as i64)
+        .fetch_all(&self.writer)
+        .await
+        .map_err(BatchError::from_write)?;
+        // Written: a row that cannot be read is its request's error alone.
+        if rows.len() != reqs.len() {
+            return Err(BatchError::Ambiguous(Error::Corrupt(format!(
+                "drover_lease answered {} rows for {} requests",
+                rows.len(),
+                reqs.len()
+            ))));
         }
-        let plan = planner.finish();
-        let chosen = choose(&plan);
-        let mut taken = HashMap::with_capacity(chosen.len());
-        if !chosen.is_empty() {
-            let sql = take_sql(d, chosen.len());
-            let mut q = sqlx::query(&sql).bind(now).bind(ttl_ms as i64);
-            for (i, job, lease) in &chosen {
-                q = q
-                    .bind(job.as_str())
-                    .bind(lease.as_str())
-                    .bind(reqs[*i].runner.as_str());
+        let mut plan = plan::Plan::default();
+        let mut chosen = Vec::new();
+        let mut taken = HashMap::new();
+        for ((i, row), lease) in rows.iter().enumerate().zip(leases) {
+            let pick = one_call_pick(row).map_err(BatchError::Ambiguous)?;
+            if let Pick::Job(job) = &pick {
+                taken.insert(lease.as_str().to_owned(), taken_row(row, 2));
+                chosen.push((i, job.clone(), lease));
             }
-            // Nothing is written before COMMIT.
-            for row in q.fetch_all(&mut *tx).await? {
-                taken.insert(row.try_get::<String, _>(0)?, taken_row(&row));
-            }
+            plan.picks.push(pick);
+            plan.wakes.push(one_call_wake(row, &reqs[i]));
         }
-        tx.commit().await.map_err(BatchError::from_write)?;
         Ok(Written {
             plan,
             chosen,
@@ -258,11 +258,50 @@ struct Taken {
     sealed: Option<String>,
 }
 
-fn taken_row(row: &impl Cols) -> Result<Taken> {
+/// A leased job's row, its columns from `first`: attempt, spec, sealed env.
+fn taken_row(row: &impl Cols, first: usize) -> Result<Taken> {
     Ok(Taken {
-        attempt: row.col(1)?,
-        spec: row.col(2)?,
-        sealed: row.col(3)?,
+        attempt: row.col(first)?,
+        spec: row.col(first + 1)?,
+        sealed: row.col(first + 2)?,
+    })
+}
+
+/// A request's pick, from its row of `drover_lease`.
+fn one_call_pick(row: &sqlx::any::AnyRow) -> Result<Pick> {
+    let pick: String = row.col(0)?;
+    Ok(match pick.as_str() {
+        "job" => Pick::Job(row.col(1)?),
+        "nothing" => Pick::Nothing,
+        "revoked" => Pick::Revoked,
+        "limited" => Pick::Limited {
+            slots: row.col(5)?,
+            held: row.col(6)?,
+        },
+        other => return Err(Error::Corrupt(format!("drover_lease pick {other}"))),
+    })
+}
+
+/// Whom a request's handler wakes, from its row of `drover_lease`. A wake
+/// that cannot be read is dropped (the waiters look again in time).
+fn one_call_wake(row: &sqlx::any::AnyRow, req: &LeaseRequest) -> Option<Wake> {
+    let read = || -> Result<Option<Wake>> {
+        let runtime = || -> Result<RuntimeId> { Ok(RuntimeId::from_db(row.col(7)?)) };
+        Ok(match row.col::<Option<String>>(8)?.as_deref() {
+            Some("runner") => Some(Wake::Runner {
+                runtime: runtime()?,
+                runner: req.runner.clone(),
+            }),
+            Some("pool") => Some(Wake::Pool {
+                runtime: runtime()?,
+                requires: json_list(&row.col::<String>(9)?)?,
+            }),
+            _ => None,
+        })
+    };
+    read().unwrap_or_else(|e| {
+        tracing::error!(error = %e, "a lease's wake cannot be read");
+        None
     })
 }
 
@@ -330,13 +369,13 @@ fn lease_on_sqlite(
         let (mut limit, page) = first_page(&mut heads, runtime, waiting);
         let mut page = match page {
             Some(page) => page,
-            None => read::queue_page_sqlite(&tx, d, runtime, limit, 0)?,
+            None => read::queue_page_sqlite(&tx, runtime, limit, 0)?,
         };
         let mut offset = 0;
         while planner.offer(runtime, &page, page.len() as i64 >= limit) {
             offset += limit;
             limit = d.lease_page;
-            page = read::queue_page_sqlite(&tx, d, runtime, limit, offset)?;
+            page = read::queue_page_sqlite(&tx, runtime, limit, offset)?;
         }
     }
     let plan = planner.finish();
@@ -351,7 +390,7 @@ fn lease_on_sqlite(
         let mut args: Vec<&dyn ToSql> = vec![&now, &ttl];
         args.extend(values.iter().flatten().map(|v| v as &dyn ToSql));
         for (lease, row) in sqlite_writer::rows(&tx, &take_sql(d, chosen.len()), &args, |row| {
-            Ok((row.col::<String>(0)?, taken_row(row)))
+            Ok((row.col::<String>(0)?, taken_row(row, 1)))
         })? {
             taken.insert(lease, row);
         }

@@ -1,9 +1,8 @@
-//! The reads of a lease batch, as typed rows: who is asking, the jobs
-//! pinned to them, and the head of each of their pools' queues.
+//! The reads of a lease batch on SQLite, as typed rows: who is asking, the
+//! jobs pinned to them, and the head of each of their pools' queues.
+//! (PostgreSQL reads, plans and writes in one call: `drover_lease`.)
 
 use std::collections::HashMap;
-
-use sqlx::AnyConnection;
 
 use super::LeaseRequest;
 use super::plan::{LiveRunner, QueuedJob};
@@ -23,49 +22,22 @@ pub(super) struct LeaseReads {
 }
 
 /// A page of a pool's queue, as rows `('q', id, requires, runtime_id, NULL,
-/// NULL)`; parameters `$first` (pool), `$first+1` (limit), `$first+2` (offset).
-fn queue_page_sql(d: &Dialect, first: usize) -> String {
-    format!(
-        "SELECT 'q', id, requires, runtime_id, CAST(NULL AS TEXT), CAST(NULL AS BIGINT) FROM jobs
-         WHERE state = 'queued' AND runtime_id = ${first} AND pinned_runner_id IS NULL
-         ORDER BY priority DESC, queue_pos, seq LIMIT ${} OFFSET ${} {}",
-        first + 1,
-        first + 2,
-        d.lock_skip_locked
-    )
-}
+/// NULL)`; parameters `$1` (pool), `$2` (limit), `$3` (offset).
+const QUEUE_PAGE: &str = "SELECT 'q', id, requires, runtime_id, NULL, NULL FROM jobs
+    WHERE state = 'queued' AND runtime_id = $1 AND pinned_runner_id IS NULL
+    ORDER BY priority DESC, queue_pos, seq LIMIT $2 OFFSET $3";
 
-/// A page of `runtime`'s queue, `limit` rows from `offset`, in lease order.
-pub(super) async fn queue_page(
-    conn: &mut AnyConnection,
-    d: &Dialect,
-    runtime: &str,
-    limit: i64,
-    offset: i64,
-) -> Result<Vec<QueuedJob>> {
-    let rows = sqlx::query(&queue_page_sql(d, 1))
-        .bind(runtime)
-        .bind(limit)
-        .bind(offset)
-        .fetch_all(conn)
-        .await?;
-    rows.iter().map(queued_job).collect()
-}
-
-/// As [`queue_page`], on SQLite's writer.
+/// A page of `runtime`'s queue, `limit` rows from `offset`, in lease order
+/// (SQLite's writer).
 pub(super) fn queue_page_sqlite(
     conn: &rusqlite::Connection,
-    d: &Dialect,
     runtime: &str,
     limit: i64,
     offset: i64,
 ) -> Result<Vec<QueuedJob>> {
-    sqlite_writer::rows(
-        conn,
-        &queue_page_sql(d, 1),
-        &[&runtime, &limit, &offset],
-        |row| queued_job(row),
-    )
+    sqlite_writer::rows(conn, QUEUE_PAGE, &[&runtime, &limit, &offset], |row| {
+        queued_job(row)
+    })
 }
 
 /// One row of the reads: every statement tags its rows with a kind.
@@ -129,43 +101,9 @@ fn asked(reqs: &[LeaseRequest]) -> (Vec<&str>, Vec<(&str, i64)>) {
     (ids, heads)
 }
 
-/// Reads what `plan` needs for `reqs`, in one round trip: the
-/// `drover_lease_reads` function (migration 0013; the `Any` driver binds
-/// no arrays, so the lists go as JSON). PostgreSQL.
-pub(super) async fn lease_reads(
-    conn: &mut AnyConnection,
-    d: &Dialect,
-    reqs: &[LeaseRequest],
-) -> Result<LeaseReads> {
-    let (ids, heads) = asked(reqs);
-    let pools: Vec<&str> = heads.iter().map(|(rt, _)| *rt).collect();
-    let limits: Vec<i64> = heads.iter().map(|(_, limit)| *limit).collect();
-    let rows = sqlx::query("SELECT * FROM drover_lease_reads($1, $2, $3, $4)")
-        .bind(serde_json::to_string(&ids)?)
-        .bind(serde_json::to_string(&pools)?)
-        .bind(serde_json::to_string(&limits)?)
-        .bind(d.lease_page)
-        .fetch_all(&mut *conn)
-        .await?;
-    let mut out = collect(rows.iter().map(decode), &heads, ids.len())?;
-    if out.pinned.len() as i64 == d.lease_page {
-        out.pinned.clear();
-        for id in &ids {
-            let rows = sqlx::query(&pinned_sql(d))
-                .bind(*id)
-                .bind(reqs.len() as i64 + 1)
-                .fetch_all(&mut *conn)
-                .await?;
-            for row in &rows {
-                out.pinned.push(pinned_job(row)?);
-            }
-        }
-    }
-    Ok(out)
-}
-
-/// As [`lease_reads`], on SQLite's writer (see `sqlite_writer`): the same
-/// statements as the PostgreSQL function, one after the other.
+/// Reads what `plan` needs for `reqs`, on SQLite's writer (see
+/// `sqlite_writer`). On PostgreSQL the reads, plan and write are one
+/// function call (`drover_lease`).
 pub(super) fn lease_reads_sqlite(
     conn: &rusqlite::Connection,
     d: &Dialect,
@@ -196,11 +134,10 @@ pub(super) fn lease_reads_sqlite(
     for sql in [who, held, pinned] {
         rows.extend(sqlite_writer::rows(conn, &sql, &args, |row| decode(row))?);
     }
-    let page = queue_page_sql(d, 1);
     for (runtime, limit) in &heads {
         rows.extend(sqlite_writer::rows(
             conn,
-            &page,
+            QUEUE_PAGE,
             &[runtime, limit, &0i64],
             |row| decode(row),
         )?);
@@ -210,12 +147,10 @@ pub(super) fn lease_reads_sqlite(
         out.pinned.clear();
         let limit = reqs.len() as i64 + 1;
         for id in &ids {
-            out.pinned.extend(sqlite_writer::rows(
-                conn,
-                &pinned_sql(d),
-                &[id, &limit],
-                |row| pinned_job(row),
-            )?);
+            out.pinned
+                .extend(sqlite_writer::rows(conn, PINNED, &[id, &limit], |row| {
+                    pinned_job(row)
+                })?);
         }
     }
     Ok(out)
@@ -223,13 +158,9 @@ pub(super) fn lease_reads_sqlite(
 
 /// One runner's pinned jobs, `$2` of them, when the batch's page of pinned
 /// jobs came back full (usually there are none).
-fn pinned_sql(d: &Dialect) -> String {
-    format!(
-        "SELECT 'p', id, requires, pinned_runner_id FROM jobs WHERE state = 'queued' AND pinned_runner_id = $1
-         ORDER BY priority DESC, queue_pos, seq LIMIT $2 {}",
-        d.lock_skip_locked
-    )
-}
+const PINNED: &str = "SELECT 'p', id, requires, pinned_runner_id FROM jobs
+    WHERE state = 'queued' AND pinned_runner_id = $1
+    ORDER BY priority DESC, queue_pos, seq LIMIT $2";
 
 fn pinned_job(row: &impl Cols) -> Result<QueuedJob> {
     Ok(QueuedJob {
