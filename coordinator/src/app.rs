@@ -198,6 +198,7 @@ impl Application {
         let reaper = tokio::spawn(reap_expired_leases(state.clone()));
         let purger = tokio::spawn(retention::purge_in_background(state.clone(), retention));
         let signals = tokio::spawn(listen_to_replicas(state.clone()));
+        let replicas = tokio::spawn(look_for_replicas(state.clone()));
         let github = tokio::spawn(retry_github_removals(state.clone(), github_retry));
         let routers = server::Routers {
             all: http::router(state.clone()),
@@ -208,6 +209,7 @@ impl Application {
         let _ = reaper.await;
         let _ = purger.await;
         let _ = signals.await;
+        let _ = replicas.await;
         let _ = github.await;
         // Requests still running past the deadline may hold connections:
         // closing waits for them only as long as the deadline has left.
@@ -329,6 +331,30 @@ async fn listen_to_replicas(st: AppState) {
                     break;
                 }
             }
+        }
+    }
+}
+
+/// On PostgreSQL: looks for other replicas a few times a second. While none
+/// listens, this one sends no signals; when one appears, it is first told to
+/// look again (what this one did not signal meanwhile is in the database).
+async fn look_for_replicas(st: AppState) {
+    if !st.store.has_replicas() {
+        return;
+    }
+    loop {
+        match st.store.look_for_replicas().await {
+            Ok(true) => {
+                if let Err(e) = st.store.publish(&st.replica, &[Signal::LookAgain]).await {
+                    tracing::warn!(error = %e, "could not tell a new replica to look again");
+                }
+            }
+            Ok(false) => {}
+            Err(e) => tracing::warn!(error = %e, "could not look for other replicas"),
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_millis(200)) => {}
+            _ = st.shutting_down() => return,
         }
     }
 }

@@ -270,6 +270,7 @@ impl Hub {
             Signal::Hello { .. } => {}
             Signal::Cancel { lease } => self.signal_lease(lease),
             Signal::Job { job } => self.job_changed(job),
+            Signal::LookAgain => self.wake_everyone(),
         }
     }
 

@@ -48,6 +48,7 @@ pub struct Metrics {
     batch_seconds: HistogramVec,
     pub signal_lag: Histogram,
     pub signal_reconnects: IntCounter,
+    pub signals_sent: IntCounter,
     pub lease_waiting: IntGauge,
     queue_depth: IntGaugeVec,
     queue_oldest: prometheus::GaugeVec,
@@ -128,6 +129,11 @@ impl Metrics {
                 "PostgreSQL: times the link that receives other replicas' signals was re-established",
             )
             .expect("a valid counter"),
+            signals_sent: IntCounter::new(
+                "drover_replica_signals_sent_total",
+                "PostgreSQL: notifications this replica sent to the others (none while it is alone)",
+            )
+            .expect("a valid counter"),
             lease_waiting: IntGauge::new(
                 "drover_lease_waiting",
                 "Lease long-polls waiting for a job in this coordinator",
@@ -174,6 +180,7 @@ impl Metrics {
             Box::new(m.batch_seconds.clone()),
             Box::new(m.signal_lag.clone()),
             Box::new(m.signal_reconnects.clone()),
+            Box::new(m.signals_sent.clone()),
             Box::new(m.lease_waiting.clone()),
             Box::new(m.queue_depth.clone()),
             Box::new(m.queue_oldest.clone()),

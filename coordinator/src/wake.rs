@@ -43,6 +43,9 @@ pub enum Signal {
     Cancel { lease: String },
     /// A job's log or state changed.
     Job { job: String },
+    /// A replica that was alone, and so signalled nothing, found others:
+    /// every waiter and follower looks at the database again.
+    LookAgain,
 }
 
 impl From<Wake> for Signal {

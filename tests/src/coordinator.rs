@@ -475,6 +475,14 @@ impl Coordinator {
         v["waitingLeases"].as_u64()
     }
 
+    /// Whether the coordinator has seen another replica listening for its
+    /// signals (`/healthz`); `None` when it did not answer.
+    pub async fn other_replicas(&self) -> Option<bool> {
+        let resp = reqwest::get(format!("{}/healthz", self.url)).await.ok()?;
+        let v: serde_json::Value = resp.json().await.ok()?;
+        v["otherReplicas"].as_bool()
+    }
+
     pub async fn wait_for_waiting(&self, n: u64) {
         eventually(
             &format!("{n} waiting lease polls"),

@@ -525,3 +525,49 @@ async fn a_replica_whose_clock_is_ahead_neither_expires_live_leases_nor_keeps_de
     .await;
     assert_eq!(requeued.attempt, 1, "it ran once, and keeps that attempt");
 }
+
+/// A replica alone sends no signals (nobody would hear them). When another
+/// joins, the first thing it sends is `LookAgain`, so that the newcomer's
+/// waiters find what was queued unsignalled; and such a job is leased there.
+#[tokio::test]
+async fn a_lone_replica_sends_no_signals_and_tells_a_new_one_to_look_again() {
+    let a = primary(20_000).await;
+    let admin = a.bootstrap("acme", "admin@acme.test");
+    // Paired now, started on B later.
+    let on_b = pair(&admin, Scope::Workspace, None, "on-b", &[]).await;
+    eventually("A to find itself alone", DEADLINE, || async {
+        (a.other_replicas().await == Some(false)).then_some(())
+    })
+    .await;
+    let mut heard = sqlx::postgres::PgListener::connect(&a.database)
+        .await
+        .unwrap();
+    heard.listen("drover_signals").await.unwrap();
+
+    // Queued while alone: A sends nothing for it.
+    let job = admin
+        .client
+        .submit(&script_job("self:ws", "true"))
+        .await
+        .unwrap();
+
+    let b = a.replica().await;
+    eventually("A to find B", DEADLINE, || async {
+        (a.other_replicas().await == Some(true)).then_some(())
+    })
+    .await;
+    let first = tokio::time::timeout(DEADLINE, heard.recv())
+        .await
+        .expect("a signal once B listens")
+        .unwrap();
+    let envelope: serde_json::Value = serde_json::from_str(first.payload()).unwrap();
+    assert_eq!(
+        envelope["s"],
+        serde_json::json!([{"k": "lookAgain"}]),
+        "{envelope}"
+    );
+
+    let _runner = RunnerProcess::paired(&b.url, &on_b.token, &[]);
+    let done = wait_done(&admin.client, &job.id).await;
+    assert_eq!(done.provenance.unwrap().ran_by, on_b.runner.id);
+}

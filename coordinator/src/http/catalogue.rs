@@ -1428,7 +1428,7 @@ pub static OPS: &[Op] = &[
                 status: 200,
                 description: r#"The coordinator is up."#,
                 reply: Reply::Raw(
-                    r#"{"application/json": {"schema": {"type": "object", "required": ["status", "waitingLeases"], "properties": {"status": {"type": "string", "const": "ok"}, "waitingLeases": {"type": "integer", "minimum": 0, "description": "Lease long-polls waiting for a job."}, "waitingHeartbeats": {"type": "integer", "minimum": 0, "description": "Leases whose heartbeat is waiting for a cancel."}, "followedLogs": {"type": "integer", "minimum": 0, "description": "Jobs whose log is being followed."}}}}}"#,
+                    r#"{"application/json": {"schema": {"type": "object", "required": ["status", "waitingLeases"], "properties": {"status": {"type": "string", "const": "ok"}, "waitingLeases": {"type": "integer", "minimum": 0, "description": "Lease long-polls waiting for a job."}, "waitingHeartbeats": {"type": "integer", "minimum": 0, "description": "Leases whose heartbeat is waiting for a cancel."}, "followedLogs": {"type": "integer", "minimum": 0, "description": "Jobs whose log is being followed."}, "otherReplicas": {"type": "boolean", "description": "PostgreSQL: another replica listens for this one's signals (looked for a few times a second; while none does, this one sends none). Always false on SQLite."}}}}}"#,
                 ),
             },
             Resp {

@@ -56,7 +56,8 @@ pub fn router() -> Router<AppState> {
         .route("/metrics", get(metrics))
 }
 
-/// Liveness, and how many long-polls are waiting right now.
+/// Liveness, how many long-polls are waiting right now, and whether another
+/// replica listens for this one's signals.
 async fn healthz(State(st): State<AppState>) -> axum::Json<serde_json::Value> {
     let (heartbeats, follows) = st.hub.subscribed();
     axum::Json(serde_json::json!({
@@ -64,6 +65,7 @@ async fn healthz(State(st): State<AppState>) -> axum::Json<serde_json::Value> {
         "waitingLeases": st.hub.waiting(),
         "waitingHeartbeats": heartbeats,
         "followedLogs": follows,
+        "otherReplicas": st.store.others_listening(),
     }))
 }
 

@@ -127,8 +127,12 @@ impl AppState {
 
     /// Acts on one signal, from here or from another replica.
     pub fn apply(&self, signal: &Signal) {
-        if let Signal::Revoked { runner } | Signal::Hello { runner } = signal {
-            self.runners.forget_runner(runner);
+        match signal {
+            Signal::Revoked { runner } | Signal::Hello { runner } => {
+                self.runners.forget_runner(runner)
+            }
+            Signal::LookAgain => self.runners.clear(),
+            _ => {}
         }
         self.hub.apply(signal);
     }

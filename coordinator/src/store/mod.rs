@@ -44,7 +44,7 @@ mod tests;
 
 use std::str::FromStr;
 use std::sync::Arc;
-use std::sync::atomic::AtomicI64;
+use std::sync::atomic::{AtomicBool, AtomicI64};
 
 use sqlx::AnyPool;
 
@@ -154,6 +154,9 @@ pub struct Store {
     /// This coordinator's clock minus the database's (PostgreSQL), as last
     /// measured by `expire_leases`.
     clock_offset: Arc<AtomicI64>,
+    /// PostgreSQL: does another replica listen for signals? Until a look
+    /// says no, yes (see `signals::Store::look_for_replicas`).
+    others_listening: Arc<AtomicBool>,
 }
 
 struct Batches {

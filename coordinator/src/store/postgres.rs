@@ -2,6 +2,7 @@
 //! reads and writes; replicas share the database, see `signals`).
 
 use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use sqlx::any::AnyPoolOptions;
@@ -41,6 +42,7 @@ pub(super) async fn open(url: &str) -> Result<Store> {
         alive: Arc::default(),
         secrets: Arc::default(),
         clock_offset: Arc::default(),
+        others_listening: Arc::new(AtomicBool::new(true)),
     }
     .with_batches(4))
 }

@@ -1,8 +1,17 @@
 //! Carrying dispatch signals between coordinator replicas over PostgreSQL
 //! `LISTEN`/`NOTIFY`. SQLite has one coordinator, so there it is a no-op.
+//!
+//! A replica alone sends nothing. Each replica's listening connection is
+//! named (`application_name`), and every replica counts those in
+//! `pg_stat_activity` a few times a second (`look_for_replicas`). One that
+//! was alone and finds another sends `LookAgain` first: the other's waiters
+//! look at the database, and find what was not signalled meanwhile.
 
 use serde::{Deserialize, Serialize};
-use sqlx::postgres::PgListener;
+use std::str::FromStr;
+use std::sync::atomic::Ordering;
+
+use sqlx::postgres::{PgConnectOptions, PgListener, PgPoolOptions};
 
 use super::Store;
 use crate::error::Result;
@@ -10,6 +19,9 @@ use crate::wake::Signal;
 
 /// The notification channel every replica listens on.
 pub const CHANNEL: &str = "drover_signals";
+
+/// The `application_name` of each replica's listening connection.
+pub const LISTENER_NAME: &str = "drover-replica";
 
 /// Signal bytes per notification (PostgreSQL's limit is 8000 with the envelope).
 const MAX_PAYLOAD: usize = 6000;
@@ -31,13 +43,39 @@ impl Store {
     /// Tells the other replicas (sent after the change committed).
     /// Concurrent calls go out together, in as few notifications as fit.
     pub async fn publish(&self, origin: &str, signals: &[Signal]) -> Result<()> {
-        if !self.dialect.replica_signals || signals.is_empty() {
+        if !self.dialect.replica_signals || signals.is_empty() || !self.others_listening() {
             return Ok(());
         }
         match &self.batches {
             Some(b) => b.publish.call((origin.to_owned(), signals.to_vec())).await,
             None => self.notify_all(origin, signals).await,
         }
+    }
+
+    /// Does another replica listen for this one's signals (as last seen)?
+    pub fn others_listening(&self) -> bool {
+        self.others_listening.load(Ordering::Relaxed)
+    }
+
+    /// Counts the replicas listening on this database (this one's listener
+    /// included), and notes whether there are others. Returns true when
+    /// this replica was alone until now: it owes them `LookAgain`. A look
+    /// that fails changes nothing.
+    pub async fn look_for_replicas(&self) -> Result<bool> {
+        if !self.dialect.replica_signals {
+            return Ok(false);
+        }
+        let listening: i64 = sqlx::query_scalar(
+            "SELECT COUNT(*) FROM pg_stat_activity
+             WHERE datname = current_database() AND application_name = $1",
+        )
+        .bind(LISTENER_NAME)
+        .fetch_one(&self.reader)
+        .await?;
+        // 0: not even this one's listener is up yet; count others as there.
+        let others = listening != 1;
+        let was = self.others_listening.swap(others, Ordering::Relaxed);
+        Ok(others && !was)
     }
 
     /// Signals from one batch of `publish` calls (all from this replica).
@@ -101,6 +139,7 @@ impl Store {
         .bind(payload)
         .execute(&self.writer)
         .await?;
+        crate::metrics::get().signals_sent.inc();
         Ok(())
     }
 
@@ -117,7 +156,12 @@ impl Store {
         if !self.dialect.replica_signals {
             return Ok(None);
         }
-        let mut listener = PgListener::connect(&self.url).await?;
+        let options = PgConnectOptions::from_str(&self.url)?.application_name(LISTENER_NAME);
+        let pool = PgPoolOptions::new()
+            .max_connections(1)
+            .connect_with(options)
+            .await?;
+        let mut listener = PgListener::connect_with(&pool).await?;
         listener.listen(CHANNEL).await?;
         Ok(Some(listener))
     }

@@ -3,6 +3,7 @@
 //! few readers; WAL checkpoints in the background).
 
 use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use sqlx::AnyPool;
@@ -100,6 +101,7 @@ pub(super) async fn open(url: &str, durability: Durability) -> Result<Store> {
         alive: Arc::default(),
         secrets: Arc::default(),
         clock_offset: Arc::default(),
+        others_listening: Arc::new(AtomicBool::new(false)),
     };
     checkpoint_in_background(
         with_param(url, "mode=rw"),
