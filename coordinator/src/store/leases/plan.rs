@@ -14,6 +14,11 @@
 //!   each (its handler passes the wake on).
 //!
 //! Cost: O(requests × candidates read), no allocation per comparison.
+//!
+//! SQLite plans here. PostgreSQL plans by the same rules inside the lease's
+//! one function call, `drover_lease` (migrations/postgres/0014_lease.sql):
+//! a change to the rules is made in both, and the dispatch and store tests,
+//! run on both backends, hold them to the same answers.
 
 use std::collections::HashMap;
 
@@ -197,8 +202,8 @@ impl<'a> Planner<'a> {
                 });
                 continue;
             }
-            // Later pages are separate statements (on PostgreSQL each sees
-            // new commits), so a page may repeat a row.
+            // Later pages are separate statements, so a page may repeat a
+            // row (as `drover_lease`'s do on PostgreSQL, seeing new commits).
             if self
                 .plan
                 .picks
