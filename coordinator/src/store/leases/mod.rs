@@ -285,23 +285,28 @@ fn one_call_pick(row: &sqlx::any::AnyRow) -> Result<Pick> {
 /// Whom a request's handler wakes, from its row of `drover_lease`. A wake
 /// that cannot be read is dropped (the waiters look again in time).
 fn one_call_wake(row: &sqlx::any::AnyRow, req: &LeaseRequest) -> Option<Wake> {
-    let read = || -> Result<Option<Wake>> {
-        let runtime = || -> Result<RuntimeId> { Ok(RuntimeId::from_db(row.col(7)?)) };
-        Ok(match row.col::<Option<String>>(8)?.as_deref() {
-            Some("runner") => Some(Wake::Runner {
-                runtime: runtime()?,
-                runner: req.runner.clone(),
-            }),
-            Some("pool") => Some(Wake::Pool {
-                runtime: runtime()?,
-                requires: json_list(&row.col::<String>(9)?)?,
-            }),
-            _ => None,
-        })
-    };
-    read().unwrap_or_else(|e| {
+    read_wake(row, req).unwrap_or_else(|e| {
         tracing::error!(error = %e, "a lease's wake cannot be read");
         None
+    })
+}
+
+fn read_wake(row: &sqlx::any::AnyRow, req: &LeaseRequest) -> Result<Option<Wake>> {
+    let wake = row.col::<Option<String>>(8)?;
+    let Some(wake) = wake.as_deref() else {
+        return Ok(None);
+    };
+    let runtime = RuntimeId::from_db(row.col(7)?);
+    Ok(match wake {
+        "runner" => Some(Wake::Runner {
+            runtime,
+            runner: req.runner.clone(),
+        }),
+        "pool" => Some(Wake::Pool {
+            runtime,
+            requires: json_list(&row.col::<String>(9)?)?,
+        }),
+        _ => None,
     })
 }
 
