@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
+use sqlx::Connection as _;
 use sqlx::any::AnyPoolOptions;
 
 use super::{Backend, Dialect, Store};
@@ -24,10 +25,29 @@ pub(super) const DIALECT: Dialect = Dialect {
     readiness_reopens: false,
 };
 
+/// A pooled connection idle at least this long is pinged before it is used.
+/// Under load connections come back within milliseconds; one that broke in
+/// the last second is as likely as one breaking while in use.
+const CHECK_IF_IDLE_FOR: Duration = Duration::from_secs(1);
+
 pub(super) async fn open(url: &str) -> Result<Store> {
     let pool = AnyPoolOptions::new()
         .max_connections(24)
         .acquire_timeout(Duration::from_secs(30))
+        // sqlx pings a connection before every use by default: a round trip
+        // per statement on the hot path. A connection in steady use is
+        // known to be alive; one idle a while is checked before use (the
+        // server, or something between, may have dropped it), and one that
+        // fails is closed and another taken.
+        .test_before_acquire(false)
+        .before_acquire(|conn, meta| {
+            Box::pin(async move {
+                if meta.idle_for >= CHECK_IF_IDLE_FOR {
+                    conn.ping().await?;
+                }
+                Ok(true)
+            })
+        })
         .connect(url)
         .await?;
     MIGRATIONS.run(&pool).await?;
