@@ -690,3 +690,40 @@ async fn text_array_literals_read_back_as_the_same_strings() {
     let back: Vec<String> = serde_json::from_str(&back).unwrap();
     assert_eq!(back, items);
 }
+
+/// PostgreSQL: a look that finds nothing queued locks nothing (a row lock
+/// is a write: the look's commit would wait for the WAL to reach the disk),
+/// and still says what a locked look would (here: no room left).
+#[tokio::test]
+async fn a_lease_that_finds_nothing_locks_nothing() {
+    if !on_postgres() {
+        return;
+    }
+    let f = fixture("quiet-lease").await;
+    let one = f.runner("one", &[]).await;
+    f.store.runner_hello(&one, &[], 1, 2).await.unwrap();
+    // A row's xmax names the last transaction that locked (or deleted) it.
+    let locked = || async {
+        let xmax: String =
+            sqlx::query_scalar("SELECT CAST(xmax AS TEXT) FROM runners WHERE id = $1")
+                .bind(one.as_str())
+                .fetch_one(&f.store.writer)
+                .await
+                .unwrap();
+        xmax != "0"
+    };
+    assert!(matches!(f.lease(&[&one]).await[0], LeaseAttempt::Empty));
+    assert!(!locked().await, "an empty look locked its runner");
+
+    f.submit(&[]).await;
+    leased(&f.lease(&[&one]).await[0]);
+    assert!(locked().await, "a lease that takes a job locks its runner");
+    let req = LeaseRequest {
+        runner: one.clone(),
+        runtime: f.pools.lock().unwrap()[&one].clone(),
+        now: 3,
+        ttl_ms: TTL,
+    };
+    let full = f.store.lease_batch(&[req]).await.unwrap();
+    assert_eq!(full[0].as_ref().unwrap_err().code(), ErrorCode::LeaseLimit);
+}
