@@ -6,6 +6,8 @@
 //! Environment: `BENCH_BACKENDS` (default `sqlite-full,sqlite-normal,pg-1,pg-3`),
 //! `BENCH_ITERATIONS`, `BENCH_DRAIN_JOBS`, `BENCH_HISTORY`, `BENCH_IDLE_SECONDS`;
 //! PostgreSQL comes from `DROVER_TEST_PG_URL` (an admin URL; see tests/run.sh).
+//! `BENCH_DUMP_METRICS=1` prints the coordinator's batch and call totals
+//! (`/metrics`) after each open loop, on stderr: where its time went.
 //!
 //! (Over 500 lines: one binary for every figure of the README's table, sharing its process setup and report.)
 
@@ -479,6 +481,20 @@ async fn open_loop(c: &Coordinator, admin: &Member, rate: u64, secs: u64) -> (St
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     for w in workers {
         w.await.unwrap();
+    }
+    if std::env::var_os("BENCH_DUMP_METRICS").is_some() {
+        let m = reqwest::get(format!("{}/metrics", c.url))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        for l in m
+            .lines()
+            .filter(|l| l.contains("_sum") || l.contains("_count"))
+        {
+            eprintln!("{l}");
+        }
     }
     let submitted = submitted.lock().unwrap();
     let (mut to_lease, mut to_complete) = (Vec::new(), Vec::new());
