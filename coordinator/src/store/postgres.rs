@@ -30,9 +30,36 @@ pub(super) const DIALECT: Dialect = Dialect {
 /// the last second is as likely as one breaking while in use.
 const CHECK_IF_IDLE_FOR: Duration = Duration::from_secs(1);
 
+/// The pool's connections, all opened and warmed before the coordinator
+/// serves, and never more. On this 2-core machine a pool of 24 opened
+/// connections as bursts came (each a connect, a SCRAM exchange and a
+/// warm-up on the request that asked) and held the open-loop p99 at
+/// 20–40 ms; 12, all warm, at 5–7 ms (bench/results/pg-pool-2026-12-02.md).
+/// A batch writes up to 64 requests, so 12 connections carry far more
+/// than the database's cores can.
+const CONNECTIONS: u32 = 12;
+
+/// A new connection's first lease compiles `drover_lease` and plans its
+/// statements: 8–35 ms, spent on the request that happened to use it.
+/// Spent here instead, on every connection, before the first request.
+async fn warm(pool: &sqlx::AnyPool) -> Result<()> {
+    // Held together, so each is a different connection.
+    let held = futures_util::future::try_join_all((0..CONNECTIONS).map(|_| async {
+        let mut conn = pool.acquire().await?;
+        sqlx::query("SELECT COUNT(*) FROM drover_lease('{-}', '{-}', '{-}', 0, 0)")
+            .execute(&mut *conn)
+            .await?;
+        Ok::<_, sqlx::Error>(conn)
+    }))
+    .await?;
+    drop(held);
+    Ok(())
+}
+
 pub(super) async fn open(url: &str) -> Result<Store> {
     let pool = AnyPoolOptions::new()
-        .max_connections(24)
+        .max_connections(CONNECTIONS)
+        .min_connections(CONNECTIONS)
         .acquire_timeout(Duration::from_secs(30))
         // sqlx pings a connection before every use by default: a round trip
         // per statement on the hot path. A connection in steady use is
@@ -51,6 +78,7 @@ pub(super) async fn open(url: &str) -> Result<Store> {
         .connect(url)
         .await?;
     MIGRATIONS.run(&pool).await?;
+    warm(&pool).await?;
     Ok(Store {
         writer: pool.clone(),
         reader: pool,
