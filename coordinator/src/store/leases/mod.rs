@@ -188,9 +188,10 @@ impl Store {
     }
 
     /// A lease batch on PostgreSQL: reads, plan and write in one call of
-    /// `drover_lease` (migration 0014), one round trip in a transaction of
+    /// `drover_lease` (migration 0015), one round trip in a transaction of
     /// its own. It plans by the rules `plan` states; the runners asking are
-    /// locked first, which keeps replicas apart.
+    /// locked first, which keeps replicas apart (unless nothing is queued
+    /// for them: then it only reads).
     async fn lease_in_one_call(
         &self,
         reqs: &[LeaseRequest],

@@ -16,7 +16,7 @@
 //! Cost: O(requests × candidates read), no allocation per comparison.
 //!
 //! SQLite plans here. PostgreSQL plans by the same rules inside the lease's
-//! one function call, `drover_lease` (migrations/postgres/0014_lease.sql):
+//! one function call, `drover_lease` (migrations/postgres/0015_lease_quiet.sql):
 //! a change to the rules is made in both, and the dispatch and store tests,
 //! run on both backends, hold them to the same answers.
 
