@@ -19,6 +19,7 @@ mod coordinator;
 mod executions;
 pub mod fake_github;
 pub mod proxy;
+pub mod raw;
 mod runner;
 
 pub use coordinator::*;

@@ -5,12 +5,12 @@
 
 use std::time::Duration;
 
+use drover_tests::raw::status_and_code;
 use drover_tests::runner_core::client::Scope;
 use drover_tests::runner_core::wire::{ErrorBody, ErrorCode, JobState, JoinRequest};
 use drover_tests::*;
 use reqwest::{Method, StatusCode};
 use serde_json::json;
-use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
 struct Raw {
     http: reqwest::Client,
@@ -218,28 +218,18 @@ async fn bad_input_gets_a_stable_error_code_and_changes_nothing() {
     // is asked for. The request waits to be asked (`Expect: 100-continue`,
     // as curl sends large bodies): a client that pushes 2 MiB regardless may
     // see its write cut off by the refusal, and this test would be flaky.
-    let mut big = tokio::net::TcpStream::connect(c.url.trim_start_matches("http://"))
-        .await
-        .unwrap();
     let head = format!(
         "POST /v1/jobs HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nExpect: 100-continue\r\n\r\n",
         admin.token,
         2 * 1024 * 1024
     );
-    big.write_all(head.as_bytes()).await.unwrap();
-    let mut answer = Vec::new();
-    tokio::time::timeout(Duration::from_secs(10), big.read_to_end(&mut answer))
-        .await
-        .expect("the refusal closes the connection")
-        .unwrap();
-    let answer = String::from_utf8_lossy(&answer);
-    assert!(
-        answer.starts_with("HTTP/1.1 413 "),
-        "refused before the body is asked for: {answer}"
+    // The first answer is the refusal, not `100 Continue`.
+    let answer = drover_tests::raw::raw(&c, head.as_bytes()).await;
+    assert_eq!(
+        status_and_code(&answer),
+        (413, "PAYLOAD_TOO_LARGE".into()),
+        "refused before the body is asked for"
     );
-    let (_, body) = answer.split_once("\r\n\r\n").expect("a head and a body");
-    let err: ErrorBody = serde_json::from_str(body).expect("an error body");
-    assert_eq!(err.error.code, PayloadTooLarge);
     let mut no_type = raw
         .http
         .post(format!("{}/v1/jobs", c.url))

@@ -44,7 +44,7 @@ const CONNECTIONS: u32 = 12;
 /// Spent here instead, on every connection, before the first request.
 async fn warm(pool: &sqlx::AnyPool) -> Result<()> {
     // Held together, so each is a different connection.
-    let held = futures_util::future::try_join_all((0..CONNECTIONS).map(|_| async {
+    futures_util::future::try_join_all((0..CONNECTIONS).map(|_| async {
         let mut conn = pool.acquire().await?;
         sqlx::query("SELECT COUNT(*) FROM drover_lease('{-}', '{-}', '{-}', 0, 0)")
             .execute(&mut *conn)
@@ -52,7 +52,6 @@ async fn warm(pool: &sqlx::AnyPool) -> Result<()> {
         Ok::<_, sqlx::Error>(conn)
     }))
     .await?;
-    drop(held);
     Ok(())
 }
 
@@ -62,7 +61,7 @@ pub(super) async fn open(url: &str) -> Result<Store> {
         .min_connections(CONNECTIONS)
         .acquire_timeout(Duration::from_secs(30))
         // sqlx pings a connection before every use by default: a round trip
-        // per statement on the hot path. A connection in steady use is
+        // per batch on the hot path. A connection in steady use is
         // known to be alive; one idle a while is checked before use (the
         // server, or something between, may have dropped it), and one that
         // fails is closed and another taken.

@@ -204,16 +204,18 @@ impl Fixture {
             .to_string()
     }
 
+    /// A lease request of `runner`, for its pool.
+    fn lease_request(&self, runner: &RunnerId) -> LeaseRequest {
+        LeaseRequest {
+            runner: runner.clone(),
+            runtime: self.pools.lock().unwrap()[runner].clone(),
+            now: 3,
+            ttl_ms: TTL,
+        }
+    }
+
     async fn lease(&self, runners: &[&RunnerId]) -> Vec<LeaseAttempt> {
-        let reqs: Vec<LeaseRequest> = runners
-            .iter()
-            .map(|r| LeaseRequest {
-                runner: (*r).clone(),
-                runtime: self.pools.lock().unwrap()[*r].clone(),
-                now: 3,
-                ttl_ms: TTL,
-            })
-            .collect();
+        let reqs: Vec<LeaseRequest> = runners.iter().map(|r| self.lease_request(r)).collect();
         let out = self.store.lease_batch(&reqs).await.unwrap();
         out.into_iter().map(|r| r.unwrap()).collect()
     }
@@ -528,12 +530,7 @@ async fn a_runner_leases_no_more_than_its_slots_within_a_batch() {
     for _ in 0..3 {
         f.submit(&[]).await;
     }
-    let req = LeaseRequest {
-        runner: one.clone(),
-        runtime: f.pools.lock().unwrap()[&one].clone(),
-        now: 3,
-        ttl_ms: TTL,
-    };
+    let req = f.lease_request(&one);
     let out = f
         .store
         .lease_batch(&[req.clone(), req.clone()])
@@ -718,12 +715,6 @@ async fn a_lease_that_finds_nothing_locks_nothing() {
     f.submit(&[]).await;
     leased(&f.lease(&[&one]).await[0]);
     assert!(locked().await, "a lease that takes a job locks its runner");
-    let req = LeaseRequest {
-        runner: one.clone(),
-        runtime: f.pools.lock().unwrap()[&one].clone(),
-        now: 3,
-        ttl_ms: TTL,
-    };
-    let full = f.store.lease_batch(&[req]).await.unwrap();
+    let full = f.store.lease_batch(&[f.lease_request(&one)]).await.unwrap();
     assert_eq!(full[0].as_ref().unwrap_err().code(), ErrorCode::LeaseLimit);
 }
