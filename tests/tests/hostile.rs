@@ -1,8 +1,6 @@
 //! Hostile and heavy load: idle and slow connections, stalled uploads, a
 //! storm of reads while a runner works, shutdown with clients connected, and
 //! requests that the schema and the code must judge alike.
-//!
-//! (Over 500 lines: one self-contained test per kind of hostile load, each needing its own raw-socket client.)
 
 use std::time::{Duration, Instant};
 
