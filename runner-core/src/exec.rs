@@ -3,6 +3,9 @@
 //! Over 500 lines with its tests (a sixth of it); how the job is isolated
 //! lives in `isolation` and `cgroup`.
 
+use std::ffi::{OsStr, OsString};
+use std::os::fd::{AsRawFd as _, OwnedFd};
+use std::os::unix::ffi::OsStrExt as _;
 use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
@@ -49,7 +52,7 @@ fn is_runner_secret(name: &str) -> bool {
 /// Where and how a job runs.
 pub struct Place<'a> {
     /// The job's own directory (made and removed by the caller, see
-    /// [`isolation::create_job_dir`]): `work/` is its working directory and
+    /// [`crate::workdir::create_job_dir`]): `work/` is its working directory and
     /// `HOME`, `tmp/` its `TMPDIR`.
     pub dir: &'a Path,
     /// Where every job's directory is: hidden from a sandboxed job.
@@ -74,71 +77,149 @@ pub fn validate(job: &LeasedJob) -> Result<(), String> {
             Some(_) => {}
         }
     }
+    // docker reads a container's env from a file of `NAME=value` lines.
+    if job.image.is_some()
+        && let Some((name, _)) = job.env.iter().find(|(_, v)| v.contains(['\n', '\r']))
+    {
+        return Err(format!(
+            "env {name}: a job with an image cannot have a value with a line break (docker passes env in lines)"
+        ));
+    }
     Ok(())
 }
 
-fn build_command(job: &LeasedJob, runner: &str, place: &Place) -> Result<Command, String> {
+/// The descriptor a job's launcher reads the job's environment from
+/// (bwrap's `--args 3`, docker's `--env-file /dev/fd/3`).
+const ENV_FD: i32 = 3;
+
+/// What the job itself sees of its environment, in order (later wins): the
+/// runner's documented minimum, the job's env, and who it is.
+fn job_env<'a>(
+    job: &'a LeasedJob,
+    runner: &'a str,
+    base: &'a [(OsString, OsString)],
+    ids: &'a [(&'static str, String); 2],
+) -> impl Iterator<Item = (&'a OsStr, &'a OsStr)> {
+    base.iter()
+        .map(|(k, v)| (k.as_os_str(), v.as_os_str()))
+        .chain(job.env.iter().map(|(k, v)| (k.as_ref(), v.as_ref())))
+        .chain(ids.iter().map(|(k, v)| (k.as_ref(), v.as_ref())))
+        .chain(std::iter::once((
+            "DROVER_RUNNER_ID".as_ref(),
+            runner.as_ref(),
+        )))
+}
+
+/// The job's process and, for a launcher (bwrap, docker), the descriptor
+/// holding the job's environment, to be handed to it as [`ENV_FD`].
+fn build_command(
+    job: &LeasedJob,
+    runner: &str,
+    place: &Place,
+) -> Result<(Command, Option<OwnedFd>), String> {
     validate(job)?;
     let work = place.dir.join("work");
-    let mut cmd = if let Some(image) = &job.image {
-        let mut c = Command::new("docker");
-        c.args(["run", "--rm", "--init", "--name", &container_name(job)]);
-        for key in job.env.keys() {
-            // `-e KEY` takes the value from docker's own environment, so
-            // values never appear on a command line.
-            c.args(["-e", key]);
+    let ids = [
+        ("DROVER_JOB_ID", job.id.clone()),
+        ("DROVER_ATTEMPT", job.attempt.to_string()),
+    ];
+    let env_data = |data: Vec<u8>| {
+        isolation::data_fd(&data).map_err(|e| format!("could not pass the job its env: {e}"))
+    };
+    let (mut cmd, env_fd) = if let Some(image) = &job.image {
+        let docker =
+            place.isolation.programs.docker.as_ref().ok_or(
+                "this runner has no docker on its PATH: it cannot run a job with an image",
+            )?;
+        // The container gets the job's env from a file only docker reads;
+        // the docker client itself runs with the runner's environment (its
+        // config, its socket), less the runner's own secrets.
+        let mut file = Vec::new();
+        for (k, v) in job_env(job, runner, &[], &ids) {
+            file.extend_from_slice(k.as_bytes());
+            file.push(b'=');
+            file.extend_from_slice(v.as_bytes());
+            file.push(b'\n');
         }
-        c.arg(image);
+        let mut c = Command::new(docker);
+        c.args(["run", "--rm", "--init", "--name", &container_name(job)])
+            .arg("--env-file")
+            .arg(format!("/dev/fd/{ENV_FD}"))
+            .arg(image);
         match &job.script {
             Some(script) => c.args(["sh", "-c", script]),
             None => c.args(&job.command),
         };
-        // The job runs in the container, which sees only its env; the
-        // docker client keeps the runner's (its config, its socket).
         for (key, _) in std::env::vars_os() {
             if key.to_str().is_some_and(is_runner_secret) {
                 c.env_remove(key);
             }
         }
-        c
+        (c, Some(env_data(file)?))
     } else {
+        let sh = place.isolation.programs.sh.as_os_str();
         let (program, args) = match &job.script {
-            Some(script) => ("sh", vec!["-c", script.as_str()]),
+            Some(script) => (sh, vec!["-c", script.as_str()]),
             None => {
                 let (program, args) = job.command.split_first().ok_or("no command")?;
-                (program.as_str(), args.iter().map(String::as_str).collect())
+                (program.as_ref(), args.iter().map(String::as_str).collect())
             }
         };
-        let mut c = match &place.isolation.bwrap {
+        let base = isolation::base_env(&work, &place.dir.join("tmp"));
+        match &place.isolation.bwrap {
             Some(bwrap) => {
+                // bwrap runs with no environment at all; the job's is
+                // applied inside the sandbox, read from a descriptor.
                 let mut c = Command::new(bwrap);
-                c.args(isolation::bwrap_args(
-                    place.dir,
-                    place.work_root,
-                    &place.isolation.isolation.hidden,
-                    &work,
-                ));
-                c.arg(program);
-                c
+                c.env_clear()
+                    .arg("--args")
+                    .arg(ENV_FD.to_string())
+                    .args(isolation::bwrap_args(
+                        place.dir,
+                        place.work_root,
+                        &place.isolation.isolation.hidden,
+                        &work,
+                    ))
+                    .arg(program)
+                    .args(args);
+                let data = isolation::bwrap_env_args(job_env(job, runner, &base, &ids));
+                (c, Some(env_data(data)?))
             }
-            None => Command::new(program),
-        };
-        c.args(args)
-            .env_clear()
-            .envs(isolation::base_env(&work, &place.dir.join("tmp")));
-        c
+            None => {
+                // The job's own program, as the job: it takes the job's env.
+                let mut c = Command::new(program);
+                c.args(args)
+                    .env_clear()
+                    .envs(job_env(job, runner, &base, &ids));
+                (c, None)
+            }
+        }
     };
-    cmd.envs(&job.env)
-        .env("DROVER_JOB_ID", &job.id)
-        .env("DROVER_ATTEMPT", job.attempt.to_string())
-        .env("DROVER_RUNNER_ID", runner)
-        .current_dir(&work)
+    cmd.current_dir(&work)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0)
         .kill_on_drop(true);
-    Ok(cmd)
+    Ok((cmd, env_fd))
+}
+
+/// In the child, between fork and exec: `fd` becomes [`ENV_FD`], open
+/// across the exec. Async-signal-safe.
+fn hand_over(fd: i32) -> std::io::Result<()> {
+    // SAFETY: plain system calls on descriptors of this (forked) process.
+    let ok = unsafe {
+        if fd == ENV_FD {
+            libc::fcntl(fd, libc::F_SETFD, 0) == 0
+        } else {
+            libc::dup2(fd, ENV_FD) == ENV_FD
+        }
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
 }
 
 fn signal_group(pgid: i32, signal: i32) {
@@ -295,7 +376,7 @@ pub async fn execute(
     };
     // A container job's docker client stays the runner's: Docker isolates the job.
     let user = place.isolation.job_user.filter(|_| job.image.is_none());
-    let spawned = build_command(job, runner, place).and_then(|mut c| {
+    let spawned = build_command(job, runner, place).and_then(|(mut c, env_fd)| {
         let could_not_start = |e: std::io::Error| {
             let program = job.image.as_ref().map_or_else(
                 || job.command.first().map_or("sh", String::as_str),
@@ -303,11 +384,12 @@ pub async fn execute(
             );
             format!("could not start {program:?}: {e}")
         };
-        if let (Some(cgroups), Some(cgroup)) = (cgroups, &cgroup)
+        // (A launcher given the job's env on a descriptor is started the
+        // plain way, which can hand it over.)
+        if let (Some(cgroups), Some(cgroup), None) = (cgroups, &cgroup, &env_fd)
             && cgroups.clone_into()
         {
-            // A docker client keeps the runner's environment (less its secrets).
-            let born = spawn::Spec::of(c.as_std(), job.image.is_some(), user)
+            let born = spawn::Spec::of(c.as_std(), user)
                 .and_then(|spec| spawn::spawn(&spec, cgroup.dir()));
             match born {
                 Ok(born) => return Ok(JobProcess::Born(born)),
@@ -316,13 +398,18 @@ pub async fn execute(
                 Err(e) => return Err(could_not_start(e)),
             }
         }
-        if cgroup.is_some() || user.is_some() {
+        let env_raw = env_fd.as_ref().map(|fd| fd.as_raw_fd());
+        if cgroup.is_some() || user.is_some() || env_raw.is_some() {
             let cgroup = cgroup.clone();
-            // SAFETY: join_self and become_user only make async-signal-safe calls.
+            // SAFETY: join_self, become_user and hand_over only make
+            // async-signal-safe calls.
             unsafe {
                 c.pre_exec(move || {
                     if let Some(cgroup) = &cgroup {
                         cgroup.join_self()?;
+                    }
+                    if let Some(fd) = env_raw {
+                        hand_over(fd)?;
                     }
                     if let Some(user) = user {
                         isolation::become_user(user)?;
@@ -331,7 +418,10 @@ pub async fn execute(
                 });
             }
         }
-        c.spawn().map(JobProcess::Started).map_err(could_not_start)
+        // Ours closes once the child has its copy.
+        let started = c.spawn().map(JobProcess::Started).map_err(could_not_start);
+        drop(env_fd);
+        started
     });
     let mut child = match spawned {
         Ok(child) => child,
@@ -427,7 +517,10 @@ pub async fn execute(
     // A container is not in our process group: killing the docker client
     // does not stop it, so remove it by name (a no-op if it already exited).
     if job.image.is_some() && !matches!(ended, Ended::Exited) {
-        let _ = Command::new("docker")
+        let docker = place.isolation.programs.docker.as_deref();
+        let _ = Command::new(docker.unwrap_or(Path::new("docker")))
+            .env_clear()
+            .envs(std::env::vars_os().filter(|(k, _)| !k.to_str().is_some_and(is_runner_secret)))
             .args(["rm", "-f", &container_name(job)])
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -518,7 +611,7 @@ mod tests {
     /// A fresh job directory under a work root of its own, and how jobs run here.
     fn place(name: &str) -> (PathBuf, PathBuf, Prepared) {
         let root = std::env::temp_dir().join(format!("drover-exec-{}-{name}", std::process::id()));
-        let dir = isolation::create_job_dir(&root, name, None).unwrap();
+        let dir = crate::workdir::create_job_dir(&root, name, None).unwrap();
         (root, dir, isolation::prepare(&Default::default()).unwrap())
     }
 
@@ -603,7 +696,7 @@ mod tests {
         let prepared = isolation::prepare(&Default::default()).unwrap();
         let mut results = Vec::new();
         for (i, script) in jobs.iter().enumerate() {
-            let dir = isolation::create_job_dir(&root, &format!("j{i}"), None).unwrap();
+            let dir = crate::workdir::create_job_dir(&root, &format!("j{i}"), None).unwrap();
             let place = Place {
                 dir: &dir,
                 work_root: &root,

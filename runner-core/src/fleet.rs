@@ -11,6 +11,7 @@ use crate::isolation::{self, IsolationError, Prepared};
 use crate::runner::{
     Controls, Credential, Event, EventKind, Events, Runner, RunnerSettings, RunnerStatus,
 };
+use crate::workdir;
 
 struct Member {
     id: String,
@@ -44,12 +45,14 @@ impl Fleet {
     /// `client` points at the coordinator; its token is unused (each
     /// runner brings its own). Events arrive on the returned receiver.
     /// Refused when `settings.isolation` asks for a sandbox this host
-    /// cannot give (never a silent fallback).
+    /// cannot give (never a silent fallback), or when the work root is not
+    /// this user's own ([`workdir::own_work_root`]).
     pub fn new(
         client: Client,
         settings: RunnerSettings,
     ) -> Result<(Self, mpsc::UnboundedReceiver<Event>), IsolationError> {
         let isolation = Arc::new(isolation::prepare(&settings.isolation)?);
+        workdir::own_work_root(&settings.work_root, isolation.job_user)?;
         let (events, rx) = mpsc::unbounded_channel();
         Ok((
             Self {

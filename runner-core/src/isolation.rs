@@ -2,7 +2,7 @@
 //! environment, a sandbox (bubblewrap) when asked for, and a way to kill
 //! whatever a job leaves behind (its PID namespace, or a cgroup).
 
-use std::ffi::OsString;
+use std::ffi::{OsStr, OsString};
 use std::fmt;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -68,6 +68,12 @@ pub enum IsolationError {
     UnknownUser(String),
     #[error("--job-user {0} is root: name an unprivileged user")]
     JobUserIsRoot(String),
+    #[error(
+        "the work directory {0} is not this runner's own: {1} (choose another with --work-dir, or remove it)"
+    )]
+    WorkRootNotOwn(PathBuf, String),
+    #[error("cannot make the work directory {0}: {1}")]
+    WorkRoot(PathBuf, io::Error),
 }
 
 /// How what a job leaves behind is killed when it ends.
@@ -89,6 +95,10 @@ pub struct Prepared {
     pub isolation: Isolation,
     /// `bwrap`'s absolute path, when sandboxed.
     pub bwrap: Option<PathBuf>,
+    /// The programs the runner itself starts, found on its own `PATH` when
+    /// it started: a job's env (its `PATH`, `LD_PRELOAD`) never chooses or
+    /// configures them.
+    pub programs: Programs,
     pub job_user: Option<JobUser>,
     pub containment: Containment,
     pub(crate) cgroups: Option<JobCgroups>,
@@ -142,10 +152,43 @@ pub fn prepare(isolation: &Isolation) -> Result<Prepared, IsolationError> {
     Ok(Prepared {
         isolation: isolation.clone(),
         bwrap,
+        programs: Programs::find(),
         job_user,
         containment,
         cgroups,
     })
+}
+
+/// The absolute paths of the programs the runner starts for its jobs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Programs {
+    /// The shell that runs a `script` job (outside a sandbox).
+    pub sh: PathBuf,
+    /// The container client for `image` jobs, if the runner has one.
+    pub docker: Option<PathBuf>,
+}
+
+impl Programs {
+    /// Looks them up on this process's `PATH` (absolute entries only).
+    pub fn find() -> Self {
+        Self {
+            sh: find_program("sh").unwrap_or_else(|| "/bin/sh".into()),
+            docker: find_program("docker"),
+        }
+    }
+}
+
+/// `name` on this process's `PATH`, as an absolute path. Relative entries
+/// are skipped: they would name a different file in each job's directory.
+pub fn find_program(name: &str) -> Option<PathBuf> {
+    use std::os::unix::fs::PermissionsExt as _;
+    let path = std::env::var_os("PATH").unwrap_or_else(|| DEFAULT_PATH.into());
+    std::env::split_paths(&path)
+        .filter(|dir| dir.is_absolute())
+        .map(|dir| dir.join(name))
+        .find(|p| {
+            std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
 }
 
 fn look_up(name: &str) -> Result<JobUser, IsolationError> {
@@ -201,13 +244,7 @@ fn find_bwrap(user: Option<JobUser>) -> Result<PathBuf, IsolationError> {
     if !cfg!(target_os = "linux") {
         return Err(IsolationError::NotLinux);
     }
-    let path = std::env::var_os("PATH")
-        .unwrap_or_else(|| DEFAULT_PATH.into())
-        .to_owned();
-    let found = std::env::split_paths(&path)
-        .map(|dir| dir.join("bwrap"))
-        .find(|p| p.is_file())
-        .ok_or(IsolationError::BwrapMissing)?;
+    let found = find_program("bwrap").ok_or(IsolationError::BwrapMissing)?;
     // A bwrap that cannot make its namespaces here (as the jobs' user)
     // fails every job: refuse now.
     let mut probe = std::process::Command::new(&found);
@@ -256,96 +293,20 @@ pub fn base_env(home: &Path, tmp: &Path) -> Vec<(OsString, OsString)> {
     env
 }
 
-/// Makes a fresh directory `name` under `work_root` for one job, with
-/// `work/` (its working directory and `HOME`) and `tmp/` (its `TMPDIR`),
-/// all 0700 and the job user's, if there is one (`work_root` is then 0711,
-/// so that user may pass through it, but not list it); a leftover of the
-/// same name (a runner killed mid-job) is removed first.
-pub fn create_job_dir(work_root: &Path, name: &str, user: Option<JobUser>) -> io::Result<PathBuf> {
-    use std::os::unix::fs::{DirBuilderExt as _, PermissionsExt as _};
-    let mut builder = std::fs::DirBuilder::new();
-    builder.mode(0o700);
-    let dir = work_root.join(name);
-    // The usual case in one `mkdir`: the root is there and the name is new.
-    match builder.create(&dir) {
-        Ok(()) => {}
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            builder.recursive(true).create(work_root)?;
-            builder.recursive(false).create(&dir)?;
-        }
-        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
-            remove_job_dir(&dir)?;
-            builder.create(&dir)?;
-        }
-        Err(e) => return Err(e),
-    }
-    if user.is_some() {
-        std::fs::set_permissions(work_root, std::fs::Permissions::from_mode(0o711))?;
-    }
-    builder.create(dir.join("work"))?;
-    builder.create(dir.join("tmp"))?;
-    if let Some(u) = user {
-        for d in [dir.join("work"), dir.join("tmp"), dir.clone()] {
-            std::os::unix::fs::chown(&d, Some(u.uid), Some(u.gid))?;
-        }
-    }
-    Ok(dir)
-}
-
-/// Removes a job's directory, even one the job made read-only inside.
-pub fn remove_job_dir(dir: &Path) -> io::Result<()> {
-    if remove_empty_job_dir(dir) {
-        return Ok(());
-    }
-    match std::fs::remove_dir_all(dir) {
-        Err(e) if e.kind() == io::ErrorKind::PermissionDenied => {
-            make_writable(dir);
-            std::fs::remove_dir_all(dir)
-        }
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
-        other => other,
-    }
-}
-
-/// Removes what most jobs leave, `work/` and `tmp/` empty, without a walk;
-/// false if that is not what is there. Inside `dir` as opened (not
-/// following a symbolic link put in its place).
-fn remove_empty_job_dir(dir: &Path) -> bool {
-    use std::os::fd::AsRawFd as _;
-    use std::os::unix::fs::OpenOptionsExt as _;
-    let Ok(opened) = std::fs::File::options()
-        .read(true)
-        .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW)
-        .open(dir)
-    else {
-        return false;
-    };
-    let emptied = [c"work", c"tmp"].iter().all(|name| {
-        // SAFETY: a directory fd we own and a NUL-terminated name.
-        unsafe { libc::unlinkat(opened.as_raw_fd(), name.as_ptr(), libc::AT_REMOVEDIR) == 0 }
-    });
-    drop(opened);
-    emptied && std::fs::remove_dir(dir).is_ok()
-}
-
-/// Gives the owner back rwx on every directory under `dir` (not following
-/// symbolic links), so what is in them can be removed.
-fn make_writable(dir: &Path) {
-    use std::os::unix::fs::PermissionsExt as _;
-    let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700));
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        if entry.file_type().is_ok_and(|t| t.is_dir()) {
-            make_writable(&entry.path());
-        }
-    }
-}
-
 /// Sockets that would let a sandboxed job out (read-only mounts do not stop
 /// `connect`); hidden when they exist.
 const HOST_SOCKETS: &[&str] = &["/run/docker.sock", "/var/run/docker.sock"];
+
+/// Where people's files and session services are (home directories;
+/// `/run/user/<uid>`: the session bus, the keyring, agents' sockets): a
+/// sandboxed job finds each empty, as it does the runner user's `HOME`.
+const PERSONAL: &[&str] = &["/home", "/root", "/var/home", "/run/user"];
+
+/// The runner user's `HOME`, when it is a directory of its own (not `/`).
+fn runner_home() -> Option<PathBuf> {
+    let home = PathBuf::from(std::env::var_os("HOME")?);
+    (home.is_absolute() && home.parent().is_some() && home.is_dir()).then_some(home)
+}
 
 /// bubblewrap's arguments for a job whose directory is `dir` (bound
 /// read-write at the same path), under `work_root` (hidden: other jobs'
@@ -358,10 +319,12 @@ pub fn bwrap_args(dir: &Path, work_root: &Path, hidden: &[PathBuf], cwd: &Path) 
     push(&["--proc".as_ref(), "/proc".as_ref()]);
     push(&["--tmpfs".as_ref(), "/tmp".as_ref()]);
     push(&["--tmpfs".as_ref(), work_root.as_os_str()]);
+    let home = runner_home();
     for path in hidden
         .iter()
         .map(PathBuf::as_path)
-        .chain(HOST_SOCKETS.iter().map(Path::new).filter(|p| p.exists()))
+        .chain(HOST_SOCKETS.iter().chain(PERSONAL).map(Path::new))
+        .chain(home.as_deref())
     {
         if path.is_dir() {
             push(&["--tmpfs".as_ref(), path.as_os_str()]);
@@ -380,6 +343,39 @@ pub fn bwrap_args(dir: &Path, work_root: &Path, hidden: &[PathBuf], cwd: &Path) 
         "--".as_ref(),
     ]);
     a
+}
+
+/// A job's environment as bubblewrap reads it from `--args FD`: `--clearenv`,
+/// then `--setenv NAME VALUE` for each, NUL-separated. bwrap itself starts
+/// with an empty environment and applies these to what it runs inside the
+/// sandbox; none of it is on a command line.
+pub fn bwrap_env_args<'a>(env: impl IntoIterator<Item = (&'a OsStr, &'a OsStr)>) -> Vec<u8> {
+    use std::os::unix::ffi::OsStrExt as _;
+    let mut out = b"--clearenv\0".to_vec();
+    for (name, value) in env {
+        for part in [b"--setenv".as_slice(), name.as_bytes(), value.as_bytes()] {
+            out.extend_from_slice(part);
+            out.push(0);
+        }
+    }
+    out
+}
+
+/// `data` in an anonymous file (memfd), read from its start by whoever it
+/// is handed to; closed on exec unless the child is given it on purpose.
+pub(crate) fn data_fd(data: &[u8]) -> io::Result<std::os::fd::OwnedFd> {
+    use std::io::{Seek as _, Write as _};
+    use std::os::fd::{FromRawFd as _, OwnedFd};
+    // SAFETY: a NUL-terminated name; the descriptor is ours alone.
+    let fd = unsafe { libc::memfd_create(c"drover-job-env".as_ptr(), libc::MFD_CLOEXEC) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: just opened above.
+    let mut file = std::fs::File::from(unsafe { OwnedFd::from_raw_fd(fd) });
+    file.write_all(data)?;
+    file.rewind()?;
+    Ok(file.into())
 }
 
 /// Makes the current process's memory, environment and open files

@@ -14,5 +14,6 @@ pub mod host;
 pub mod isolation;
 pub mod runner;
 mod spawn;
+pub mod workdir;
 
 pub use drover_wire as wire;

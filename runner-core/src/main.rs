@@ -153,9 +153,15 @@ struct RunnerArgs {
     /// Longest pause between reconnect attempts, in milliseconds.
     #[arg(long, default_value_t = 5000)]
     max_backoff_ms: u64,
+    /// Where each job's directory is made (and removed after): a directory
+    /// of this user's own, 0700 (default: drover-work-<uid> in $TMPDIR or
+    /// /tmp). The runner refuses one another user owns or could replace.
+    #[arg(long, env = "DROVER_WORK_DIR", value_name = "DIR")]
+    work_dir: Option<PathBuf>,
     /// Run each job in a sandbox: `bwrap` (bubblewrap, Linux) makes the
     /// filesystem read-only but the job's directory, gives it a private
-    /// /tmp and its own PID namespace, and hides the state directory.
+    /// /tmp and its own PID namespace, and hides the state directory, the
+    /// home directories and /run/user (session bus, keyring, agents).
     /// Use it for workspace runners, whose jobs come from every member.
     #[arg(long, default_value = "none", value_parser = parse_sandbox)]
     sandbox: Sandbox,
@@ -493,6 +499,10 @@ async fn run_runners(cli: &Cli, args: &RunnerArgs) -> anyhow::Result<ExitCode> {
         kill_grace: Duration::from_secs(args.kill_grace),
         max_backoff: Duration::from_millis(args.max_backoff_ms),
         capabilities: capabilities.clone(),
+        work_root: match &args.work_dir {
+            Some(dir) => std::path::absolute(dir).context("--work-dir")?,
+            None => runner_core::runner::default_work_root(),
+        },
         isolation: Isolation {
             sandbox: args.sandbox,
             // Where the runner's credentials are.

@@ -16,7 +16,8 @@ use tokio::time::Instant;
 use crate::backoff::Backoff;
 use crate::client::{Client, ClientError, Offer, Token};
 use crate::exec::{self, StopReason};
-use crate::isolation::{self, Isolation, Prepared};
+use crate::isolation::{Isolation, Prepared};
+use crate::workdir;
 
 /// A runner's identity and credential.
 #[derive(Clone, Debug)]
@@ -53,6 +54,14 @@ enum Phase {
     Finished,
 }
 
+/// `drover-work-<uid>` in the temporary directory: each user's runners
+/// their own (`workdir::own_work_root` refuses one of another user's).
+pub fn default_work_root() -> PathBuf {
+    // SAFETY: geteuid has no preconditions.
+    let uid = unsafe { libc::geteuid() };
+    std::env::temp_dir().join(format!("drover-work-{uid}"))
+}
+
 impl Default for RunnerSettings {
     fn default() -> Self {
         Self {
@@ -61,7 +70,7 @@ impl Default for RunnerSettings {
             kill_grace: Duration::from_secs(10),
             initial_backoff: Duration::from_millis(100),
             max_backoff: Duration::from_secs(5),
-            work_root: std::env::temp_dir().join("drover-work"),
+            work_root: default_work_root(),
             capabilities: crate::host::detect_capabilities(),
             isolation: Isolation::default(),
         }
@@ -513,7 +522,7 @@ impl Runner {
         };
 
         let work_root = &self.settings.work_root;
-        let made = isolation::create_job_dir(
+        let made = workdir::create_job_dir(
             work_root,
             &format!("{}-{}", job.id, job.attempt),
             self.isolation.job_user,
@@ -550,7 +559,7 @@ impl Runner {
         kill_watch.abort();
         let _ = uploader.await;
         if let Ok(dir) = made
-            && let Err(e) = isolation::remove_job_dir(&dir)
+            && let Err(e) = workdir::remove_job_dir(&dir)
         {
             self.emit(EventKind::CleanupFailed {
                 job: job.id.clone(),

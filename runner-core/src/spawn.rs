@@ -49,19 +49,11 @@ fn cstring(s: &[u8]) -> io::Result<CString> {
 }
 
 impl Spec {
-    /// The program, arguments, environment and directory of `cmd`, with
-    /// `user` to become. `inherits_env`: whether `cmd` starts from this
-    /// process's environment (else from none, after `env_clear`); a
-    /// `Command` does not say which.
-    pub fn of(
-        cmd: &std::process::Command,
-        inherits_env: bool,
-        user: Option<JobUser>,
-    ) -> io::Result<Self> {
-        let mut env: Vec<(std::ffi::OsString, std::ffi::OsString)> = match inherits_env {
-            true => std::env::vars_os().collect(),
-            false => Vec::new(),
-        };
+    /// The program, arguments, environment and directory of `cmd` (whose
+    /// environment was cleared: only what it sets is passed), with `user`
+    /// to become.
+    pub fn of(cmd: &std::process::Command, user: Option<JobUser>) -> io::Result<Self> {
+        let mut env: Vec<(std::ffi::OsString, std::ffi::OsString)> = Vec::new();
         for (key, value) in cmd.get_envs() {
             env.retain(|(k, _)| k != key);
             if let Some(value) = value {
@@ -322,7 +314,7 @@ pub(crate) fn probe(cgroup: &Path) -> bool {
     let run = || -> io::Result<bool> {
         let mut cmd = std::process::Command::new("true");
         cmd.env_clear().env("PATH", DEFAULT_PATH);
-        let spec = Spec::of(&cmd, false, None)?;
+        let spec = Spec::of(&cmd, None)?;
         let null = open(c"/dev/null", libc::O_RDWR)?;
         let (_, pidfd) = clone_exec(&spec, cgroup, [&null, &null, &null])?;
         let info = reap(&pidfd)?;
