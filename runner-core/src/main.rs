@@ -1025,6 +1025,18 @@ fn show_job(j: &drover_wire::Job) {
 mod tests {
     use super::*;
 
+    #[test]
+    fn ttl_takes_seconds_or_a_lifetime() {
+        assert_eq!(ttl_seconds("90"), Ok(90));
+        assert_eq!(ttl_seconds("45s"), Ok(45));
+        assert_eq!(ttl_seconds("30m"), Ok(1800));
+        assert_eq!(ttl_seconds("12h"), Ok(43_200));
+        assert_eq!(ttl_seconds("30d"), Ok(2_592_000));
+        for bad in ["", "d", "-1d", "1.5h", "7w", "99999999999999999999d"] {
+            assert!(ttl_seconds(bad).is_err(), "{bad}");
+        }
+    }
+
     fn os(args: &[&str]) -> Vec<OsString> {
         args.iter().map(OsString::from).collect()
     }
