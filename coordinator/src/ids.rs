@@ -107,6 +107,11 @@ id_type!(
     TokenId,
     "tok"
 );
+id_type!(
+    /// A join token, as listed and revoked (never the token itself).
+    JoinTokenId,
+    "jt"
+);
 /// A coordinator replica's id (`co_…`).
 pub const REPLICA_PREFIX: &str = "co";
 

@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use drover_wire::{
     ApiToken, AuditPage, GithubInstall, GithubInstallLink, GithubInstallRequest,
-    GithubInstallation, GithubRepo, Invite, Job, JoinToken, Member, PairRunner, RevokedRunner,
-    Runner, Runtime, Usage, UsageReport,
+    GithubInstallation, GithubRepo, Invite, Job, JoinToken, JoinTokenSummary, Member, PairRunner,
+    RevokedRunner, Runner, Runtime, Usage, UsageReport,
 };
 use runner_core::client::{AuditFilter, RunnerListing, Scope};
 use serde::Serialize;
@@ -245,12 +245,35 @@ pub async fn ws_revoke_runner(sup: Sup<'_>, id: String) -> AppResult<Option<Revo
 }
 
 #[tauri::command]
-pub async fn ws_join_token(sup: Sup<'_>, pool: String) -> AppResult<JoinToken> {
+pub async fn ws_join_token(
+    sup: Sup<'_>,
+    pool: String,
+    ttl_seconds: Option<u64>,
+) -> AppResult<JoinToken> {
     Ok(sup
         .account_client()
         .await?
-        .join_token(Scope::Workspace, &pool)
+        .join_token_for(Scope::Workspace, &pool, ttl_seconds)
         .await?)
+}
+
+/// The workspace pools' join tokens that have not expired (never the tokens).
+#[tauri::command]
+pub async fn ws_join_tokens(sup: Sup<'_>) -> AppResult<Vec<JoinTokenSummary>> {
+    Ok(sup
+        .account_client()
+        .await?
+        .join_tokens(Scope::Workspace)
+        .await?
+        .join_tokens)
+}
+
+/// Revokes one of the workspace pools' join tokens; answers the ones left.
+#[tauri::command]
+pub async fn ws_revoke_join_token(sup: Sup<'_>, id: String) -> AppResult<Vec<JoinTokenSummary>> {
+    let admin = sup.account_client().await?;
+    admin.revoke_join_token(Scope::Workspace, &id).await?;
+    Ok(admin.join_tokens(Scope::Workspace).await?.join_tokens)
 }
 
 #[tauri::command]
@@ -410,6 +433,8 @@ pub fn handler() -> impl Fn(tauri::ipc::Invoke<tauri::Wry>) -> bool + Send + Syn
         ws_pair_runner,
         ws_revoke_runner,
         ws_join_token,
+        ws_join_tokens,
+        ws_revoke_join_token,
         ws_usage,
         ws_set_budget,
         ws_members,

@@ -127,7 +127,7 @@ pub fn open_link<R: Runtime>(app: &AppHandle<R>, link: String) {
                 let _ = app
                     .notification()
                     .builder()
-                    .title("Drover: not a link it can open")
+                    .title("Drover: could not open the link")
                     .body(e.message)
                     .show();
             }

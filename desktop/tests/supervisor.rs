@@ -443,6 +443,67 @@ fn a_join_link_lends_this_machine_to_a_workspace_pool() {
     });
 }
 
+/// The confirm dialog names the pool the coordinator says a join token
+/// joins, not the link's own `ref=` text (issue 24, point 7), and a link
+/// whose token was revoked is refused before any dialog.
+#[test]
+fn a_join_link_is_shown_with_the_pool_its_token_really_joins() {
+    let _service = SecretService::start();
+    runtime().block_on(async {
+        let c = Coordinator::start().await;
+        let ann = c.bootstrap("acme", "ann@acme.test");
+        for name in ["prod", "sandbox"] {
+            ann.client
+                .create_runtime(Scope::Workspace, name)
+                .await
+                .unwrap();
+        }
+        let prod = ws_join_token(&ann, "prod").await;
+        let dir = TempDir::new("desktop");
+        let (sup, _) = supervisor(&dir).await;
+
+        // A link that says "sandbox" for a token of "prod".
+        let lying = format!(
+            "drover://join?url={}&ref=ws%3Aacme%3Asandbox&token={}",
+            c.url, prod.token
+        );
+        let pending = sup.open_link(&lying).await.unwrap();
+        assert_eq!(
+            (
+                pending.kind,
+                pending.pool.as_str(),
+                pending.link_pool.as_deref()
+            ),
+            ("join", "ws:acme:prod", Some("ws:acme:sandbox"))
+        );
+        assert_eq!(
+            sup.state().await.pending.unwrap().pool,
+            "ws:acme:prod",
+            "the state the window renders says the same"
+        );
+        sup.dismiss_link().await.unwrap();
+
+        // An honest link: nothing differs.
+        let honest = sup.open_link(prod.link.as_deref().unwrap()).await.unwrap();
+        assert_eq!(
+            (honest.pool.as_str(), honest.link_pool),
+            ("ws:acme:prod", None)
+        );
+        sup.dismiss_link().await.unwrap();
+
+        // Revoked: refused at once, nothing held.
+        ann.client
+            .revoke_join_token(Scope::Workspace, prod.id.as_deref().unwrap())
+            .await
+            .unwrap();
+        let e = sup.open_link(&lying).await.unwrap_err();
+        assert_eq!(e.code, "UNAUTHORIZED", "{e:?}");
+        assert!(e.message.contains("revoked or expired"), "{}", e.message);
+        assert!(sup.state().await.pending.is_none());
+        assert!(sup.state().await.pools.is_empty());
+    });
+}
+
 #[test]
 fn losing_the_coordinator_notifies_and_loses_no_result_already_run() {
     let _service = SecretService::start();

@@ -358,15 +358,42 @@ impl Client {
         self.get(&format!("{}/runtimes", scope.prefix())).await
     }
 
-    /// A join token for the pool `runtime` (name or id) of `scope`.
+    /// A join token for the pool `runtime` (name or id) of `scope`, good
+    /// for the coordinator's default lifetime (one day).
     pub async fn join_token(
         &self,
         scope: Scope,
         runtime: &str,
     ) -> Result<wire::JoinToken, ClientError> {
+        self.join_token_for(scope, runtime, None).await
+    }
+
+    /// A join token good for `ttl_seconds` (at most 30 days; `None`: one day).
+    pub async fn join_token_for(
+        &self,
+        scope: Scope,
+        runtime: &str,
+        ttl_seconds: Option<u64>,
+    ) -> Result<wire::JoinToken, ClientError> {
         self.post(
             &format!("{}/runtimes/{runtime}/join-tokens", scope.prefix()),
-            &wire::CreateJoinToken::default(),
+            &wire::CreateJoinToken { ttl_seconds },
+        )
+        .await
+    }
+
+    /// The join tokens of `scope`'s pools that have not expired (never
+    /// the tokens themselves); the workspace's need the admin role.
+    pub async fn join_tokens(&self, scope: Scope) -> Result<wire::JoinTokenList, ClientError> {
+        self.get(&format!("{}/join-tokens", scope.prefix())).await
+    }
+
+    /// Revokes one join token of `scope`'s pools (`jt_…`), at once.
+    pub async fn revoke_join_token(&self, scope: Scope, id: &str) -> Result<(), ClientError> {
+        self.call_empty(
+            Method::DELETE,
+            &format!("{}/join-tokens/{id}", scope.prefix()),
+            None::<&()>,
         )
         .await
     }

@@ -369,7 +369,7 @@ enum RuntimesCommand {
         #[arg(long)]
         workspace: bool,
     },
-    /// Mint a join token for a pool (name or id).
+    /// Mint a join token for a pool (name or id), good for one day unless --ttl.
     JoinToken {
         runtime: String,
         #[arg(long)]
@@ -377,7 +377,42 @@ enum RuntimesCommand {
         /// Print a `drover://join?…` link instead of the bare token.
         #[arg(long)]
         link: bool,
+        /// How long it works: seconds, or 30m, 12h, 7d (at most 30d).
+        #[arg(long, value_parser = ttl_seconds)]
+        ttl: Option<u64>,
     },
+    /// Join tokens of your pools, or the workspace's (--workspace, admins):
+    /// id, pool, who minted it, created, expires, last used, uses. Never the token.
+    JoinTokens {
+        #[arg(long)]
+        workspace: bool,
+        /// Print the coordinator's JSON (times in Unix milliseconds).
+        #[arg(long)]
+        json: bool,
+    },
+    /// Revoke a join token (jt_…, from `join-tokens`) at once.
+    RevokeJoinToken {
+        id: String,
+        #[arg(long)]
+        workspace: bool,
+    },
+}
+
+/// `--ttl`: seconds, or a whole number of minutes, hours or days (`30m`,
+/// `12h`, `7d`). The coordinator checks the range (1 s..=30 d).
+fn ttl_seconds(s: &str) -> Result<u64, String> {
+    let (digits, unit) = match s.chars().last() {
+        Some('s') => (&s[..s.len() - 1], 1),
+        Some('m') => (&s[..s.len() - 1], 60),
+        Some('h') => (&s[..s.len() - 1], 3600),
+        Some('d') => (&s[..s.len() - 1], 86_400),
+        _ => (s, 1),
+    };
+    digits
+        .parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(unit))
+        .ok_or_else(|| format!("{s:?}: use seconds, or a lifetime such as 30m, 12h or 7d"))
 }
 
 fn token(cli: &Cli) -> anyhow::Result<Token> {
@@ -779,8 +814,11 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     runtime,
                     workspace,
                     link: true,
+                    ttl,
                 } => {
-                    let t = client.join_token(scope(*workspace), runtime).await?;
+                    let t = client
+                        .join_token_for(scope(*workspace), runtime, *ttl)
+                        .await?;
                     let link = t
                         .link
                         .context("this coordinator does not make join links; upgrade it")?;
@@ -791,13 +829,62 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     runtime,
                     workspace,
                     link: false,
+                    ttl,
                 } => {
-                    let t = client.join_token(scope(*workspace), runtime).await?;
+                    let t = client
+                        .join_token_for(scope(*workspace), runtime, *ttl)
+                        .await?;
                     println!("{}", t.token);
                     eprintln!(
                         "join with: DROVER_TOKEN=<that token> drover runner --url {} --join {}",
                         cli.url, t.runtime.reference
                     );
+                    eprintln!(
+                        "{}{}",
+                        expiry(t.expires_at),
+                        t.id.map(|id| format!(
+                            "; revoke: drover runtimes revoke-join-token {id}{}",
+                            if *workspace { " --workspace" } else { "" }
+                        ))
+                        .unwrap_or_default()
+                    );
+                }
+                RuntimesCommand::JoinTokens { workspace, json } => {
+                    let list = client.join_tokens(scope(*workspace)).await?;
+                    if *json {
+                        return print_json(&list).map(|()| ExitCode::SUCCESS);
+                    }
+                    let now = human::now_ms();
+                    table::print(
+                        &[
+                            "ID",
+                            "POOL",
+                            "MINTED BY",
+                            "CREATED",
+                            "EXPIRES",
+                            "LAST USED",
+                            "USES",
+                        ],
+                        list.join_tokens.iter().map(|t| {
+                            vec![
+                                t.id.clone(),
+                                t.pool.clone(),
+                                t.minted_by_email
+                                    .clone()
+                                    .or_else(|| t.minted_by.clone())
+                                    .unwrap_or_else(|| "unknown".into()),
+                                human::utc(t.created_at),
+                                human::utc(t.expires_at),
+                                t.last_used_at
+                                    .map_or("never".into(), |at| human::ago(at, now)),
+                                t.uses.to_string(),
+                            ]
+                        }),
+                    );
+                }
+                RuntimesCommand::RevokeJoinToken { id, workspace } => {
+                    client.revoke_join_token(scope(*workspace), id).await?;
+                    println!("revoked {id}");
                 }
             }
         }
@@ -947,6 +1034,18 @@ fn show_job(j: &drover_wire::Job) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ttl_takes_seconds_or_a_lifetime() {
+        assert_eq!(ttl_seconds("90"), Ok(90));
+        assert_eq!(ttl_seconds("45s"), Ok(45));
+        assert_eq!(ttl_seconds("30m"), Ok(1800));
+        assert_eq!(ttl_seconds("12h"), Ok(43_200));
+        assert_eq!(ttl_seconds("30d"), Ok(2_592_000));
+        for bad in ["", "d", "-1d", "1.5h", "7w", "99999999999999999999d"] {
+            assert!(ttl_seconds(bad).is_err(), "{bad}");
+        }
+    }
 
     fn os(args: &[&str]) -> Vec<OsString> {
         args.iter().map(OsString::from).collect()

@@ -13,6 +13,7 @@ import type {
   Invite,
   Job,
   JoinToken,
+  JoinTokenSummary,
   Member,
   PairedWorkspaceRunner,
   PendingLink,
@@ -78,6 +79,8 @@ export const wsPairRunner = (pool: string, name?: string, labels?: string[]) =>
 export const wsRevokeRunner = (id: string) => call<RevokedRunner | null>("ws_revoke_runner", { id });
 export const wsJoinToken = (pool: string, ttlSeconds?: number) =>
   call<JoinToken>("ws_join_token", { pool, ttlSeconds });
+export const wsJoinTokens = () => call<JoinTokenSummary[]>("ws_join_tokens");
+export const wsRevokeJoinToken = (id: string) => call<JoinTokenSummary[]>("ws_revoke_join_token", { id });
 export const wsUsage = () => call<Usage>("ws_usage");
 export const wsSetBudget = (monthlyMinutes: number | null) =>
   call<Usage>("ws_set_budget", { monthlyMinutes });

@@ -13,6 +13,7 @@ import type {
   Invite,
   Job,
   JoinToken,
+  JoinTokenSummary,
   Member,
   PairedWorkspaceRunner,
   PendingLink,
@@ -55,6 +56,8 @@ interface Remote {
   usage: Usage | null;
   paired: PairedWorkspaceRunner | null;
   joinToken: JoinToken | null;
+  /** The workspace pools' join tokens (never the tokens themselves). */
+  joinTokens: JoinTokenSummary[] | null;
   members: Member[] | null;
   invite: Invite | null;
   report: UsageReport | null;
@@ -77,6 +80,7 @@ const NOTHING: Remote = {
   usage: null,
   paired: null,
   joinToken: null,
+  joinTokens: null,
   members: null,
   invite: null,
   report: null,
@@ -166,6 +170,7 @@ export class App {
         await Promise.all([
           this.act("wsPools", api.wsListPools, (wsPools) => set({ wsPools })),
           this.act("roster", api.wsRoster, (roster) => set({ roster })),
+          this.act("joinTokens", api.wsJoinTokens, (joinTokens) => set({ joinTokens })),
           this.act("usage", api.wsUsage, (usage) => {
             set({ usage });
             this.forget("ws-budget-input");

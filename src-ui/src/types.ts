@@ -45,7 +45,10 @@ export interface Settings {
 export interface PendingLink {
   kind: "pair" | "join";
   coordinator: string;
+  /** For a join link: the pool the coordinator says its token joins. */
   pool: string;
+  /** A join link's own `ref=`, when it names another pool than `pool`. */
+  linkPool: string | null;
 }
 
 export interface Activity {
@@ -144,12 +147,31 @@ export interface Job {
 }
 
 export interface JoinToken {
+  /** `jt_…`: how it is listed and revoked. */
+  id?: string;
   /** Shown once. */
   token: string;
   runtime: Runtime;
   expiresAt: number;
   /** `drover://join?url=…&ref=…&token=…` */
   link?: string;
+}
+
+/** A join token as listed: never the token itself. */
+export interface JoinTokenSummary {
+  /** `jt_…` */
+  id: string;
+  runtimeId: string;
+  pool: string;
+  ref: string;
+  /** Who minted it (`usr_…`) and their email; null when not recorded. */
+  mintedBy: string | null;
+  mintedByEmail: string | null;
+  createdAt: number;
+  expiresAt: number;
+  lastUsedAt: number | null;
+  /** Runners joined with it. */
+  uses: number;
 }
 
 /** This month's (UTC) usage and the workspace's monthly budget. */

@@ -68,7 +68,7 @@ describe("settings window", () => {
   });
 
   it("a pending link shows the dialog naming coordinator and pool; confirm calls confirm_link", async () => {
-    const pending = { kind: "pair" as const, coordinator: "https://drover.example.com", pool: "self:usr_ann:default" };
+    const pending = { kind: "pair" as const, coordinator: "https://drover.example.com", pool: "self:usr_ann:default", linkPool: null };
     const { called } = await start(appState({ pending }), {
       confirm_link: () => signedIn({ pools: [pool] }),
     });
@@ -82,7 +82,7 @@ describe("settings window", () => {
   it("cancel dismisses the link; a pending-link event opens the dialog", async () => {
     const { called } = await start(appState(), { dismiss_link: () => appState() });
     expect(has("link-dialog")).toBe(false);
-    await emit("pending-link", { kind: "join", coordinator: "https://c.example", pool: "ws:acme:builders" });
+    await emit("pending-link", { kind: "join", coordinator: "https://c.example", pool: "ws:acme:builders", linkPool: null });
     await waitFor(() => expect(has("link-dialog")).toBe(true));
     expect($("link-pool").textContent).toBe("ws:acme:builders");
     await click("link-cancel");

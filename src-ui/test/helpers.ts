@@ -79,6 +79,7 @@ const defaults = (state: AppState): Record<string, Handler> => ({
   list_jobs: () => [],
   ws_list_pools: () => [],
   ws_roster: () => [],
+  ws_join_tokens: () => [],
   ws_usage: () => ({ workspace: "acme", month: "2026-12", monthlyMinutes: null, chargedMs: 0, ownPaysMs: 0, jobsCharged: 0, jobsOwnPays: 0, resetsAt: 1798761600000 }),
   ws_members: () => [],
   ws_usage_report: () => ({ month: "2026-12", by: "pool", lines: [] }),

@@ -193,6 +193,9 @@ async def main():
             token = rest("admin", "post", f"/v1/pairing-codes/{code}/redeem", body={"deviceName": "d-" + uid()})[1]
             return token["tokenId"] if "tokenId" in token else token["id"]
 
+        def join_token(scope, pool):
+            return rest("admin", "post", f"/v1/{scope}/runtimes/{pool['id']}/join-tokens")[1]["id"]
+
         def invited():
             return rest("admin", "post", "/v1/workspace/members", body={"email": f"i{uid()}@acme.test", "role": "member"})[1]["member"]["id"]
 
@@ -240,6 +243,14 @@ async def main():
             "listRuntimesWorkspace": read(),
             "createJoinTokenWorkspace": write(lambda: {"id": ws_pool["id"]}, lambda a, r: r["token"].startswith("djt_"),
                                               admin=True, bad=({"id": "rt_nope"}, "NOT_FOUND")),
+            "listJoinTokensMine": read(),
+            "revokeJoinTokenMine": write(lambda: {"id": join_token("me", mine_pool)},
+                                         lambda a, r: a["id"] not in listed_ids("/v1/me/join-tokens", "joinTokens"),
+                                         bad=({"id": "jt_nope"}, "NOT_FOUND")),
+            "listJoinTokensWorkspace": read(admin=True),
+            "revokeJoinTokenWorkspace": write(lambda: {"id": join_token("workspace", ws_pool)},
+                                              lambda a, r: a["id"] not in listed_ids("/v1/workspace/join-tokens", "joinTokens"),
+                                              admin=True, bad=({"id": "jt_nope"}, "NOT_FOUND")),
             "pairRunnerMine": write(lambda: {"name": "r-" + uid()},
                                     lambda a, r: r["runner"]["id"] in listed_ids("/v1/me/runners", "runners"),
                                     bad=({"capabilities": "gpu"}, "BAD_REQUEST")),

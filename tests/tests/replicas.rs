@@ -459,6 +459,90 @@ async fn a_member_removed_on_one_replica_is_refused_at_once_on_another() {
     }
 }
 
+/// Join tokens and invites revoked through one replica are refused on
+/// their next use through another: one revoked by id, the others with the
+/// admin who minted them (issue 24).
+#[tokio::test]
+async fn a_join_token_or_invite_revoked_on_one_replica_is_refused_on_another() {
+    let a = primary(20_000).await;
+    let b = a.replica().await;
+    let admin = a.bootstrap("acme", "admin@acme.test");
+    let mallory = a.add_member("acme", "mallory@acme.test", "admin");
+    let pool = admin
+        .client
+        .create_runtime(Scope::Workspace, "build")
+        .await
+        .unwrap();
+    let revoked = ws_join_token(&mallory, "build").await;
+    let kept = mallory
+        .client
+        .join_token_for(Scope::Workspace, "build", Some(30 * 86_400))
+        .await
+        .unwrap();
+    let invite = mallory
+        .client
+        .invite_member("pal@acme.test", None)
+        .await
+        .unwrap();
+    let joiner = |token: &str| {
+        drover_tests::runner_core::client::Client::new(
+            &b.url,
+            drover_tests::runner_core::client::Token::new(token),
+        )
+        .unwrap()
+    };
+    let join = |token: &str, name: &str| {
+        let client = joiner(token);
+        let req = drover_tests::runner_core::wire::JoinRequest {
+            reference: pool.reference.clone(),
+            name: name.into(),
+            capabilities: Vec::new(),
+        };
+        async move { client.join(&req).await }
+    };
+    // Both work through B.
+    join(&revoked.token, "b-1").await.unwrap();
+    joiner(&kept.token).join_token_info().await.unwrap();
+
+    // Revoked by id through A: refused through B at once.
+    admin
+        .client
+        .revoke_join_token(Scope::Workspace, revoked.id.as_deref().unwrap())
+        .await
+        .unwrap();
+    assert_eq!(
+        code(join(&revoked.token, "b-2").await),
+        ErrorCode::Unauthorized
+    );
+
+    // Mallory removed through A: her other token and her invite are refused through B.
+    admin.client.remove_member(&mallory.subject).await.unwrap();
+    assert_eq!(
+        code(join(&kept.token, "b-3").await),
+        ErrorCode::Unauthorized
+    );
+    assert_eq!(
+        code(joiner(&kept.token).join_token_info().await),
+        ErrorCode::Unauthorized
+    );
+    assert_eq!(
+        code(
+            b.client("")
+                .redeem_pairing_code(&invite.code, "pal-laptop")
+                .await
+        ),
+        ErrorCode::NotFound
+    );
+    assert!(
+        b.client(&admin.token)
+            .join_tokens(Scope::Workspace)
+            .await
+            .unwrap()
+            .join_tokens
+            .is_empty()
+    );
+}
+
 /// Lease times on PostgreSQL come from the database's clock, not each
 /// replica's. A replica whose clock runs a minute ahead neither expires a
 /// live, heartbeating lease (its reaper runs at least once a second), nor,

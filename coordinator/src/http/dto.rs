@@ -139,10 +139,28 @@ pub fn join_token(t: model::JoinToken, public_url: &str) -> wire::JoinToken {
         percent_encode(t.token.expose())
     );
     wire::JoinToken {
+        id: Some(t.id.to_string()),
         token: t.token.expose().to_owned(),
         runtime: t.runtime.into(),
         expires_at: t.expires_at,
         link: Some(link),
+    }
+}
+
+impl From<model::ListedJoinToken> for wire::JoinTokenSummary {
+    fn from(t: model::ListedJoinToken) -> Self {
+        Self {
+            id: t.id.to_string(),
+            runtime_id: t.runtime_id.to_string(),
+            pool: t.pool,
+            reference: t.reference,
+            minted_by: t.minted_by.map(|m| m.to_string()),
+            minted_by_email: t.minted_by_email,
+            created_at: t.created_at,
+            expires_at: t.expires_at,
+            last_used_at: t.last_used_at,
+            uses: t.uses,
+        }
     }
 }
 

@@ -14,7 +14,7 @@ use tokio::sync::OwnedSemaphorePermit;
 use super::error::overloaded;
 use super::{AppState, MAX_BODY_BYTES};
 use crate::error::Error;
-use crate::ids::{RuntimeId, Secret};
+use crate::ids::{JoinTokenId, RuntimeId, Secret};
 use crate::store::{CiLookup, Member, Principal, RunnerAuth, Surface};
 
 /// A JSON object body, read within the body budget and the body timeout.
@@ -318,8 +318,8 @@ impl FromRequestParts<AppState> for AuthRunner {
     }
 }
 
-/// A pool's join token (`djt_…`).
-pub struct AuthJoin(pub RuntimeId);
+/// A pool's join token (`djt_…`): its pool, and its id.
+pub struct AuthJoin(pub RuntimeId, pub JoinTokenId);
 
 impl FromRequestParts<AppState> for AuthJoin {
     type Rejection = Error;
@@ -327,7 +327,10 @@ impl FromRequestParts<AppState> for AuthJoin {
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Error> {
         check_protocol(parts)?;
         match principal(parts, state).await? {
-            Principal::Join { runtime_id } => Ok(Self(runtime_id)),
+            Principal::Join {
+                runtime_id,
+                token_id,
+            } => Ok(Self(runtime_id, token_id)),
             _ => Err(wrong_kind("join")),
         }
     }

@@ -311,6 +311,10 @@ async fn call(st: &AppState, member: Member, op: &Op, a: Args) -> Result<Respons
                 a.optional_body()?
             ))
         }
+        "listJoinTokensMine" => run!(runtimes::list_join_tokens_mine(s, m)),
+        "revokeJoinTokenMine" => run!(runtimes::revoke_join_token_mine(s, m, a.id("id"))),
+        "listJoinTokensWorkspace" => run!(runtimes::list_join_tokens_ws(s, m)),
+        "revokeJoinTokenWorkspace" => run!(runtimes::revoke_join_token_ws(s, m, a.id("id"))),
         "pairRunnerMine" => run!(runners::pair_mine(s, m, a.optional_body()?)),
         "listRunnersMine" => run!(runners::list_mine(s, m)),
         "revokeRunnerMine" => run!(runners::revoke_mine(s, m, a.id("id"))),

@@ -33,10 +33,13 @@ pub fn router() -> Router<AppState> {
 
 async fn join(
     State(st): State<AppState>,
-    AuthJoin(runtime): AuthJoin,
+    AuthJoin(runtime, join_token): AuthJoin,
     Json(req): Json<wire::JoinRequest>,
 ) -> Result<impl IntoResponse> {
-    let (runner, token) = st.store.join_runner(&runtime, &req, st.now()).await?;
+    let (runner, token) = st
+        .store
+        .join_runner(&runtime, &join_token, &req, st.now())
+        .await?;
     let joined = wire::JoinedRunner {
         runner_id: runner.to_string(),
         runtime_id: runtime.to_string(),
@@ -49,7 +52,7 @@ async fn join(
 /// credentials it saved belong to it.
 async fn join_token(
     State(st): State<AppState>,
-    AuthJoin(runtime): AuthJoin,
+    AuthJoin(runtime, _): AuthJoin,
 ) -> Result<axum::Json<wire::JoinTokenInfo>> {
     let reference = st.store.join_token_pool(&runtime).await?;
     Ok(axum::Json(wire::JoinTokenInfo {

@@ -1,11 +1,14 @@
 //! Pools: `/v1/me/runtimes` (personal, no role gate) and
-//! `/v1/workspace/runtimes` (workspace-owned; admins create).
+//! `/v1/workspace/runtimes` (workspace-owned; admins create), and their
+//! join tokens: minted per pool, listed and revoked under
+//! `/v1/me/join-tokens` (the member's own pools) and
+//! `/v1/workspace/join-tokens` (admins).
 
 use axum::Router;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
-use axum::routing::post;
+use axum::routing::{delete, get, post};
 use drover_wire as wire;
 
 use super::AppState;
@@ -23,6 +26,63 @@ pub fn router() -> Router<AppState> {
             "/v1/workspace/runtimes/{id}/join-tokens",
             post(join_token_ws),
         )
+        .route("/v1/me/join-tokens", get(list_join_tokens_mine))
+        .route("/v1/me/join-tokens/{id}", delete(revoke_join_token_mine))
+        .route("/v1/workspace/join-tokens", get(list_join_tokens_ws))
+        .route(
+            "/v1/workspace/join-tokens/{id}",
+            delete(revoke_join_token_ws),
+        )
+}
+
+pub(super) async fn list_join_tokens_mine(
+    State(st): State<AppState>,
+    AuthMember(m): AuthMember,
+) -> Result<axum::Json<wire::JoinTokenList>> {
+    let tokens = st
+        .store
+        .list_join_tokens(&m, &Owner::Member(m.id.clone()), st.now())
+        .await?;
+    Ok(axum::Json(wire::JoinTokenList {
+        join_tokens: dto::all(tokens),
+    }))
+}
+
+pub(super) async fn revoke_join_token_mine(
+    State(st): State<AppState>,
+    AuthMember(m): AuthMember,
+    Path(id): Path<String>,
+) -> Result<StatusCode> {
+    st.store
+        .revoke_join_token(&m, &Owner::Member(m.id.clone()), &id, st.now())
+        .await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+pub(super) async fn list_join_tokens_ws(
+    State(st): State<AppState>,
+    AuthMember(m): AuthMember,
+) -> Result<axum::Json<wire::JoinTokenList>> {
+    m.require_admin()?;
+    let tokens = st
+        .store
+        .list_join_tokens(&m, &Owner::Workspace, st.now())
+        .await?;
+    Ok(axum::Json(wire::JoinTokenList {
+        join_tokens: dto::all(tokens),
+    }))
+}
+
+pub(super) async fn revoke_join_token_ws(
+    State(st): State<AppState>,
+    AuthMember(m): AuthMember,
+    Path(id): Path<String>,
+) -> Result<StatusCode> {
+    m.require_admin()?;
+    st.store
+        .revoke_join_token(&m, &Owner::Workspace, &id, st.now())
+        .await?;
+    Ok(StatusCode::NO_CONTENT)
 }
 
 pub(super) async fn create_mine(

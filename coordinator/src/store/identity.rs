@@ -8,8 +8,8 @@ use super::sqlite_writer::{self, Cols};
 use super::{Store, on_unique};
 use crate::error::{Error, Result};
 use crate::ids::{
-    JobId, LeaseId, MemberId, REPLICA_PREFIX, RunnerId, RuntimeId, Secret, TokenId, TokenKind,
-    WorkspaceId,
+    JobId, JoinTokenId, LeaseId, MemberId, REPLICA_PREFIX, RunnerId, RuntimeId, Secret, TokenId,
+    TokenKind, WorkspaceId,
 };
 use crate::refs::{DEFAULT_POOL, valid_segment};
 
@@ -85,6 +85,8 @@ pub enum Principal {
     /// A pool's join token: can only exchange itself for a runner credential.
     Join {
         runtime_id: RuntimeId,
+        /// The token's id, so a join counts its use (and finds it revoked).
+        token_id: JoinTokenId,
     },
 }
 
@@ -108,6 +110,7 @@ fn valid_workspace_name(name: &str) -> bool {
         JobId::PREFIX,
         LeaseId::PREFIX,
         TokenId::PREFIX,
+        JoinTokenId::PREFIX,
         REPLICA_PREFIX,
     ];
     let tokens = [
@@ -287,14 +290,18 @@ impl Store {
                         .transpose()?,
                 }
             }
-            TokenKind::Join => sqlx::query_scalar::<_, String>(
-                "SELECT subject_id FROM tokens WHERE hash = $1 AND kind = 'join' AND expires_at > $2",
+            // Never cached: a revoked join token is refused at once, on every replica.
+            TokenKind::Join => sqlx::query_as::<_, (String, String)>(
+                "SELECT subject_id, id FROM tokens WHERE hash = $1 AND kind = 'join' AND expires_at > $2 AND id IS NOT NULL",
             )
             .bind(&hash)
             .bind(now)
             .fetch_optional(&self.reader)
             .await?
-            .map(|id| Principal::Join { runtime_id: RuntimeId::from_db(id) }),
+            .map(|(runtime, id)| Principal::Join {
+                runtime_id: RuntimeId::from_db(runtime),
+                token_id: JoinTokenId::from_db(id),
+            }),
             // Redeemed for a token, never presented as one.
             TokenKind::Pairing => None,
         };
@@ -408,6 +415,29 @@ pub(super) async fn insert_token(
     Ok(())
 }
 
+/// Mints a join token for pool `runtime`, minted by `member`, in `conn`'s
+/// transaction.
+pub(super) async fn insert_join_token(
+    conn: &mut sqlx::AnyConnection,
+    token: &Secret,
+    runtime: &str,
+    member: &MemberId,
+    now: i64,
+    expires_at: i64,
+) -> Result<JoinTokenId> {
+    let id = JoinTokenId::generate();
+    sqlx::query("INSERT INTO tokens (hash, kind, subject_id, created_at, expires_at, id, minted_by, uses) VALUES ($1, 'join', $2, $3, $4, $5, $6, 0)")
+        .bind(token.hash())
+        .bind(runtime)
+        .bind(now)
+        .bind(expires_at)
+        .bind(id.as_str())
+        .bind(member.as_str())
+        .execute(conn)
+        .await?;
+    Ok(id)
+}
+
 #[cfg(test)]
 mod tests {
     use super::valid_workspace_name;
@@ -432,6 +462,7 @@ mod tests {
             "drv_e",
             "rnr_f",
             "djt_g",
+            "jt_h",
             "",
             "-acme",
         ] {

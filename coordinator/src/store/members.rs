@@ -23,6 +23,22 @@ fn no_member(id: &str) -> Error {
     Error::not_found(format!("no member {id:?} in this workspace"))
 }
 
+/// Why a member's join tokens and invites are revoked.
+#[derive(Clone, Copy)]
+enum Reason {
+    Removed,
+    Demoted,
+}
+
+impl Reason {
+    fn action(self) -> &'static str {
+        match self {
+            Self::Removed => "member.removed",
+            Self::Demoted => "member.updated",
+        }
+    }
+}
+
 fn parse_role(role: &str) -> Result<Role> {
     Role::parse(role)
         .ok_or_else(|| Error::bad_request(format!("invalid role {role:?}: use admin or member")))
@@ -212,7 +228,7 @@ impl Store {
                 id
             }
         };
-        let code = insert_code(&mut tx, &id, Purpose::Invite, now).await?;
+        let code = insert_code(&mut tx, &id, &admin.id, Purpose::Invite, now).await?;
         let info = self.member_in(&mut tx, admin, id.as_str()).await?;
         record(
             &mut tx,
@@ -249,12 +265,25 @@ impl Store {
             .bind(target.id.as_str())
             .execute(&mut *tx)
             .await?;
+        // A former admin's workspace join tokens and invites go with the role.
+        let (join_tokens, invites) = if target.role == Role::Admin {
+            self.revoke_made_by(&mut tx, admin, target.id.as_str(), Reason::Demoted, now)
+                .await?
+        } else {
+            (0, 0)
+        };
         record(
             &mut tx,
             Actor::Member(admin),
             "member.updated",
             target.id.as_str(),
-            json!({ "email": target.email, "role": role.as_str(), "was": target.role.as_str() }),
+            json!({
+                "email": target.email,
+                "role": role.as_str(),
+                "was": target.role.as_str(),
+                "joinTokensRevoked": join_tokens,
+                "invitesRevoked": invites,
+            }),
             now,
         )
         .await?;
@@ -262,8 +291,67 @@ impl Store {
         Ok(MemberInfo { role, ..target })
     }
 
+    /// Revokes, in `tx`, the join tokens member `who` minted and the unused
+    /// invites they created (each audited as done by `admin`, for
+    /// `reason`), so nothing they handed out as an admin outlives their
+    /// role. `Reason::Demoted` keeps the join tokens of their own pools.
+    /// Answers how many of each.
+    async fn revoke_made_by(
+        &self,
+        tx: &mut AnyConnection,
+        admin: &Member,
+        who: &str,
+        reason: Reason,
+        now: i64,
+    ) -> Result<(usize, usize)> {
+        let only_workspace_pools = match reason {
+            Reason::Removed => "",
+            Reason::Demoted => {
+                " AND subject_id IN (SELECT id FROM runtimes WHERE owner_member_id IS NULL)"
+            }
+        };
+        let join_tokens: Vec<(Option<String>, String)> = sqlx::query_as(&format!(
+            "DELETE FROM tokens WHERE minted_by = $1 AND kind = 'join'{only_workspace_pools} RETURNING id, subject_id"
+        ))
+        .bind(who)
+        .fetch_all(&mut *tx)
+        .await?;
+        for (id, runtime) in &join_tokens {
+            record(
+                &mut *tx,
+                Actor::Member(admin),
+                "join_token.revoked",
+                id.as_deref().unwrap_or(runtime),
+                json!({ "runtime": runtime, "mintedBy": who, "reason": reason.action() }),
+                now,
+            )
+            .await?;
+        }
+        let invites: Vec<String> = sqlx::query_scalar(
+            "DELETE FROM pairing_codes WHERE created_by = $1 AND purpose = $2 AND used_at IS NULL AND member_id <> $1
+             RETURNING member_id",
+        )
+        .bind(who)
+        .bind(Purpose::Invite.as_str())
+        .fetch_all(&mut *tx)
+        .await?;
+        for invitee in &invites {
+            record(
+                &mut *tx,
+                Actor::Member(admin),
+                "invite.revoked",
+                invitee,
+                json!({ "createdBy": who, "reason": reason.action() }),
+                now,
+            )
+            .await?;
+        }
+        Ok((join_tokens.len(), invites.len()))
+    }
+
     /// Removes member `id`, all at once: their API tokens and unused codes
-    /// stop working, their personal runners are revoked, their queued jobs
+    /// stop working, so do the join tokens they minted and the unused
+    /// invites they created, their personal runners are revoked, their queued jobs
     /// end `cancelled` and their running ones are told to cancel. Workspace
     /// pools are untouched. The last admin cannot be removed.
     pub async fn remove_member(&self, admin: &Member, id: &str, now: i64) -> Result<Removed> {
@@ -286,6 +374,9 @@ impl Store {
         sqlx::query("DELETE FROM pairing_codes WHERE member_id = $1 AND used_at IS NULL")
             .bind(who)
             .execute(&mut *tx)
+            .await?;
+        let (join_tokens, invites) = self
+            .revoke_made_by(&mut tx, admin, who, Reason::Removed, now)
             .await?;
         let mut removed = Removed::default();
         let dequeued: Vec<String> = sqlx::query_scalar(
@@ -337,6 +428,8 @@ impl Store {
             json!({
                 "email": target.email,
                 "tokensRevoked": tokens,
+                "joinTokensRevoked": join_tokens,
+                "invitesRevoked": invites,
                 "runnersRevoked": removed.runners.len(),
             }),
             now,

@@ -7,7 +7,7 @@ use drover_wire::{Env, JobState};
 use super::identity::{Member, Role};
 use super::jobs::JobSpec;
 use crate::billing::Month;
-use crate::ids::{JobId, LeaseId, MemberId, RunnerId, RuntimeId, Secret, TokenId};
+use crate::ids::{JobId, JoinTokenId, LeaseId, MemberId, RunnerId, RuntimeId, Secret, TokenId};
 
 /// A job as a member sees it.
 #[derive(Debug, Clone)]
@@ -104,9 +104,29 @@ pub struct Runner {
 /// A join token, shown once.
 #[derive(Debug, Clone)]
 pub struct JoinToken {
+    pub id: JoinTokenId,
     pub token: Secret,
     pub runtime: Runtime,
     pub expires_at: i64,
+}
+
+/// A join token as listed: never the token itself.
+#[derive(Debug, Clone)]
+pub struct ListedJoinToken {
+    pub id: JoinTokenId,
+    pub runtime_id: RuntimeId,
+    pub pool: String,
+    /// The pool's canonical ref.
+    pub reference: String,
+    /// Who minted it: their id and email (unknown for tokens minted
+    /// before minters were recorded).
+    pub minted_by: Option<MemberId>,
+    pub minted_by_email: Option<String>,
+    pub created_at: i64,
+    pub expires_at: i64,
+    pub last_used_at: Option<i64>,
+    /// Runners joined with it.
+    pub uses: u64,
 }
 
 /// A runner just paired, with its token (shown once).

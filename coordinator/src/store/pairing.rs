@@ -49,7 +49,7 @@ impl Store {
     /// retention's purge would).
     pub async fn create_pairing_code(&self, member: &Member, now: i64) -> Result<PairingCode> {
         let mut tx = self.writer.begin().await?;
-        let code = insert_code(&mut tx, &member.id, Purpose::Pair, now).await?;
+        let code = insert_code(&mut tx, &member.id, &member.id, Purpose::Pair, now).await?;
         record(
             &mut tx,
             Actor::Member(member),
@@ -228,7 +228,7 @@ pub(super) enum Purpose {
 }
 
 impl Purpose {
-    fn as_str(self) -> &'static str {
+    pub(super) fn as_str(self) -> &'static str {
         match self {
             Self::Pair => "pair",
             Self::Invite => "invite",
@@ -243,12 +243,14 @@ impl Purpose {
     }
 }
 
-/// Mints a one-time code for `member`, in `conn`'s transaction. The
+/// Mints a one-time code for `member`, made by `created_by` (the member
+/// themself, or the admin inviting them), in `conn`'s transaction. The
 /// member's codes a day past their expiry go at the same time (as
 /// retention's purge would).
 pub(super) async fn insert_code(
     conn: &mut sqlx::AnyConnection,
     member: &MemberId,
+    created_by: &MemberId,
     purpose: Purpose,
     now: i64,
 ) -> Result<PairingCode> {
@@ -260,13 +262,14 @@ pub(super) async fn insert_code(
         .execute(&mut *conn)
         .await?;
     sqlx::query(
-        "INSERT INTO pairing_codes (hash, member_id, created_at, expires_at, used_at, purpose) VALUES ($1, $2, $3, $4, NULL, $5)",
+        "INSERT INTO pairing_codes (hash, member_id, created_at, expires_at, used_at, purpose, created_by) VALUES ($1, $2, $3, $4, NULL, $5, $6)",
     )
     .bind(code.hash())
     .bind(member.as_str())
     .bind(now)
     .bind(expires_at)
     .bind(purpose.as_str())
+    .bind(created_by.as_str())
     .execute(&mut *conn)
     .await?;
     Ok(PairingCode { code, expires_at })

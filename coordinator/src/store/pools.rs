@@ -6,19 +6,20 @@ use serde_json::json;
 use sqlx::{AnyConnection, FromRow};
 
 use super::audit::{Actor, record};
-use super::identity::insert_token;
-use super::model::{JoinToken, Runtime};
+use super::identity::insert_join_token;
+use super::model::{JoinToken, ListedJoinToken, Runtime};
 use super::runners::{RUNNER_COLUMNS, RunnerRow, capabilities};
 use super::{Member, Store, on_unique, sqlite_writer};
 use crate::caps;
 use crate::error::{Error, Result};
-use crate::ids::{MemberId, RunnerId, RuntimeId, Secret, TokenKind};
+use crate::ids::{JoinTokenId, MemberId, RunnerId, RuntimeId, Secret, TokenKind};
 use crate::refs::{DEFAULT_POOL, RuntimeRef, valid_segment};
 
 /// A runner is online if it has talked to the coordinator this recently.
 pub const ONLINE_WINDOW_MS: i64 = 40_000;
-const MAX_JOIN_TTL_S: u64 = 30 * 24 * 3600;
-const DEFAULT_JOIN_TTL_S: u64 = 24 * 3600;
+/// A join token's longest lifetime (30 days) and its default (one day).
+pub const MAX_JOIN_TTL_S: u64 = 30 * 24 * 3600;
+pub const DEFAULT_JOIN_TTL_S: u64 = 24 * 3600;
 
 /// Who owns a pool, seen from inside the caller's workspace.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -52,6 +53,20 @@ pub(super) struct RuntimeRow {
     pub(super) owner_member_id: Option<String>,
     pub(super) created_at: i64,
     pub(super) runners: i64,
+}
+
+#[derive(FromRow)]
+struct JoinTokenRow {
+    id: String,
+    subject_id: String,
+    name: String,
+    owner_member_id: Option<String>,
+    minted_by: Option<String>,
+    email: Option<String>,
+    created_at: i64,
+    expires_at: i64,
+    last_used_at: Option<i64>,
+    uses: i64,
 }
 
 const RUNTIME_COLUMNS: &str = "rt.id, rt.name, rt.owner_member_id, rt.created_at,
@@ -213,30 +228,111 @@ impl Store {
             .await?;
         let token = Secret::generate(TokenKind::Join);
         let expires_at = now + (ttl as i64) * 1000;
-        insert_token(
-            &mut tx,
-            &token,
-            TokenKind::Join,
-            &row.id,
-            now,
-            Some(expires_at),
-        )
-        .await?;
+        let id = insert_join_token(&mut tx, &token, &row.id, &member.id, now, expires_at).await?;
         record(
             &mut tx,
             Actor::Member(member),
             "join_token.created",
             &row.id,
-            json!({ "pool": row.name, "expiresAt": expires_at }),
+            json!({ "pool": row.name, "expiresAt": expires_at, "joinToken": id.as_str() }),
             now,
         )
         .await?;
         tx.commit().await?;
         Ok(JoinToken {
+            id,
             token,
             runtime: runtime_of(member, row),
             expires_at,
         })
+    }
+
+    /// The join tokens of `owner`'s pools that have not expired, oldest
+    /// first: pool, minter, times and uses, never the token.
+    pub async fn list_join_tokens(
+        &self,
+        member: &Member,
+        owner: &Owner,
+        now: i64,
+    ) -> Result<Vec<ListedJoinToken>> {
+        let sql = format!(
+            "SELECT t.id, t.subject_id, rt.name, rt.owner_member_id, t.minted_by, m.email,
+                    t.created_at, t.expires_at, t.last_used_at, t.uses
+             FROM tokens t JOIN runtimes rt ON rt.id = t.subject_id
+             LEFT JOIN members m ON m.id = t.minted_by
+             WHERE t.kind = 'join' AND t.id IS NOT NULL AND t.expires_at > $1
+               AND rt.workspace_id = $2 AND rt.owner_member_id {is} $3
+             ORDER BY t.created_at, t.id",
+            is = self.dialect.is
+        );
+        let rows = sqlx::query_as::<_, JoinTokenRow>(&sql)
+            .bind(now)
+            .bind(member.workspace_id.as_str())
+            .bind(owner.member_id())
+            .fetch_all(&self.reader)
+            .await?;
+        Ok(rows
+            .into_iter()
+            .map(|r| ListedJoinToken {
+                reference: match &r.owner_member_id {
+                    Some(subject) => format!("self:{subject}:{}", r.name),
+                    None => format!("ws:{}:{}", member.workspace_name, r.name),
+                },
+                id: JoinTokenId::from_db(r.id),
+                runtime_id: RuntimeId::from_db(r.subject_id),
+                pool: r.name,
+                minted_by: r.minted_by.map(MemberId::from_db),
+                minted_by_email: r.email,
+                created_at: r.created_at,
+                expires_at: r.expires_at,
+                last_used_at: r.last_used_at,
+                uses: u64::try_from(r.uses).unwrap_or(0),
+            })
+            .collect())
+    }
+
+    /// Revokes one join token of `owner`'s pools, by id, at once: its next
+    /// use is refused on every replica (join tokens are never cached).
+    /// Another owner's token is not found.
+    pub async fn revoke_join_token(
+        &self,
+        member: &Member,
+        owner: &Owner,
+        id: &str,
+        now: i64,
+    ) -> Result<()> {
+        // The id is not echoed: a caller may have pasted the token there.
+        let not_found = || Error::not_found("no such join token for these pools");
+        let id = JoinTokenId::parse(id).ok_or_else(not_found)?;
+        let mut tx = self.writer.begin().await?;
+        let found: Option<(String, String, Option<String>)> = sqlx::query_as(&format!(
+            "SELECT t.subject_id, rt.name, t.minted_by FROM tokens t JOIN runtimes rt ON rt.id = t.subject_id
+             WHERE t.id = $1 AND t.kind = 'join' AND rt.workspace_id = $2 AND rt.owner_member_id {is} $3",
+            is = self.dialect.is
+        ))
+        .bind(id.as_str())
+        .bind(member.workspace_id.as_str())
+        .bind(owner.member_id())
+        .fetch_optional(&mut *tx)
+        .await?;
+        let Some((runtime, pool, minted_by)) = found else {
+            return Err(not_found());
+        };
+        sqlx::query("DELETE FROM tokens WHERE id = $1 AND kind = 'join'")
+            .bind(id.as_str())
+            .execute(&mut *tx)
+            .await?;
+        record(
+            &mut tx,
+            Actor::Member(member),
+            "join_token.revoked",
+            id.as_str(),
+            json!({ "runtime": runtime, "pool": pool, "mintedBy": minted_by }),
+            now,
+        )
+        .await?;
+        tx.commit().await?;
+        Ok(())
     }
 
     /// Resolves a ref for a job submitted by `member` (SPEC §2 rules 2-5).

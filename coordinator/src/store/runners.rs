@@ -15,7 +15,7 @@ use super::pools::{ONLINE_WINDOW_MS, Owner, owner_label};
 use super::{Member, Store, json_list, to_json};
 use crate::caps;
 use crate::error::{Error, Result};
-use crate::ids::{JobId, RunnerId, RuntimeId, Secret, TokenKind};
+use crate::ids::{JobId, JoinTokenId, RunnerId, RuntimeId, Secret, TokenKind};
 use crate::refs::{DEFAULT_POOL, RuntimeRef, valid_segment};
 use crate::wake::Wake;
 
@@ -137,10 +137,13 @@ impl Store {
     }
 
     /// Exchanges a join token for a runner credential in the token's pool.
-    /// `reference` must name that pool, or this answers NOT_FOUND.
+    /// `reference` must name that pool, or this answers NOT_FOUND. The
+    /// token's use is counted in the same transaction, and a token revoked
+    /// (or expired) since it was checked is refused: UNAUTHORIZED.
     pub async fn join_runner(
         &self,
         runtime_id: &RuntimeId,
+        token_id: &JoinTokenId,
         req: &wire::JoinRequest,
         now: i64,
     ) -> Result<(RunnerId, Secret)> {
@@ -181,6 +184,22 @@ impl Store {
                 req.reference
             )));
         }
+        let counted = sqlx::query(
+            "UPDATE tokens SET uses = uses + 1, last_used_at = $1
+             WHERE id = $2 AND kind = 'join' AND subject_id = $3 AND expires_at > $1",
+        )
+        .bind(now)
+        .bind(token_id.as_str())
+        .bind(runtime_id.as_str())
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
+        if counted == 0 {
+            return Err(Error::api(
+                ErrorCode::Unauthorized,
+                "this join token was revoked or has expired",
+            ));
+        }
         let (id, token) =
             Self::insert_runner(&mut tx, runtime_id.as_str(), &req.name, &[], now).await?;
         sqlx::query("UPDATE runners SET detected = $1 WHERE id = $2")
@@ -197,7 +216,7 @@ impl Store {
             },
             "runner.joined",
             id.as_str(),
-            json!({ "name": req.name, "runtime": pool, "pool": pool_name }),
+            json!({ "name": req.name, "runtime": pool, "pool": pool_name, "joinToken": token_id.as_str() }),
             now,
         )
         .await?;

@@ -121,11 +121,31 @@ impl Supervisor {
 
     // -------------------------------------------------------- links
 
-    /// Holds a `drover://` link until the user confirms it.
+    /// Holds a `drover://` link until the user confirms it. A join link's
+    /// token is shown to its coordinator first (`GET /v1/runner/join-token`,
+    /// which uses nothing up): the dialog names the pool the coordinator
+    /// says it joins, whatever the link's `ref=` says, and a token the
+    /// coordinator refuses (revoked, expired) is refused here.
     pub async fn open_link(&self, text: &str) -> AppResult<PendingLink> {
         let link = Link::parse(text)?;
+        let pool = match &link {
+            Link::Pair { .. } => None,
+            Link::Join { url, token, .. } => {
+                let info = client(url, Token::new(token.as_str()))?
+                    .join_token_info()
+                    .await
+                    .map_err(|e| match AppError::from(e) {
+                        e if e.code == "UNAUTHORIZED" => AppError::new(
+                            "UNAUTHORIZED",
+                            "the coordinator refused this join link's token (revoked or expired): ask for a new link",
+                        ),
+                        e => e,
+                    })?;
+                Some(info.reference)
+            }
+        };
         let mut inner = self.inner.lock().await;
-        inner.pending = Some(link);
+        inner.pending = Some(Held { link, pool });
         let pending = self.snapshot(&inner).pending.expect("just set");
         drop(inner);
         self.changed().await;
@@ -141,17 +161,20 @@ impl Supervisor {
     /// Pairs (`drover://pair`) or lends to the pool (`drover://join`).
     pub async fn confirm_link(&self) -> AppResult<AppState> {
         let mut inner = self.inner.lock().await;
-        let link = inner
+        let held = inner
             .pending
             .take()
             .ok_or_else(|| AppError::new("NO_PENDING_LINK", "there is no link to confirm"))?;
-        let result = match &link {
+        let result = match &held.link {
             Link::Pair { url, code } => self.pair(&mut inner, url, code).await,
             Link::Join {
                 url,
                 reference,
                 token,
-            } => self.join(&mut inner, url, reference, token).await,
+            } => {
+                self.join(&mut inner, url, reference, held.pool.as_deref(), token)
+                    .await
+            }
         };
         if let Err(e) = &result {
             // A refused code stays refused; anything else may be retried.
@@ -159,7 +182,7 @@ impl Supervisor {
                 e.code.as_str(),
                 "PAIRING_CODE_USED" | "PAIRING_CODE_EXPIRED" | "NOT_FOUND" | "UNAUTHORIZED"
             ) {
-                inner.pending = Some(link);
+                inner.pending = Some(held);
             }
         }
         drop(inner);
@@ -242,15 +265,35 @@ impl Supervisor {
         Ok(())
     }
 
+    /// Lends this machine to the pool `token` joins. `shown` is the pool
+    /// the confirm dialog named: if the coordinator now says another, the
+    /// user confirmed something else, and nothing is joined.
     pub(super) async fn join(
         &self,
         inner: &mut Inner,
         url: &str,
         reference: &str,
+        shown: Option<&str>,
         token: &str,
     ) -> AppResult<()> {
         let joiner = client(url, Token::new(token))?;
         let info = joiner.join_token_info().await?;
+        if shown.is_some_and(|s| s != info.reference) {
+            return Err(AppError::new(
+                "CONFLICT",
+                format!(
+                    "the coordinator now says this token joins {}, not the pool you confirmed: open the link again",
+                    info.reference
+                ),
+            ));
+        }
+        if reference != info.reference {
+            tracing::warn!(
+                link = reference,
+                pool = info.reference,
+                "a join link's ref= names another pool than its token joins"
+            );
+        }
         if inner.config.pool(&info.reference).is_some() {
             return Err(AppError::invalid(format!(
                 "this machine already lends to {}: add runners under This machine",
@@ -262,7 +305,7 @@ impl Supervisor {
                 &keychain::join_key(&info.reference),
                 &JoinSecret {
                     url: url.to_owned(),
-                    reference: reference.to_owned(),
+                    reference: info.reference.clone(),
                     token: token.to_owned(),
                 },
             )

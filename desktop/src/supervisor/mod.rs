@@ -98,7 +98,12 @@ pub struct Settings {
 pub struct PendingLink {
     pub kind: &'static str,
     pub coordinator: String,
+    /// The pool it joins: for a join link, the one the coordinator says
+    /// the token joins (`GET /v1/runner/join-token`), not the link's text.
     pub pool: String,
+    /// A join link's own `ref=`, when it names another pool than the
+    /// coordinator's answer (the dialog says the link's text differed).
+    pub link_pool: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
@@ -155,12 +160,19 @@ struct Inner {
     config: Config,
     account_token: Option<Token>,
     pools: HashMap<String, Running>,
-    pending: Option<Link>,
+    pending: Option<Held>,
     activity: VecDeque<Activity>,
     on_battery: bool,
     quitting: bool,
     /// Runners whose last call to the coordinator failed.
     disconnected: HashSet<String>,
+}
+
+/// A link held until the user confirms it, with the pool the coordinator
+/// says a join link's token joins.
+struct Held {
+    link: Link,
+    pool: Option<String>,
 }
 
 pub struct Supervisor {
@@ -324,17 +336,22 @@ impl Supervisor {
                 autostart: inner.config.autostart,
                 pause_on_battery: inner.config.pause_on_battery,
             },
-            pending: inner.pending.as_ref().map(|link| match link {
+            pending: inner.pending.as_ref().map(|held| match &held.link {
                 Link::Pair { url, .. } => PendingLink {
                     kind: "pair",
                     coordinator: url.clone(),
                     pool: "your personal pool".into(),
+                    link_pool: None,
                 },
-                Link::Join { url, reference, .. } => PendingLink {
-                    kind: "join",
-                    coordinator: url.clone(),
-                    pool: reference.clone(),
-                },
+                Link::Join { url, reference, .. } => {
+                    let pool = held.pool.clone().unwrap_or_else(|| reference.clone());
+                    PendingLink {
+                        kind: "join",
+                        coordinator: url.clone(),
+                        link_pool: (*reference != pool).then(|| reference.clone()),
+                        pool,
+                    }
+                }
             }),
             activity: inner.activity.iter().cloned().collect(),
         }

@@ -462,6 +462,10 @@ pub struct CreateJoinToken {
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct JoinToken {
+    /// `jt_…`: how it is listed and revoked (coordinators before issue 24
+    /// do not send it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
     /// Shown once.
     pub token: String,
     pub runtime: Runtime,
@@ -471,6 +475,39 @@ pub struct JoinToken {
     /// do not send it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub link: Option<String>,
+}
+
+/// A join token as listed (never the token itself).
+#[derive(Serialize, Deserialize, Debug, Clone)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct JoinTokenSummary {
+    /// `jt_…`
+    pub id: String,
+    /// The pool it joins: its id, name and canonical ref.
+    pub runtime_id: String,
+    pub pool: String,
+    #[serde(rename = "ref")]
+    pub reference: String,
+    /// The member who minted it (`usr_…`) and their email; `None` for a
+    /// token minted before coordinators recorded it.
+    pub minted_by: Option<String>,
+    pub minted_by_email: Option<String>,
+    /// Unix time in milliseconds.
+    pub created_at: i64,
+    pub expires_at: i64,
+    /// When a runner last joined with it.
+    pub last_used_at: Option<i64>,
+    /// How many runners joined with it.
+    pub uses: u64,
+}
+
+/// Join tokens that have not expired, oldest first.
+#[derive(Serialize, Deserialize, Debug, Clone)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct JoinTokenList {
+    pub join_tokens: Vec<JoinTokenSummary>,
 }
 
 // ---------------------------------------------------------------- runners
@@ -1005,8 +1042,10 @@ pub const AUDIT_ACTIONS: &[&str] = &[
     "github.installation_linked",
     "github.runner_installed",
     "invite.accepted",
+    "invite.revoked",
     "job.cancelled",
     "join_token.created",
+    "join_token.revoked",
     "member.invited",
     "member.removed",
     "member.updated",

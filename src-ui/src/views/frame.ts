@@ -111,6 +111,15 @@ export function linkDialog(app: App, link: PendingLink) {
         h("dt", null, "Pool"),
         h("dd", null, h("code", { testid: "link-pool" }, link.pool)),
       ),
+      link.linkPool
+        ? h(
+            "p",
+            { testid: "link-pool-differs", class: "warning" },
+            "The link's own text named another pool, ",
+            h("code", null, link.linkPool),
+            ": the pool above is the one the coordinator says this token joins.",
+          )
+        : null,
       h("p", { class: "muted" }, "Confirm only a link you asked for."),
       h(
         "div",

@@ -1,16 +1,17 @@
 // Workspace (admins): pools, the roster, pairing and revoking workspace
-// runners, join tokens and links, usage and the budget; then (people.ts)
+// runners, join tokens and links (minted, listed, revoked), usage and the
+// budget; then (people.ts)
 // usage by month, members and the audit log.
 
 import type { App } from "../app";
 import * as api from "../api";
 import { copy, duration, h, when } from "../h";
-import type { Runner } from "../types";
+import type { JoinTokenSummary, Runner } from "../types";
 import { githubSection } from "./github";
 import { auditSection, membersSection, usageSection } from "./people";
 
 export function workspacePanel(app: App) {
-  const { wsPools, roster, usage, paired, joinToken } = app.remote;
+  const { wsPools, roster, usage, paired, joinToken, joinTokens } = app.remote;
   const pools = wsPools ?? [];
   const options = pools.map((p): [string, string] => [p.id, p.name]);
   const workspace = app.state.account?.workspace ?? "";
@@ -39,7 +40,10 @@ export function workspacePanel(app: App) {
     ev.preventDefault();
     const pool = app.value("ws-join-pool");
     if (!pool) return app.fail("INVALID_INPUT", "create a pool first");
-    void app.act("ws-join", () => api.wsJoinToken(pool), (token) => (app.remote.joinToken = token));
+    void app.act("ws-join", () => api.wsJoinToken(pool), (token) => {
+      app.remote.joinToken = token;
+      void app.act("joinTokens", api.wsJoinTokens, (list) => (app.remote.joinTokens = list));
+    });
   };
   const saveBudget = (ev: Event) => {
     ev.preventDefault();
@@ -136,6 +140,14 @@ export function workspacePanel(app: App) {
       ),
     ),
 
+    h("h3", null, "Join tokens"),
+    h(
+      "table",
+      { testid: "ws-join-tokens", class: "card roster" },
+      h("tbody", null, (joinTokens ?? []).map((t) => joinTokenRow(app, t))),
+    ),
+    joinTokens?.length === 0 ? h("p", { testid: "ws-join-tokens-empty", class: "muted" }, "No join token in use.") : null,
+
     githubSection(app),
 
     h("h3", null, usage ? `Usage and budget, ${usage.month} (UTC)` : "Usage and budget"),
@@ -198,6 +210,38 @@ function rosterRow(app: App, r: Runner) {
                 ? `Revoked ${r.name}. GitHub runner ${revoked.github.name}: ${revoked.github.message}`
                 : null;
             }),
+        },
+        "Revoke",
+      ),
+    ),
+  );
+}
+
+/** One join token: pool, who minted it, when, its use; never the token. */
+function joinTokenRow(app: App, t: JoinTokenSummary) {
+  const key = `ws-revoke-join:${t.id}`;
+  return h(
+    "tr",
+    { testid: "ws-join-token-row", "data-id": t.id },
+    h("td", { class: "nowrap" }, h("strong", null, t.pool), h("div", null, h("code", { class: "muted small" }, t.id))),
+    h("td", { class: "small" }, "minted by ", t.mintedByEmail ?? t.mintedBy ?? "unknown", h("div", { class: "muted" }, "made ", when(t.createdAt))),
+    h("td", { class: "small" }, "expires ", when(t.expiresAt)),
+    h(
+      "td",
+      { class: "small" },
+      `${t.uses} ${t.uses === 1 ? "runner" : "runners"} joined`,
+      t.lastUsedAt ? h("div", { class: "muted" }, "last ", when(t.lastUsedAt)) : null,
+    ),
+    h(
+      "td",
+      null,
+      h(
+        "button",
+        {
+          testid: "ws-revoke-join-token",
+          class: "small danger",
+          disabled: app.busy.has(key),
+          onclick: () => app.act(key, () => api.wsRevokeJoinToken(t.id), (left) => (app.remote.joinTokens = left)),
         },
         "Revoke",
       ),
