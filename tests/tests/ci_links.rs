@@ -355,16 +355,18 @@ async fn unknown_kids_with_a_failing_issuer_fetch_the_jwks_a_bounded_number_of_t
         assert_eq!(code(attempt.await.unwrap()), ErrorCode::Unauthorized);
     }
 
-    // The issuer is back: a new key is fetched again.
+    // The issuer is back and rotates its key: the new key is fetched (once
+    // the second since the last fetch is over) and its tokens act.
     w.com.fail_oidc_issuer(false);
     let kid = w.com.rotate_oidc_key();
     let rotated = w.com.oidc_token(&known, Some(&kid));
     let client = w.c.client(&rotated);
-    eventually("a token signed with the new key", DEADLINE, || {
+    let job = eventually("a token signed with the new key", DEADLINE, || {
         let client = client.clone();
         async move { client.submit(&script_job("self:ws", "true")).await.ok() }
     })
     .await;
+    assert_eq!(job.submitted_by, "ci:octo/hello");
 }
 
 /// Runs the futures concurrently; their outputs in order.

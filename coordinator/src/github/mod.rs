@@ -11,6 +11,7 @@ mod jwt;
 pub mod names;
 mod oauth;
 pub mod oidc;
+mod repository;
 pub mod script;
 mod target;
 pub mod workflow;
@@ -402,43 +403,6 @@ impl GithubApp {
             StatusCode::UNPROCESSABLE_ENTITY | StatusCode::CONFLICT => Ok(Removal::Busy),
             _ => Err(github_error(&what, status, &body)),
         }
-    }
-
-    /// GitHub's id of `owner/repo`, when `installation` reaches it (`None`:
-    /// GitHub answers 404, the repository is not there or not the
-    /// installation's).
-    pub async fn repository_id(
-        &self,
-        host: &Host,
-        installation: i64,
-        owner: &str,
-        repo: &str,
-    ) -> Result<Option<i64>> {
-        let path = format!("/repos/{owner}/{repo}");
-        let what = format!("GET {path}");
-        let (status, _, body) = self
-            .with_installation(
-                host,
-                installation,
-                &TokenScope::METADATA,
-                Method::GET,
-                &path,
-                &what,
-            )
-            .await?;
-        if status == StatusCode::NOT_FOUND {
-            return Ok(None);
-        }
-        if status != StatusCode::OK {
-            return Err(github_error(&what, status, &body));
-        }
-        #[derive(Deserialize)]
-        struct R {
-            id: i64,
-        }
-        let r: R = serde_json::from_slice(&body)
-            .map_err(|_| github_error(&what, status, b"an unexpected answer"))?;
-        Ok(Some(r.id))
     }
 
     /// One page of the repositories `installation` may reach, and whether
