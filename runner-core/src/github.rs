@@ -83,6 +83,7 @@ pub enum GithubCommand {
 pub enum CiCommand {
     /// Link a repository for CI (again: update it): its GitHub Actions OIDC
     /// tokens may then submit jobs to the workspace's pools, no secret stored.
+    /// The App must be installed on its owner (it pins the repository's id).
     Link {
         /// owner/name.
         repository: String,
@@ -95,6 +96,15 @@ pub enum CiCommand {
         /// The workspace runtime ref its jobs go to (default self:ws).
         #[arg(long)]
         runtime: Option<String>,
+        /// Only runs of these refs may act, e.g. refs/heads/main,
+        /// refs/tags/v* (repeat, or comma-separated; default any ref).
+        #[arg(long = "ref", value_delimiter = ',')]
+        refs: Vec<String>,
+        /// Only runs started by these events may act, e.g. push,
+        /// workflow_dispatch, pull_request (repeat, or comma-separated;
+        /// default any but pull_request and pull_request_target).
+        #[arg(long = "event", value_delimiter = ',')]
+        events: Vec<String>,
         /// Print the coordinator's JSON.
         #[arg(long)]
         json: bool,
@@ -127,14 +137,19 @@ pub async fn ci(client: &Client, cmd: &CiCommand) -> anyhow::Result<()> {
             host,
             runs_on,
             runtime,
+            refs,
+            events,
             json,
         } => {
+            let some = |v: &Vec<String>| (!v.is_empty()).then(|| v.clone());
             let link = client
                 .set_ci_link(&wire::CiLinkRequest {
                     repository: repository.clone(),
                     host: host.clone(),
-                    runs_on: (!runs_on.is_empty()).then(|| runs_on.clone()),
+                    runs_on: some(runs_on),
                     runtime: runtime.clone(),
+                    refs: some(refs),
+                    events: some(events),
                 })
                 .await?;
             if *json {
@@ -153,7 +168,15 @@ pub async fn ci(client: &Client, cmd: &CiCommand) -> anyhow::Result<()> {
         CiCommand::Links { json: false } => {
             let links = client.ci_links().await?.links;
             table::print(
-                &["REPOSITORY", "HOST", "RUNS ON", "RUNTIME", "UPDATED"],
+                &[
+                    "REPOSITORY",
+                    "HOST",
+                    "RUNS ON",
+                    "RUNTIME",
+                    "REFS",
+                    "EVENTS",
+                    "UPDATED",
+                ],
                 links.iter().map(|l| {
                     vec![
                         l.repository.clone(),
@@ -162,6 +185,10 @@ pub async fn ci(client: &Client, cmd: &CiCommand) -> anyhow::Result<()> {
                             .as_ref()
                             .map_or("self-hosted".into(), |r| r.join(",")),
                         l.runtime.clone().unwrap_or_else(|| "self:ws".into()),
+                        l.refs.as_ref().map_or("any".into(), |r| r.join(",")),
+                        l.events
+                            .as_ref()
+                            .map_or("any but pull requests".into(), |e| e.join(",")),
                         human::utc(l.updated_at),
                     ]
                 }),

@@ -199,8 +199,12 @@ async def main():
         def invited():
             return rest("admin", "post", "/v1/workspace/members", body={"email": f"i{uid()}@acme.test", "role": "member"})[1]["member"]["id"]
 
+        # Repositories the App's installation on `octo` reaches (a link pins
+        # the repository's id, read through it): each used once.
+        ci_names = iter(f"octo/ci-{i}" for i in range(40))
+
         def ci_linked():
-            repo = rest("admin", "put", "/v1/workspace/ci/links", body={"repository": "octo/ci-" + uid()})[1]["repository"]
+            repo = rest("admin", "put", "/v1/workspace/ci/links", body={"repository": next(ci_names)})[1]["repository"]
             owner, name = repo.split("/")
             return {"owner": owner, "repo": name}
 
@@ -301,7 +305,7 @@ async def main():
                 and "./config.sh" in r["script"] and r["workflowHint"]["runtime"].startswith("self:ws:"),
                 admin=True, bad=({"repository": "octo/hello", "org": "octo"}, "BAD_REQUEST")),
             # CI links.
-            "setCiLink": write(lambda: {"repository": "octo/ci-" + uid(), "runsOn": ["self-hosted"]},
+            "setCiLink": write(lambda: {"repository": next(ci_names), "runsOn": ["self-hosted"]},
                                lambda a, r: a["repository"] in ci_repos() and r["principal"] == "ci:" + a["repository"],
                                admin=True, bad=({"repository": "no-slash"}, "BAD_REQUEST")),
             "listCiLinks": read(admin=True),

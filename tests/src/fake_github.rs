@@ -12,6 +12,10 @@
 //!   pages lists with `Link` headers.
 //! - The OAuth code exchange (`POST /login/oauth/access_token`), and
 //!   `GET /user/installations` for the user behind the token.
+//! - `GET /repos/{owner}/{repo}` with an installation token: the
+//!   repository's id (each repository has one; made again, a new one).
+//! - The OIDC issuer: discovery, JWKS (every fetch counted; it can be made
+//!   to fail), and Actions' ID-token endpoint.
 //!
 //! One server is one GitHub host; a GHE host serves its API under `/api/v3`.
 //!
@@ -126,6 +130,14 @@ struct World {
     oidc_keys: Vec<(String, RsaPrivateKey)>,
     /// Actions' ID-token request tokens → (repository, repository id).
     actions: HashMap<String, (String, i64)>,
+    /// `owner/name` (lower case) → GitHub's id of the repository.
+    repo_ids: HashMap<String, i64>,
+    /// Requests to the OIDC issuer's discovery document and JWKS.
+    oidc_fetches: usize,
+    /// The issuer answers its discovery and JWKS with a 503.
+    oidc_failing: bool,
+    /// Requests to the issuer being held (see `stall_oidc_issuer`).
+    oidc_held: usize,
 }
 
 /// One fake host; clones share it, and it stops when the last one goes.
@@ -136,6 +148,7 @@ pub struct FakeGithub {
     /// The API base: the web base, or `…/api/v3` for a GHE host.
     pub api: String,
     world: Arc<Mutex<World>>,
+    stalled: tokio::sync::watch::Sender<bool>,
     _task: Arc<Serving>,
 }
 
@@ -151,6 +164,8 @@ impl Drop for Serving {
 struct Ctx {
     world: Arc<Mutex<World>>,
     public: RsaPublicKey,
+    /// True while the OIDC issuer holds its answers.
+    stalled: tokio::sync::watch::Sender<bool>,
 }
 
 fn now_s() -> i64 {
@@ -495,6 +510,42 @@ async fn installation_repos(
     paged(&url, &q, items, "repositories")
 }
 
+/// `GET /repos/{owner}/{repo}`: the repository, when the installation
+/// token reaches it (404 otherwise, as GitHub hides what it may not see).
+async fn repository(
+    State(c): State<Ctx>,
+    Path((o, r)): Path<(String, String)>,
+    h: HeaderMap,
+) -> Response {
+    if let Err(resp) = c.check_headers(&h, format!("GET /repos/{o}/{r}")) {
+        return *resp;
+    }
+    let m = match c.token(&h) {
+        Ok(m) => m,
+        Err(resp) => return *resp,
+    };
+    let inst = c.installation(m.installation).unwrap();
+    let reaches = inst.account.eq_ignore_ascii_case(&o)
+        && inst.repos.iter().any(|x| x.eq_ignore_ascii_case(&r))
+        && m.repositories
+            .as_ref()
+            .is_none_or(|rs| rs.iter().any(|x| x.eq_ignore_ascii_case(&r)));
+    let full = format!("{o}/{r}").to_ascii_lowercase();
+    let id = c.world.lock().unwrap().repo_ids.get(&full).copied();
+    match id {
+        Some(id) if reaches => axum::Json(json!({
+            "id": id, "name": r, "full_name": format!("{}/{r}", inst.account),
+            "private": r.starts_with("private"),
+            "owner": { "login": inst.account, "type": inst.account_type },
+        }))
+        .into_response(),
+        _ => c.refuse(
+            StatusCode::NOT_FOUND,
+            "Not Found: the installation does not reach that repository",
+        ),
+    }
+}
+
 /// The API base the caller used (for `Link` URLs).
 fn api_base(h: &HeaderMap) -> String {
     let host = h
@@ -724,8 +775,28 @@ async fn user_installations(
     paged(&url, &q, items, "installations")
 }
 
+/// Counts a request to the issuer and holds it while the issuer is
+/// stalled; the 503 it answers while failing.
+async fn issuer_down(c: &Ctx) -> Option<Response> {
+    c.world.lock().unwrap().oidc_fetches += 1;
+    let mut stalled = c.stalled.subscribe();
+    if *stalled.borrow_and_update() {
+        c.world.lock().unwrap().oidc_held += 1;
+        let _ = stalled.wait_for(|s| !*s).await;
+        c.world.lock().unwrap().oidc_held -= 1;
+    }
+    c.world
+        .lock()
+        .unwrap()
+        .oidc_failing
+        .then(|| message(StatusCode::SERVICE_UNAVAILABLE, "the issuer is down"))
+}
+
 /// The OIDC issuer's discovery document (the issuer is `{web}/oidc`).
-async fn oidc_discovery(h: HeaderMap) -> Response {
+async fn oidc_discovery(State(c): State<Ctx>, h: HeaderMap) -> Response {
+    if let Some(down) = issuer_down(&c).await {
+        return down;
+    }
     let issuer = format!("{}/oidc", api_base_web(&h));
     axum::Json(json!({
         "issuer": issuer,
@@ -745,6 +816,9 @@ fn api_base_web(h: &HeaderMap) -> String {
 }
 
 async fn oidc_jwks(State(c): State<Ctx>) -> Response {
+    if let Some(down) = issuer_down(&c).await {
+        return down;
+    }
     let keys: Vec<Value> = c
         .world
         .lock()
@@ -803,6 +877,16 @@ impl OidcClaims {
 
 /// `claims` signed with the issuer's newest key (or the one named `kid`).
 fn sign_oidc(world: &Arc<Mutex<World>>, claims: &Value, kid: Option<&str>) -> String {
+    sign_oidc_as(world, claims, kid, None)
+}
+
+/// [`sign_oidc`], with `header_kid` (when given) as the header's `kid`.
+fn sign_oidc_as(
+    world: &Arc<Mutex<World>>,
+    claims: &Value,
+    kid: Option<&str>,
+    header_kid: Option<&str>,
+) -> String {
     let w = world.lock().unwrap();
     let (kid, key) = match kid {
         Some(k) => w
@@ -812,6 +896,7 @@ fn sign_oidc(world: &Arc<Mutex<World>>, claims: &Value, kid: Option<&str>) -> St
             .expect("that key"),
         None => w.oidc_keys.last().expect("an OIDC key"),
     };
+    let kid = header_kid.unwrap_or(kid);
     let header =
         URL_SAFE_NO_PAD.encode(json!({ "alg": "RS256", "typ": "JWT", "kid": kid }).to_string());
     let body = URL_SAFE_NO_PAD.encode(claims.to_string());
@@ -840,7 +925,9 @@ impl FakeGithub {
         let ctx = Ctx {
             world: world.clone(),
             public: keys.public.clone(),
+            stalled: tokio::sync::watch::channel(false).0,
         };
+        let stalled = ctx.stalled.clone();
         let api = Router::new()
             .route("/app/installations/{id}/access_tokens", post(access_tokens))
             .route("/installation/repositories", get(installation_repos))
@@ -862,7 +949,8 @@ impl FakeGithub {
                 "/orgs/{org}/actions/runners/{id}",
                 delete(delete_org_runner),
             )
-            .route("/user/installations", get(user_installations));
+            .route("/user/installations", get(user_installations))
+            .route("/repos/{o}/{r}", get(repository));
         let prefix = if ghe { "/api/v3" } else { "" };
         let api = api.layer(axum::middleware::from_fn(
             move |mut req: axum::extract::Request, next: axum::middleware::Next| async move {
@@ -894,6 +982,7 @@ impl FakeGithub {
             api: format!("{base}{prefix}"),
             web: base,
             world,
+            stalled,
             _task: Arc::new(Serving(task)),
         }
     }
@@ -907,6 +996,12 @@ impl FakeGithub {
     /// or by the key `kid`.
     pub fn oidc_token(&self, claims: &OidcClaims, kid: Option<&str>) -> String {
         sign_oidc(&self.world, &claims.0, kid)
+    }
+
+    /// A token signed by the issuer's newest key whose header names `kid`,
+    /// a key the issuer never had.
+    pub fn oidc_token_claiming_kid(&self, claims: &OidcClaims, kid: &str) -> String {
+        sign_oidc_as(&self.world, &claims.0, None, Some(kid))
     }
 
     /// The issuer starts signing with a new key (listed in its JWKS with
@@ -945,7 +1040,51 @@ impl FakeGithub {
             account_type: account_type.into(),
             repos: repos.iter().map(|r| (*r).to_owned()).collect(),
         });
+        for repo in repos {
+            let full = format!("{account}/{repo}").to_ascii_lowercase();
+            if !w.repo_ids.contains_key(&full) {
+                w.next_id += 1;
+                let repo_id = w.next_id;
+                w.repo_ids.insert(full, repo_id);
+            }
+        }
         id
+    }
+
+    /// GitHub's id of repository `owner/name` (one the App was installed on).
+    pub fn repo_id(&self, repository: &str) -> i64 {
+        self.world.lock().unwrap().repo_ids[&repository.to_ascii_lowercase()]
+    }
+
+    /// The repository is deleted and made again under the same name: it
+    /// has a new id, which this returns.
+    pub fn recreate_repo(&self, repository: &str) -> i64 {
+        let mut w = self.world.lock().unwrap();
+        w.next_id += 1;
+        let id = w.next_id;
+        w.repo_ids.insert(repository.to_ascii_lowercase(), id);
+        id
+    }
+
+    /// The OIDC issuer answers its discovery document and JWKS with a 503
+    /// (`true`) or serves them again (`false`).
+    pub fn fail_oidc_issuer(&self, failing: bool) {
+        self.world.lock().unwrap().oidc_failing = failing;
+    }
+
+    /// The OIDC issuer holds every answer (`true`) until released (`false`).
+    pub fn stall_oidc_issuer(&self, stalled: bool) {
+        self.stalled.send_replace(stalled);
+    }
+
+    /// Requests the stalled OIDC issuer holds now.
+    pub fn oidc_held(&self) -> usize {
+        self.world.lock().unwrap().oidc_held
+    }
+
+    /// How many requests the OIDC issuer's discovery document and JWKS had.
+    pub fn oidc_fetches(&self) -> usize {
+        self.world.lock().unwrap().oidc_fetches
     }
 
     /// A one-time OAuth code for `login`, who may reach `installations`.
@@ -1152,4 +1291,34 @@ pub async fn link_with(
     .await;
     assert_eq!(status, 200, "{page}");
     page
+}
+
+/// Installs the App on `owner` with `repos` and links the installation to
+/// `admin`'s workspace; then links each `owner/repo` for CI (the link pins
+/// the repository's id, read through the App). GitHub's ids of the
+/// repositories, in order.
+pub async fn link_ci(
+    url: &str,
+    admin: &super::Member,
+    fake: &FakeGithub,
+    owner: &str,
+    repos: &[&str],
+) -> Vec<i64> {
+    let id = fake.install(owner, "User", repos);
+    link(url, admin, fake, None, id).await;
+    let mut ids = Vec::new();
+    for repo in repos {
+        let repository = format!("{owner}/{repo}");
+        let linked = admin
+            .client
+            .set_ci_link(&drover_wire::CiLinkRequest {
+                repository: repository.clone(),
+                ..Default::default()
+            })
+            .await
+            .expect("link for CI");
+        assert_eq!(linked.repository_id, Some(fake.repo_id(&repository)));
+        ids.push(fake.repo_id(&repository));
+    }
+    ids
 }

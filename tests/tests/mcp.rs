@@ -26,7 +26,11 @@ async fn every_human_facing_operation_has_an_mcp_tool_that_does_and_refuses_the_
     })
     .await;
     let admin = c.bootstrap("acme", "admin@acme.test");
-    let octo = github.com.install("octo", "User", &["hello", "world"]);
+    // `ci-0` … `ci-39`: the repositories the script links for CI.
+    let ci: Vec<String> = (0..40).map(|i| format!("ci-{i}")).collect();
+    let mut repos = vec!["hello", "world"];
+    repos.extend(ci.iter().map(String::as_str));
+    let octo = github.com.install("octo", "User", &repos);
     fake_github::link(&c.url, &admin, &github.com, None, octo).await;
     let member = c.add_member("acme", "dev@acme.test", "member");
     let other = c.bootstrap("globex", "root@globex.test");

@@ -11,6 +11,7 @@ mod jwt;
 pub mod names;
 mod oauth;
 pub mod oidc;
+mod repository;
 pub mod script;
 mod target;
 pub mod workflow;

@@ -2,23 +2,30 @@
 //! configured issuer, checked against the issuer's JWKS (found through its
 //! OpenID configuration, cached, fetched again on an unknown `kid`), for
 //! our audience, unexpired, naming a repository.
+//!
+//! The JWKS is fetched at most once a second, whatever the issuer answers
+//! (a failure counts): a flood of made-up `kid`s cannot make the
+//! coordinator hammer the issuer. The fetch runs as its own task with no
+//! lock held: a token whose key is cached never waits on it, and tokens
+//! that wait for it share the one fetch.
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use futures_util::FutureExt as _;
+use futures_util::future::{BoxFuture, Shared};
 use ring::signature::{RSA_PKCS1_2048_8192_SHA256, RsaPublicKeyComponents};
 use serde::Deserialize;
-use tokio::sync::Mutex;
 
 use crate::clock::Clock;
 
 /// Clock skew allowed on `nbf` and `iat` (not on `exp`).
 const LEEWAY_S: i64 = 60;
 
-/// The JWKS is fetched again on an unknown `kid` at most this often.
+/// The JWKS is fetched at most this often (a failed fetch counts).
 const REFRESH_EVERY_MS: i64 = 1000;
 
 /// Longest token accepted.
@@ -38,18 +45,33 @@ pub struct CiClaims {
     /// `owner/name`.
     pub repository: String,
     pub repository_id: i64,
+    /// `ref`: the branch or tag the run is for (`refs/heads/main`,
+    /// `refs/pull/7/merge`).
+    pub git_ref: Option<String>,
+    /// `event_name`: what started the run (`push`, `pull_request`, …).
+    pub event_name: Option<String>,
 }
 
+/// An RSA public key: (n, e).
+type Key = (Vec<u8>, Vec<u8>);
+
+/// One JWKS fetch, awaited by every token that waits for it.
+type Fetch = Shared<BoxFuture<'static, Result<(), Refusal>>>;
+
 struct Keys {
-    by_kid: HashMap<String, (Vec<u8>, Vec<u8>)>,
+    by_kid: HashMap<String, Key>,
+    /// When the last fetch started (Unix ms), whatever it got.
     fetched_at: Option<i64>,
+    /// The fetch under way, if one is.
+    fetching: Option<Fetch>,
 }
 
 pub struct Oidc {
     pub config: OidcConfig,
     http: reqwest::Client,
     clock: Arc<dyn Clock>,
-    keys: Mutex<Keys>,
+    /// Never held across an await.
+    keys: Arc<Mutex<Keys>>,
 }
 
 /// Why a token was refused: a sentence for the 401's message.
@@ -88,6 +110,9 @@ struct Claims {
     repository: Option<String>,
     /// GitHub sends it as a string.
     repository_id: Option<serde_json::Value>,
+    #[serde(rename = "ref")]
+    git_ref: Option<String>,
+    event_name: Option<String>,
 }
 
 impl Oidc {
@@ -100,14 +125,18 @@ impl Oidc {
             config,
             http,
             clock,
-            keys: Mutex::new(Keys {
+            keys: Arc::new(Mutex::new(Keys {
                 by_kid: HashMap::new(),
                 fetched_at: None,
-            }),
+                fetching: None,
+            })),
         })
     }
 
-    async fn fetch_keys(&self) -> Result<HashMap<String, (Vec<u8>, Vec<u8>)>, Refusal> {
+    async fn fetch_keys(
+        http: reqwest::Client,
+        issuer: String,
+    ) -> Result<HashMap<String, Key>, Refusal> {
         #[derive(Deserialize)]
         struct Discovery {
             jwks_uri: String,
@@ -123,9 +152,9 @@ impl Oidc {
         struct Jwks {
             keys: Vec<Jwk>,
         }
-        let url = format!("{}/.well-known/openid-configuration", self.config.issuer);
-        let discovery: Discovery = self.get_json(&url, "OpenID configuration").await?;
-        let jwks: Jwks = self.get_json(&discovery.jwks_uri, "JWKS").await?;
+        let url = format!("{issuer}/.well-known/openid-configuration");
+        let discovery: Discovery = get_json(&http, &url, "OpenID configuration").await?;
+        let jwks: Jwks = get_json(&http, &discovery.jwks_uri, "JWKS").await?;
         Ok(jwks
             .keys
             .into_iter()
@@ -138,45 +167,54 @@ impl Oidc {
             .collect())
     }
 
-    /// A JSON document of the issuer's; `what` names it in the refusal.
-    async fn get_json<T: for<'de> Deserialize<'de>>(
-        &self,
-        url: &str,
-        what: &str,
-    ) -> Result<T, Refusal> {
-        let read = async {
-            self.http
-                .get(url)
-                .send()
-                .await?
-                .error_for_status()?
-                .json()
-                .await
+    /// The public key `kid`, from the cache or a fresh JWKS: the fetch
+    /// under way, or a new one when none started in the last second.
+    async fn key(&self, kid: &str) -> Result<Key, Refusal> {
+        let no_key = || format!("no key {kid:?} in the OIDC issuer's JWKS");
+        let fetch = {
+            let mut keys = self.keys.lock().expect("OIDC keys");
+            if let Some(k) = keys.by_kid.get(kid) {
+                return Ok(k.clone());
+            }
+            match &keys.fetching {
+                Some(fetch) => fetch.clone(),
+                None => {
+                    let now = self.clock.now_ms();
+                    if keys
+                        .fetched_at
+                        .is_some_and(|at| (0..REFRESH_EVERY_MS).contains(&(now - at)))
+                    {
+                        return Err(no_key());
+                    }
+                    keys.fetched_at = Some(now);
+                    let fetch = self.spawn_fetch();
+                    keys.fetching = Some(fetch.clone());
+                    fetch
+                }
+            }
         };
-        read.await
-            .map_err(|_: reqwest::Error| format!("the OIDC issuer's {what} could not be read"))
+        fetch.await?;
+        let keys = self.keys.lock().expect("OIDC keys");
+        keys.by_kid.get(kid).cloned().ok_or_else(no_key)
     }
 
-    /// The public key `kid`, from the cache or a fresh JWKS.
-    async fn key(&self, kid: &str) -> Result<(Vec<u8>, Vec<u8>), Refusal> {
-        let mut keys = self.keys.lock().await;
-        if let Some(k) = keys.by_kid.get(kid) {
-            return Ok(k.clone());
-        }
-        let now = self.clock.now_ms();
-        if keys
-            .fetched_at
-            .is_some_and(|at| now - at < REFRESH_EVERY_MS)
-        {
-            return Err(format!("no key {kid:?} in the OIDC issuer's JWKS"));
-        }
-        let fresh = self.fetch_keys().await?;
-        keys.by_kid = fresh;
-        keys.fetched_at = Some(now);
-        keys.by_kid
-            .get(kid)
-            .cloned()
-            .ok_or_else(|| format!("no key {kid:?} in the OIDC issuer's JWKS"))
+    /// A fetch of the JWKS as its own task (a caller that goes away does
+    /// not stop it): it stores what it got and clears `fetching`.
+    fn spawn_fetch(&self) -> Fetch {
+        let (http, issuer, keys) = (
+            self.http.clone(),
+            self.config.issuer.clone(),
+            self.keys.clone(),
+        );
+        let task = tokio::spawn(async move {
+            let got = Self::fetch_keys(http, issuer).await;
+            let mut keys = keys.lock().expect("OIDC keys");
+            keys.fetching = None;
+            got.map(|fresh| keys.by_kid = fresh)
+        });
+        task.map(|done| done.unwrap_or_else(|_| Err("the OIDC issuer's JWKS fetch failed".into())))
+            .boxed()
+            .shared()
     }
 
     /// The repository a token speaks for, once its signature, issuer,
@@ -244,6 +282,19 @@ impl Oidc {
         Ok(CiClaims {
             repository,
             repository_id,
+            git_ref: claims.git_ref,
+            event_name: claims.event_name,
         })
     }
+}
+
+/// A JSON document of the issuer's; `what` names it in the refusal.
+async fn get_json<T: for<'de> Deserialize<'de>>(
+    http: &reqwest::Client,
+    url: &str,
+    what: &str,
+) -> Result<T, Refusal> {
+    let read = async { http.get(url).send().await?.error_for_status()?.json().await };
+    read.await
+        .map_err(|_: reqwest::Error| format!("the OIDC issuer's {what} could not be read"))
 }

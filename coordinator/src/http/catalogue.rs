@@ -151,6 +151,12 @@ const NOT_ADMIN: Resp = Resp {
     description: r#"The token is not a member API token, or the member is not an admin (code `FORBIDDEN`)."#,
     reply: Reply::Error("FORBIDDEN"),
 };
+/// The 403 of the job routes, which a CI token may call too.
+const JOB_FORBIDDEN: Resp = Resp {
+    status: 403,
+    description: r#"The token is neither a member API token nor a linked repository's CI token (code `FORBIDDEN`), or it is the CI token of a run whose ref or event its CI link does not allow (code `CI_NOT_ALLOWED`)."#,
+    reply: Reply::Error("FORBIDDEN"),
+};
 const NOT_RUNNER_TOKEN: Resp = Resp {
     status: 403,
     description: r#"The token is not a runner token (code `FORBIDDEN`)."#,
@@ -201,7 +207,7 @@ pub static OPS: &[Op] = &[
                 description: r#"The target is workspace-owned and the workspace budget is spent (code `BUDGET_EXCEEDED`)."#,
                 reply: Reply::Error("BUDGET_EXCEEDED"),
             },
-            NOT_MEMBER_TOKEN,
+            JOB_FORBIDDEN,
             Resp {
                 status: 404,
                 description: r#"The ref names no pool or runner the caller can see, or the pool has no runner (`NO_RUNNERS`) (code `NOT_FOUND`, `NO_RUNNERS`)."#,
@@ -235,7 +241,7 @@ pub static OPS: &[Op] = &[
         tag: "jobs",
         auth: Auth::Member,
         summary: r#"List jobs"#,
-        description: r#"Jobs the caller may see (their own, and any on a workspace-owned pool), newest first."#,
+        description: r#"Jobs the caller may see (SPEC §9), newest first: a member's or admin's own, and any on a workspace-owned pool (never another member's personal-pool jobs); a CI principal's (a linked repository's OIDC token) only the jobs its repository submitted."#,
         params: "",
         query: Some(schema::<jobs::ListQuery>),
         body: None,
@@ -251,7 +257,7 @@ pub static OPS: &[Op] = &[
                 reply: Reply::Error("BAD_REQUEST"),
             },
             UNAUTHORIZED,
-            NOT_MEMBER_TOKEN,
+            JOB_FORBIDDEN,
             INTERNAL,
             OVERLOADED,
         ],
@@ -265,7 +271,7 @@ pub static OPS: &[Op] = &[
         auth: Auth::Member,
         summary: r#"Get a job"#,
         description: r#""#,
-        params: r#"[{"name": "id", "in": "path", "required": true, "description": "Job id (`job_\u2026`). A job the caller cannot see is 404.", "schema": {"type": "string"}}]"#,
+        params: r#"[{"name": "id", "in": "path", "required": true, "description": "Job id (`job_\u2026`). A job the caller cannot see is 404 (a member or admin sees their own and the workspace pools' jobs; a CI principal only its repository's).", "schema": {"type": "string"}}]"#,
         query: None,
         body: None,
         responses: &[
@@ -279,7 +285,7 @@ pub static OPS: &[Op] = &[
                 description: r#"No `Authorization: Bearer` header, or an unknown, expired or revoked token (code `UNAUTHORIZED`)."#,
                 reply: Reply::Error("UNAUTHORIZED"),
             },
-            NOT_MEMBER_TOKEN,
+            JOB_FORBIDDEN,
             Resp {
                 status: 404,
                 description: r#"No such job, or one the caller may not see (code `NOT_FOUND`)."#,
@@ -298,7 +304,7 @@ pub static OPS: &[Op] = &[
         auth: Auth::Member,
         summary: r#"Cancel a job"#,
         description: r#"A queued job is cancelled at once; a leased or running job gets `cancelRequested` and its runner is told on its next heartbeat. Cancelling an already cancelled job changes nothing. No request body."#,
-        params: r#"[{"name": "id", "in": "path", "required": true, "description": "Job id (`job_\u2026`). A job the caller cannot see is 404.", "schema": {"type": "string"}}]"#,
+        params: r#"[{"name": "id", "in": "path", "required": true, "description": "Job id (`job_\u2026`). A job the caller cannot see is 404 (a member or admin sees their own and the workspace pools' jobs; a CI principal only its repository's).", "schema": {"type": "string"}}]"#,
         query: None,
         body: None,
         responses: &[
@@ -312,7 +318,7 @@ pub static OPS: &[Op] = &[
                 description: r#"No `Authorization: Bearer` header, or an unknown, expired or revoked token (code `UNAUTHORIZED`)."#,
                 reply: Reply::Error("UNAUTHORIZED"),
             },
-            NOT_MEMBER_TOKEN,
+            JOB_FORBIDDEN,
             Resp {
                 status: 404,
                 description: r#"No such job, or one the caller may not see (code `NOT_FOUND`)."#,
@@ -336,7 +342,7 @@ pub static OPS: &[Op] = &[
         auth: Auth::Member,
         summary: r#"Read a job's logs"#,
         description: r#"The job's log text (stdout and stderr chunks of every attempt, in order) as `text/plain`. With `follow=true` the response is streamed and stays open until the job ends (or the coordinator shuts down)."#,
-        params: r#"[{"name": "id", "in": "path", "required": true, "description": "Job id (`job_\u2026`). A job the caller cannot see is 404.", "schema": {"type": "string"}}]"#,
+        params: r#"[{"name": "id", "in": "path", "required": true, "description": "Job id (`job_\u2026`). A job the caller cannot see is 404 (a member or admin sees their own and the workspace pools' jobs; a CI principal only its repository's).", "schema": {"type": "string"}}]"#,
         query: Some(schema::<jobs::LogsQuery>),
         body: None,
         responses: &[
@@ -353,7 +359,7 @@ pub static OPS: &[Op] = &[
                 reply: Reply::Error("BAD_REQUEST"),
             },
             UNAUTHORIZED,
-            NOT_MEMBER_TOKEN,
+            JOB_FORBIDDEN,
             Resp {
                 status: 404,
                 description: r#"No such job, or one the caller may not see (code `NOT_FOUND`)."#,
@@ -2022,7 +2028,7 @@ pub static OPS: &[Op] = &[
         tag: "github",
         auth: Auth::Member,
         summary: r#"Link a repository for CI"#,
-        description: r#"Admins only. Links (or updates) a repository: its GitHub Actions OIDC tokens become a CI principal of this workspace (`ci:<owner>/<repo>`) that may submit and follow jobs on the workspace's pools, never a personal pool, with the workspace paying. `runsOn` (default `[self-hosted]`) and `runtime` (default `self:ws`) shape its rendered workflow. A repository is linked to one workspace at most."#,
+        description: r#"Admins only. Links (or updates) a repository: its GitHub Actions OIDC tokens become a CI principal of this workspace (`ci:<owner>/<repo>`) that may submit jobs to the workspace's pools, never a personal pool, with the workspace paying, and read, follow and cancel only the jobs its repository submitted (any other job is 404 to it). The workspace's GitHub App installation on the owner must reach the repository: the link pins GitHub's id of the repository (again on every relink), and a token of another repository of that name is refused. `refs` (patterns, a trailing `*` matching any rest) and `events` restrict which workflow runs may act; without `events`, `pull_request` and `pull_request_target` runs are refused (GitHub's token does not say whether a pull request comes from a fork). Refused runs get `403 CI_NOT_ALLOWED`. `runsOn` (default `[self-hosted]`) and `runtime` (default `self:ws`) shape its rendered workflow, whose triggers follow `events` and `refs`. A repository is linked to one workspace at most."#,
         params: r##"[{"$ref": "#/components/parameters/Surface"}]"##,
         query: None,
         body: Some(Body {
@@ -2038,19 +2044,25 @@ pub static OPS: &[Op] = &[
             },
             Resp {
                 status: 400,
-                description: r#"A malformed body, a repository GitHub would not name, an unknown host, bad `runsOn` labels, or a `runtime` that is not a workspace ref (code `BAD_REQUEST`)."#,
+                description: r#"A malformed body, a repository GitHub would not name, an unknown host, bad `runsOn` labels, `refs` or `events`, or a `runtime` that is not a workspace ref (code `BAD_REQUEST`)."#,
                 reply: Reply::Error("BAD_REQUEST"),
             },
             UNAUTHORIZED,
             NOT_ADMIN,
             BODY_TIMEOUT,
             Resp {
+                status: 404,
+                description: r#"The workspace's GitHub App is not installed on the repository's owner, or its installation does not reach the repository (code `NOT_FOUND`)."#,
+                reply: Reply::Error("NOT_FOUND"),
+            },
+            Resp {
                 status: 409,
-                description: r#"Another workspace links that repository (code `CONFLICT`)."#,
+                description: r#"Another workspace links that repository (code `CONFLICT`), or this coordinator has no GitHub App configured (code `GITHUB_NOT_CONFIGURED`)."#,
                 reply: Reply::Error("CONFLICT"),
             },
             BODY_TOO_LARGE,
             INTERNAL,
+            GITHUB_ERROR,
             OVERLOADED,
         ],
     },

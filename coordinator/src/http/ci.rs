@@ -16,7 +16,7 @@ use super::extract::{AuthMember, Json, Query};
 use crate::error::{Error, Result};
 use crate::github::{GITHUB_COM, names, workflow};
 use crate::refs::RuntimeRef;
-use crate::store::{CiLink, ci_member_id};
+use crate::store::{CiLink, CiLinkSpec, CiPolicy, ci_member_id};
 
 pub fn router() -> Router<AppState> {
     Router::new()
@@ -31,6 +31,9 @@ pub fn router() -> Router<AppState> {
 /// Most labels a workflow's `runs-on` may list here.
 const MAX_RUNS_ON: usize = 10;
 
+/// Most ref patterns, and most events, a link may list.
+const MAX_SCOPE: usize = 20;
+
 fn link(l: CiLink) -> wire::CiLink {
     wire::CiLink {
         principal: ci_member_id(&l.host, &l.repository),
@@ -38,8 +41,93 @@ fn link(l: CiLink) -> wire::CiLink {
         host: l.host,
         runs_on: l.runs_on,
         runtime: l.runtime,
+        refs: l.policy.refs,
+        events: l.policy.events,
+        repository_id: l.repository_id,
         updated_at: l.updated_at,
     }
+}
+
+/// `refs/…`, 1-255 printable characters without spaces, `*` only last.
+fn valid_ref_pattern(p: &str) -> bool {
+    let body = p.strip_suffix('*').unwrap_or(p);
+    p.starts_with("refs/")
+        && p.len() <= 255
+        && !body.contains('*')
+        && p.chars().all(|c| c.is_ascii_graphic())
+}
+
+/// A GitHub event name: `push`, `pull_request`, `workflow_dispatch`, …
+fn valid_event(e: &str) -> bool {
+    (1..=64).contains(&e.len()) && e.bytes().all(|b| b.is_ascii_lowercase() || b == b'_')
+}
+
+/// The link's `refs` and `events`, checked.
+fn policy(req: &wire::CiLinkRequest) -> Result<CiPolicy> {
+    let list = |field: &str, items: &Option<Vec<String>>, ok: fn(&str) -> bool, shape: &str| {
+        let Some(items) = items else {
+            return Ok(None);
+        };
+        if items.is_empty() || items.len() > MAX_SCOPE {
+            return Err(Error::bad_request(format!(
+                "{field} must list 1-{MAX_SCOPE} entries (leave it out for the default)"
+            )));
+        }
+        if let Some(bad) = items.iter().find(|i| !ok(i)) {
+            return Err(Error::bad_request(format!(
+                "{field} entry {bad:?} must be {shape}"
+            )));
+        }
+        let mut unique: Vec<String> = Vec::new();
+        for i in items {
+            if !unique.contains(i) {
+                unique.push(i.clone());
+            }
+        }
+        Ok(Some(unique))
+    };
+    Ok(CiPolicy {
+        refs: list(
+            "refs",
+            &req.refs,
+            valid_ref_pattern,
+            "a ref (refs/heads/main, refs/tags/v*: a trailing * matches any rest)",
+        )?,
+        events: list(
+            "events",
+            &req.events,
+            valid_event,
+            "a GitHub event name (push, pull_request, workflow_dispatch, …)",
+        )?,
+    })
+}
+
+/// GitHub's id of `repository` on `host`, read through the workspace's
+/// installation of the App on its owner: the link pins it.
+async fn repository_id(
+    st: &AppState,
+    m: &crate::store::Member,
+    host: &str,
+    repository: &str,
+) -> Result<i64> {
+    let app = super::github::app(st)?;
+    let (owner, name) = repository.split_once('/').expect("owner/name, checked");
+    let installation = st
+        .store
+        .installation_for(&m.workspace_id, owner, Some(host))
+        .await?
+        .ok_or_else(|| {
+            Error::not_found(format!(
+                "the GitHub App is not installed on {owner} ({host}) for this workspace; install it there first (`drover github link`), so the link can pin {repository}'s id"
+            ))
+        })?;
+    app.repository_id(app.host(&installation.host)?, installation.id, owner, name)
+        .await?
+        .ok_or_else(|| {
+            Error::not_found(format!(
+                "the GitHub App's installation on {owner} ({host}) does not reach {repository}; add the repository to the installation"
+            ))
+        })
 }
 
 /// `github.com`, or a GHE host the App is configured with.
@@ -97,16 +185,25 @@ pub(super) async fn set(
             Err(e) => return Err(Error::bad_request(e.to_string())),
         }
     }
+    let policy = policy(&req)?;
+    if st
+        .store
+        .ci_link_taken(&m.workspace_id, &host, &repo)
+        .await?
+    {
+        return Err(Error::conflict(format!(
+            "{repo} on {host} is linked to another workspace (or was, and its CI history is kept there); a repository is linked to one workspace at most"
+        )));
+    }
+    let spec = CiLinkSpec {
+        repository_id: repository_id(&st, &m, &host, &repo).await?,
+        runs_on: req.runs_on,
+        runtime: req.runtime,
+        policy,
+    };
     let saved = st
         .store
-        .set_ci_link(
-            &m,
-            &host,
-            &repo,
-            req.runs_on.as_deref(),
-            req.runtime.as_deref(),
-            st.now(),
-        )
+        .set_ci_link(&m, &host, &repo, &spec, st.now())
         .await?;
     Ok(axum::Json(link(saved)))
 }
@@ -168,6 +265,8 @@ pub(super) async fn render(
         audience: &st.oidc.config.audience,
         runs_on: &runs_on,
         runtime: l.runtime.as_deref().unwrap_or("self:ws"),
+        refs: l.policy.refs.as_deref(),
+        events: l.policy.events.as_deref(),
     });
     Ok((
         [(header::CONTENT_TYPE, "application/yaml; charset=utf-8")],

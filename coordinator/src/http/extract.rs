@@ -248,7 +248,7 @@ async fn ci_principal(parts: &Parts, token: &Secret, state: &AppState) -> Result
     if !parts.uri.path().starts_with("/v1/jobs") {
         return Err(Error::api(
             ErrorCode::Forbidden,
-            "a CI token (GitHub Actions OIDC) may only submit and follow jobs",
+            "a CI token (GitHub Actions OIDC) may only submit jobs, and read, follow and cancel its repository's own jobs",
         ));
     }
     let unauthorized = |m: String| Error::api(ErrorCode::Unauthorized, m);
@@ -266,13 +266,22 @@ async fn ci_principal(parts: &Parts, token: &Secret, state: &AppState) -> Result
         )
         .await?
     {
-        CiLookup::Principal(m) => Ok(m),
+        CiLookup::Principal(m, policy) => {
+            match policy.refusal(claims.git_ref.as_deref(), claims.event_name.as_deref()) {
+                None => Ok(m),
+                Some(why) => Err(Error::api(ErrorCode::CiNotAllowed, why)),
+            }
+        }
         CiLookup::NotLinked => Err(unauthorized(format!(
             "{} is not linked to a workspace for CI (PUT /v1/workspace/ci/links)",
             claims.repository
         ))),
         CiLookup::OtherRepository => Err(unauthorized(format!(
             "{} is not the repository that was linked (its id changed: it was deleted and made again); link it again",
+            claims.repository
+        ))),
+        CiLookup::Unpinned => Err(unauthorized(format!(
+            "{} was linked before its repository id was pinned at link time; link it again",
             claims.repository
         ))),
     }

@@ -1,6 +1,8 @@
 //! CI links: per repository, where its workflow runs and where its Drover
-//! jobs go; and the CI principal a linked repository's OIDC token becomes
-//! (a members row of kind `ci`, id `ci:<owner>/<repo>`, role member).
+//! jobs go, GitHub's id of the repository (pinned when it is linked) and
+//! which refs and events may act; and the CI principal a linked
+//! repository's OIDC token becomes (a members row of kind `ci`, id
+//! `ci:<owner>/<repo>`, role member), which sees only its own jobs.
 
 use serde_json::json;
 use sqlx::Row;
@@ -20,19 +22,102 @@ pub struct CiLink {
     pub repository: String,
     pub runs_on: Option<Vec<String>>,
     pub runtime: Option<String>,
+    pub policy: CiPolicy,
+    /// GitHub's id of the repository; `None` for a link made before ids
+    /// were pinned at link time (refused until it is linked again).
+    pub repository_id: Option<i64>,
     pub updated_at: i64,
 }
 
+/// What a link is made (or remade) with.
+#[derive(Debug, Clone, Default)]
+pub struct CiLinkSpec {
+    pub runs_on: Option<Vec<String>>,
+    pub runtime: Option<String>,
+    pub policy: CiPolicy,
+    /// GitHub's id of the repository, read through the App just now.
+    pub repository_id: i64,
+}
+
+/// Which workflow runs of a linked repository may act: the OIDC token's
+/// `ref` against `refs` (patterns; a trailing `*` matches any rest) and its
+/// `event_name` against `events`. `None`: any ref; any event but
+/// `pull_request` and `pull_request_target`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CiPolicy {
+    pub refs: Option<Vec<String>>,
+    pub events: Option<Vec<String>>,
+}
+
+/// Events refused unless a link lists them: a pull request's code is
+/// written by whoever opens it (from a fork too), and GitHub's OIDC token
+/// carries no claim that says whether its head is a fork.
+pub const PULL_REQUEST_EVENTS: [&str; 2] = ["pull_request", "pull_request_target"];
+
+fn ref_matches(pattern: &str, r: &str) -> bool {
+    match pattern.strip_suffix('*') {
+        Some(prefix) => r.starts_with(prefix),
+        None => pattern == r,
+    }
+}
+
+impl CiPolicy {
+    /// Why a token with this `ref` and `event_name` may not act, if it may not.
+    pub fn refusal(&self, git_ref: Option<&str>, event: Option<&str>) -> Option<String> {
+        let Some(event) = event else {
+            return Some("the OIDC token names no event_name".into());
+        };
+        match &self.events {
+            Some(allowed) if !allowed.iter().any(|e| e == event) => {
+                return Some(format!(
+                    "this repository's CI link does not allow {event:?} runs (it allows {})",
+                    allowed.join(", ")
+                ));
+            }
+            None if PULL_REQUEST_EVENTS.contains(&event) => {
+                return Some(format!(
+                    "{event:?} runs are refused unless the CI link lists the event (a pull request's code, from a fork too, is its author's): link it again with events including {event}"
+                ));
+            }
+            _ => {}
+        }
+        if let Some(refs) = &self.refs {
+            let Some(r) = git_ref else {
+                return Some("the OIDC token names no ref".into());
+            };
+            if !refs.iter().any(|p| ref_matches(p, r)) {
+                return Some(format!(
+                    "this repository's CI link does not allow ref {r:?} (it allows {})",
+                    refs.join(", ")
+                ));
+            }
+        }
+        None
+    }
+}
+
+fn json_of(list: Option<&Vec<String>>) -> Option<String> {
+    list.map(|l| serde_json::to_string(l).expect("strings as JSON"))
+}
+
+fn list_of(row: &sqlx::any::AnyRow, column: &str) -> Result<Option<Vec<String>>> {
+    let text: Option<String> = row.try_get(column)?;
+    text.map(|j| serde_json::from_str(&j))
+        .transpose()
+        .map_err(|e| Error::Corrupt(format!("ci_links.{column}: {e}")))
+}
+
 fn link_of(row: &sqlx::any::AnyRow) -> Result<CiLink> {
-    let runs_on: Option<String> = row.try_get("runs_on")?;
     Ok(CiLink {
         host: row.try_get("host")?,
         repository: row.try_get("repository")?,
-        runs_on: runs_on
-            .map(|j| serde_json::from_str(&j))
-            .transpose()
-            .map_err(|e| Error::Corrupt(format!("ci_links.runs_on: {e}")))?,
+        runs_on: list_of(row, "runs_on")?,
         runtime: row.try_get("runtime")?,
+        policy: CiPolicy {
+            refs: list_of(row, "refs")?,
+            events: list_of(row, "events")?,
+        },
+        repository_id: row.try_get("repository_id")?,
         updated_at: row.try_get("updated_at")?,
     })
 }
@@ -46,29 +131,35 @@ pub fn ci_member_id(host: &str, repository: &str) -> String {
     }
 }
 
-const LINK_COLUMNS: &str = "host, repository, runs_on, runtime, updated_at";
+const LINK_COLUMNS: &str =
+    "host, repository, runs_on, runtime, refs, events, repository_id, updated_at";
 
 /// What the OIDC token proved and the link it matched.
 pub enum CiLookup {
-    Principal(Member),
+    /// The CI principal, and which of its runs may act.
+    Principal(Member, CiPolicy),
     /// No workspace links that repository.
     NotLinked,
     /// The repository's id is not the one the link pinned.
     OtherRepository,
+    /// The link was made before ids were pinned at link time.
+    Unpinned,
 }
 
 impl Store {
     /// Links (or re-links) `repository` on `host` to the admin's
-    /// workspace; a repository linked to another workspace is refused.
+    /// workspace, pinning `spec.repository_id` (again on a relink); a
+    /// repository linked to another workspace is refused.
     pub async fn set_ci_link(
         &self,
         member: &Member,
         host: &str,
         repository: &str,
-        runs_on: Option<&[String]>,
-        runtime: Option<&str>,
+        spec: &CiLinkSpec,
         now: i64,
     ) -> Result<CiLink> {
+        let (runs_on, runtime) = (spec.runs_on.as_deref(), spec.runtime.as_deref());
+        let (refs, events) = (spec.policy.refs.as_ref(), spec.policy.events.as_ref());
         let repository = repository.to_ascii_lowercase();
         let member_id = ci_member_id(host, &repository);
         let taken = || {
@@ -102,7 +193,7 @@ impl Store {
         }
         let runs_on_json = runs_on.map(|r| serde_json::to_string(r).expect("labels as JSON"));
         let updated = sqlx::query(
-            "UPDATE ci_links SET runs_on = $1, runtime = $2, updated_at = $3 WHERE host = $4 AND repository = $5 AND workspace_id = $6",
+            "UPDATE ci_links SET runs_on = $1, runtime = $2, updated_at = $3, refs = $7, events = $8, repository_id = $9 WHERE host = $4 AND repository = $5 AND workspace_id = $6",
         )
         .bind(runs_on_json.clone())
         .bind(runtime.map(str::to_owned))
@@ -110,11 +201,14 @@ impl Store {
         .bind(host)
         .bind(&repository)
         .bind(member.workspace_id.as_str())
+        .bind(json_of(refs))
+        .bind(json_of(events))
+        .bind(spec.repository_id)
         .execute(&mut *tx)
         .await?;
         if updated.rows_affected() == 0 {
             sqlx::query(
-                "INSERT INTO ci_links (host, repository, workspace_id, member_id, runs_on, runtime, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7)",
+                "INSERT INTO ci_links (host, repository, workspace_id, member_id, runs_on, runtime, updated_at, refs, events, repository_id) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
             )
             .bind(host)
             .bind(&repository)
@@ -123,6 +217,9 @@ impl Store {
             .bind(runs_on_json)
             .bind(runtime.map(str::to_owned))
             .bind(now)
+            .bind(json_of(refs))
+            .bind(json_of(events))
+            .bind(spec.repository_id)
             .execute(&mut *tx)
             .await
             .map_err(|e| super::on_unique(e, || taken().to_string()))?;
@@ -132,7 +229,8 @@ impl Store {
             Actor::Member(member),
             "ci_link.set",
             &repository,
-            json!({ "host": host, "runsOn": runs_on, "runtime": runtime }),
+            json!({ "host": host, "runsOn": runs_on, "runtime": runtime, "refs": refs,
+                "events": events, "repositoryId": spec.repository_id }),
             now,
         )
         .await?;
@@ -145,6 +243,23 @@ impl Store {
             .await?;
         tx.commit().await?;
         link_of(&row)
+    }
+
+    /// Whether another workspace has (or had) `repository` on `host` as a
+    /// CI principal: linking it here would be refused.
+    pub async fn ci_link_taken(
+        &self,
+        workspace: &WorkspaceId,
+        host: &str,
+        repository: &str,
+    ) -> Result<bool> {
+        let id = ci_member_id(host, &repository.to_ascii_lowercase());
+        let owner: Option<String> =
+            sqlx::query_scalar("SELECT workspace_id FROM members WHERE id = $1")
+                .bind(&id)
+                .fetch_optional(&self.reader)
+                .await?;
+        Ok(owner.is_some_and(|w| w != workspace.as_str()))
     }
 
     /// The workspace's CI links, by repository.
@@ -216,7 +331,7 @@ impl Store {
     }
 
     /// The CI principal of a verified OIDC token for `repository` (id
-    /// `repository_id`) on `host`. The first token pins the id.
+    /// `repository_id`) on `host`, when the link's pinned id is that one.
     pub async fn ci_principal(
         &self,
         host: &str,
@@ -225,7 +340,7 @@ impl Store {
     ) -> Result<CiLookup> {
         let repository = repository.to_ascii_lowercase();
         let row = sqlx::query(
-            "SELECT l.member_id, l.repository_id, w.id AS ws_id, w.name AS ws_name
+            "SELECT l.member_id, l.repository_id, l.refs, l.events, w.id AS ws_id, w.name AS ws_name
              FROM ci_links l JOIN workspaces w ON w.id = l.workspace_id
              WHERE l.host = $1 AND l.repository = $2",
         )
@@ -239,17 +354,14 @@ impl Store {
         match row.try_get::<Option<i64>, _>("repository_id")? {
             Some(pinned) if pinned != repository_id => return Ok(CiLookup::OtherRepository),
             Some(_) => {}
-            None => {
-                sqlx::query("UPDATE ci_links SET repository_id = $1 WHERE host = $2 AND repository = $3 AND repository_id IS NULL")
-                    .bind(repository_id)
-                    .bind(host)
-                    .bind(&repository)
-                    .execute(&self.writer)
-                    .await?;
-            }
+            None => return Ok(CiLookup::Unpinned),
         }
+        let policy = CiPolicy {
+            refs: list_of(&row, "refs")?,
+            events: list_of(&row, "events")?,
+        };
         let id: String = row.try_get("member_id")?;
-        Ok(CiLookup::Principal(Member {
+        let member = Member {
             email: id.clone(),
             id: MemberId::from_db(id),
             role: Role::Member,
@@ -258,6 +370,60 @@ impl Store {
             token_id: None,
             surface: Surface::Rest,
             ci: true,
-        }))
+        };
+        Ok(CiLookup::Principal(member, policy))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::CiPolicy;
+
+    fn list(items: &[&str]) -> Option<Vec<String>> {
+        Some(items.iter().map(|s| (*s).to_owned()).collect())
+    }
+
+    #[test]
+    fn refs_and_events_decide_which_runs_act() {
+        let any = CiPolicy::default();
+        assert_eq!(any.refusal(Some("refs/heads/x"), Some("push")), None);
+        assert_eq!(any.refusal(None, Some("workflow_dispatch")), None);
+        for pr in ["pull_request", "pull_request_target"] {
+            let why = any.refusal(Some("refs/pull/1/merge"), Some(pr)).unwrap();
+            assert!(why.contains(pr), "{why}");
+        }
+        assert!(any.refusal(Some("refs/heads/main"), None).is_some());
+
+        let scoped = CiPolicy {
+            refs: list(&["refs/heads/main", "refs/tags/v*", "refs/pull/*"]),
+            events: list(&["push", "pull_request"]),
+        };
+        assert_eq!(scoped.refusal(Some("refs/heads/main"), Some("push")), None);
+        assert_eq!(scoped.refusal(Some("refs/tags/v1.2"), Some("push")), None);
+        assert_eq!(
+            scoped.refusal(Some("refs/pull/7/merge"), Some("pull_request")),
+            None
+        );
+        assert!(
+            scoped
+                .refusal(Some("refs/heads/main-evil"), Some("push"))
+                .is_some()
+        );
+        assert!(
+            scoped
+                .refusal(Some("refs/heads/dev"), Some("push"))
+                .is_some()
+        );
+        assert!(scoped.refusal(None, Some("push")).is_some());
+        assert!(
+            scoped
+                .refusal(Some("refs/heads/main"), Some("workflow_dispatch"))
+                .is_some()
+        );
+        assert!(
+            scoped
+                .refusal(Some("refs/heads/main"), Some("pull_request_target"))
+                .is_some()
+        );
     }
 }

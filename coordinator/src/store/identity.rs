@@ -49,7 +49,8 @@ pub struct Member {
     /// Where this request came from (the audit log names it).
     pub surface: Surface,
     /// A CI principal (a linked repository's GitHub Actions OIDC token):
-    /// it may submit and follow jobs on the workspace's pools only.
+    /// it may submit jobs to the workspace's pools only, and sees (reads,
+    /// follows, cancels) only the jobs its repository submitted.
     pub ci: bool,
 }
 

@@ -176,13 +176,18 @@ pub(super) const JOB_COLUMNS: &str = "j.id, j.state, j.runtime_ref, j.runtime_id
     j.priority, j.requires, j.spec, j.attempt, j.max_attempts, j.exit_code, j.error, j.cancel_requested,
     j.ran_by, j.ran_by_owner, j.created_at, j.started_at, j.finished_at";
 
-/// Jobs a member may see: their own, and any on a workspace-owned pool.
-/// Takes (workspace, member) as parameters `$first` and `$first + 1`.
-fn visible(first: usize) -> String {
+/// Jobs `member` may see (SPEC §9): a person (member or admin) sees their
+/// own and any on a workspace-owned pool; a CI principal only the jobs its
+/// repository submitted. Takes (workspace, member) as parameters `$first`
+/// and `$first + 1`.
+fn visible(first: usize, member: &Member) -> String {
+    let (workspace, submitter) = (first, first + 1);
+    if member.ci {
+        return format!("j.workspace_id = ${workspace} AND j.submitter_id = ${submitter}");
+    }
     format!(
-        "j.workspace_id = ${first} AND (j.submitter_id = ${} OR j.runtime_id IN
-         (SELECT id FROM runtimes WHERE workspace_id = j.workspace_id AND owner_member_id IS NULL))",
-        first + 1
+        "j.workspace_id = ${workspace} AND (j.submitter_id = ${submitter} OR j.runtime_id IN
+         (SELECT id FROM runtimes WHERE workspace_id = j.workspace_id AND owner_member_id IS NULL))"
     )
 }
 
@@ -272,7 +277,7 @@ impl Store {
         let id = JobId::parse(id).ok_or_else(not_found)?;
         let sql = format!(
             "SELECT {JOB_COLUMNS} FROM jobs j WHERE j.id = $1 AND {}",
-            visible(2)
+            visible(2, member)
         );
         let (workspace, submitter) = (member.workspace_id.as_str(), member.id.as_str());
         let row = match &self.inline_reads {
@@ -312,7 +317,7 @@ impl Store {
         };
         let sql = format!(
             "SELECT {JOB_COLUMNS} FROM jobs j WHERE {} {filter} ORDER BY j.seq DESC LIMIT {limit_param}",
-            visible(1)
+            visible(1, member)
         );
         let mut q = sqlx::query_as::<_, JobRow>(&sql)
             .bind(member.workspace_id.as_str())

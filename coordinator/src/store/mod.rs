@@ -55,7 +55,7 @@ use submit::SubmitRequest;
 
 pub use audit::{AuditQuery, MAX_AUDIT_PAGE, Surface};
 pub use billing::{UsageBy, UsageOf};
-pub use ci::{CiLink, CiLookup, ci_member_id};
+pub use ci::{CiLink, CiLinkSpec, CiLookup, CiPolicy, ci_member_id};
 pub use github::{GithubRunnerRow, Installation, LINK_STATE_TTL_MS, LinkState};
 pub use health::NotReady;
 pub use idempotency::IdempotencyKey;

@@ -202,6 +202,18 @@ pub struct CiLinkRequest {
     /// e.g. a workflow hint's `runtime`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub runtime: Option<String>,
+    /// The refs whose workflow runs may act (the OIDC token's `ref`), e.g.
+    /// `refs/heads/main`, `refs/tags/v*` (a trailing `*` matches any rest);
+    /// absent: any ref. 1-20 patterns.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refs: Option<Vec<String>>,
+    /// The events whose workflow runs may act (the OIDC token's
+    /// `event_name`), e.g. `push`, `workflow_dispatch`, `pull_request`;
+    /// absent: any event but `pull_request` and `pull_request_target` (a
+    /// pull request's code is written by whoever opens it, forks included:
+    /// list them to allow them). 1-20 names.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub events: Option<Vec<String>>,
 }
 
 /// A repository linked for CI: its GitHub Actions OIDC tokens may submit
@@ -217,6 +229,17 @@ pub struct CiLink {
     pub runs_on: Option<Vec<String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub runtime: Option<String>,
+    /// The refs allowed to act; absent: any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refs: Option<Vec<String>>,
+    /// The events allowed to act; absent: any but `pull_request` and
+    /// `pull_request_target`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub events: Option<Vec<String>>,
+    /// GitHub's id of the repository, read through the App when it was
+    /// linked: tokens of another repository of that name are refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repository_id: Option<i64>,
     /// The submitter its jobs name: `ci:<owner>/<repo>`.
     pub principal: String,
     /// Unix time in milliseconds.

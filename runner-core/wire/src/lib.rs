@@ -171,6 +171,9 @@ pub enum ErrorCode {
     StateUsed,
     /// The install link's `state` is older than its ten minutes.
     StateExpired,
+    /// A CI token (GitHub Actions OIDC) whose ref or event its CI link does
+    /// not allow (`refs`, `events`; `pull_request` only when listed).
+    CiNotAllowed,
     #[serde(other)]
     Unknown,
 }
@@ -204,6 +207,7 @@ impl ErrorCode {
             Self::GithubError => "GITHUB_ERROR",
             Self::StateUsed => "STATE_USED",
             Self::StateExpired => "STATE_EXPIRED",
+            Self::CiNotAllowed => "CI_NOT_ALLOWED",
             Self::Unknown => "UNKNOWN",
         }
     }
