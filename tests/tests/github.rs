@@ -404,7 +404,7 @@ async fn refusals_missing_installs_spoofed_ids_and_used_states() {
     link(&w, &w.admin, &w.com, None, id).await;
     let rival = w.c.bootstrap("rival", "admin@rival.test");
     let link_c = rival.client.github_install_link(None).await.unwrap();
-    let code = w.com.sign_in("octocat", &[id]);
+    let code = w.com.sign_in("octo", &[id]);
     let (status, page) = setup_redirect(
         &w.c,
         &format!(
@@ -598,7 +598,7 @@ async fn the_cli_links_lists_installs_and_revokes() {
         )),
         "{url}"
     );
-    let code = w.com.sign_in("octocat", &[id]);
+    let code = w.com.sign_in("octo", &[id]);
     let state = url.trim().split_once("state=").unwrap().1.to_owned();
     let (status, _) = setup_redirect(
         &w.c,
