@@ -171,6 +171,8 @@ pub enum ErrorCode {
     StateUsed,
     /// The install link's `state` is older than its ten minutes.
     StateExpired,
+    /// A browser page of another site (its `Origin` header) called `/mcp`.
+    ForbiddenOrigin,
     #[serde(other)]
     Unknown,
 }
@@ -204,6 +206,7 @@ impl ErrorCode {
             Self::GithubError => "GITHUB_ERROR",
             Self::StateUsed => "STATE_USED",
             Self::StateExpired => "STATE_EXPIRED",
+            Self::ForbiddenOrigin => "FORBIDDEN_ORIGIN",
             Self::Unknown => "UNKNOWN",
         }
     }
