@@ -10,8 +10,10 @@
 //!   `X-GitHub-Api-Version: 2022-11-28` and a `User-Agent` (else 400/415).
 //! - Answers 201 / 204 / 401 / 403 / 404 / 409 / 422 where GitHub does, and
 //!   pages lists with `Link` headers.
-//! - The OAuth code exchange (`POST /login/oauth/access_token`), and
-//!   `GET /user/installations` for the user behind the token.
+//! - The OAuth code exchange (`POST /login/oauth/access_token`), and for
+//!   the user behind the token `GET /user`, `GET /user/installations` and
+//!   `GET /user/memberships/orgs/{org}` (404 when not a member). Users and
+//!   organizations share one space of numeric ids, as on GitHub.
 //! - `GET /repos/{owner}/{repo}` with an installation token: the
 //!   repository's id (each repository has one; made again, a new one).
 //! - The OIDC issuer: discovery, JWKS (every fetch counted; it can be made
@@ -107,6 +109,8 @@ struct Registration {
 
 #[derive(Default)]
 struct World {
+    /// The next user or organization id.
+    next_account_id: i64,
     installations: Vec<FakeInstallation>,
     /// OAuth code → the user's login; each code works once.
     codes: HashMap<String, String>,
@@ -114,6 +118,10 @@ struct World {
     users: HashMap<String, String>,
     /// Login → installation ids the user may reach.
     reach: HashMap<String, Vec<i64>>,
+    /// Lowercased login (user or organization) → its numeric id.
+    account_ids: HashMap<String, i64>,
+    /// (organization, user), both lowercased → (state, role).
+    memberships: HashMap<(String, String), (String, String)>,
     tokens: HashMap<String, Minted>,
     registrations: HashMap<String, Registration>,
     runners: Vec<FakeRunner>,
@@ -138,6 +146,25 @@ struct World {
     oidc_failing: bool,
     /// Requests to the issuer being held (see `stall_oidc_issuer`).
     oidc_held: usize,
+}
+
+impl World {
+    /// The numeric id of the user or organization `login` (made on first use).
+    fn account_id(&mut self, login: &str) -> i64 {
+        let next = &mut self.next_account_id;
+        *self
+            .account_ids
+            .entry(login.to_ascii_lowercase())
+            .or_insert_with(|| {
+                *next += 1;
+                *next
+            })
+    }
+
+    /// The login behind a user token.
+    fn user_of(&self, h: &HeaderMap) -> Option<String> {
+        self.users.get(&Ctx::bearer(h)?).cloned()
+    }
 }
 
 /// One fake host; clones share it, and it stops when the last one goes.
@@ -754,20 +781,23 @@ async fn user_installations(
     if let Err(resp) = c.check_headers(&h, "GET /user/installations".into()) {
         return *resp;
     }
-    let token = Ctx::bearer(&h).unwrap_or_default();
-    let w = c.world.lock().unwrap();
-    let Some(login) = w.users.get(&token) else {
+    let mut w = c.world.lock().unwrap();
+    let Some(login) = w.user_of(&h) else {
         drop(w);
         return c.refuse(StatusCode::UNAUTHORIZED, "Bad credentials");
     };
-    let reach = w.reach.get(login).cloned().unwrap_or_default();
-    let items = w
+    let reach = w.reach.get(&login).cloned().unwrap_or_default();
+    let reached: Vec<FakeInstallation> = w
         .installations
         .iter()
         .filter(|i| reach.contains(&i.id))
+        .cloned()
+        .collect();
+    let items = reached
+        .iter()
         .map(|i| {
             json!({ "id": i.id, "app_id": APP_ID, "app_slug": APP_SLUG,
-            "account": { "login": i.account, "type": i.account_type } })
+            "account": { "login": i.account, "id": w.account_id(&i.account), "type": i.account_type } })
         })
         .collect();
     drop(w);
@@ -790,6 +820,49 @@ async fn issuer_down(c: &Ctx) -> Option<Response> {
         .unwrap()
         .oidc_failing
         .then(|| message(StatusCode::SERVICE_UNAVAILABLE, "the issuer is down"))
+}
+
+/// `GET /user`: the user behind the token.
+async fn user(State(c): State<Ctx>, h: HeaderMap) -> Response {
+    if let Err(resp) = c.check_headers(&h, "GET /user".into()) {
+        return *resp;
+    }
+    let mut w = c.world.lock().unwrap();
+    let Some(login) = w.user_of(&h) else {
+        drop(w);
+        return c.refuse(StatusCode::UNAUTHORIZED, "Bad credentials");
+    };
+    let id = w.account_id(&login);
+    axum::Json(json!({ "login": login, "id": id, "type": "User", "site_admin": false }))
+        .into_response()
+}
+
+/// `GET /user/memberships/orgs/{org}`: the user's membership in `org`, or
+/// 404 when they have none (as GitHub answers a user not affiliated with it).
+async fn user_membership(State(c): State<Ctx>, Path(org): Path<String>, h: HeaderMap) -> Response {
+    if let Err(resp) = c.check_headers(&h, format!("GET /user/memberships/orgs/{org}")) {
+        return *resp;
+    }
+    let mut w = c.world.lock().unwrap();
+    let Some(login) = w.user_of(&h) else {
+        drop(w);
+        return c.refuse(StatusCode::UNAUTHORIZED, "Bad credentials");
+    };
+    let key = (org.to_ascii_lowercase(), login.to_ascii_lowercase());
+    let Some((state, role)) = w.memberships.get(&key).cloned() else {
+        return message(StatusCode::NOT_FOUND, "Not Found");
+    };
+    let (org_id, user_id) = (w.account_id(&org), w.account_id(&login));
+    drop(w);
+    let base = api_base(&h);
+    axum::Json(json!({
+        "url": format!("{base}/orgs/{org}/memberships/{login}"),
+        "state": state, "role": role,
+        "organization_url": format!("{base}/orgs/{org}"),
+        "organization": { "login": org, "id": org_id },
+        "user": { "login": login, "id": user_id, "type": "User" },
+    }))
+    .into_response()
 }
 
 /// The OIDC issuer's discovery document (the issuer is `{web}/oidc`).
@@ -918,6 +991,7 @@ impl FakeGithub {
     pub async fn start(keys: &AppKeys, ghe: bool) -> Self {
         let world = Arc::new(Mutex::new(World {
             next_id: 1000,
+            next_account_id: 500,
             token_lifetime_s: 3600,
             oidc_keys: vec![new_oidc_key(1)],
             ..World::default()
@@ -950,7 +1024,9 @@ impl FakeGithub {
                 delete(delete_org_runner),
             )
             .route("/user/installations", get(user_installations))
-            .route("/repos/{o}/{r}", get(repository));
+            .route("/repos/{o}/{r}", get(repository))
+            .route("/user", get(user))
+            .route("/user/memberships/orgs/{org}", get(user_membership));
         let prefix = if ghe { "/api/v3" } else { "" };
         let api = api.layer(axum::middleware::from_fn(
             move |mut req: axum::extract::Request, next: axum::middleware::Next| async move {
@@ -1094,6 +1170,21 @@ impl FakeGithub {
         w.codes.insert(code.clone(), login.into());
         w.reach.insert(login.into(), installations.to_vec());
         code
+    }
+
+    /// `login`'s membership in organization `org`: `state` `active` or
+    /// `pending`, `role` `admin` (an owner), `member` or `billing_manager`.
+    pub fn set_membership(&self, org: &str, login: &str, state: &str, role: &str) {
+        self.world.lock().unwrap().memberships.insert(
+            (org.to_ascii_lowercase(), login.to_ascii_lowercase()),
+            (state.into(), role.into()),
+        );
+    }
+
+    /// The installation `id`, if the App is installed there.
+    pub fn installation(&self, id: i64) -> Option<FakeInstallation> {
+        let w = self.world.lock().unwrap();
+        w.installations.iter().find(|i| i.id == id).cloned()
     }
 
     /// What `config.sh` does with a registration token: registers a runner
@@ -1258,7 +1349,9 @@ pub async fn setup_redirect(url: &str, query: &str) -> (u16, String) {
 
 /// Links installation `id` of `fake` to `admin`'s workspace as GitHub's
 /// install flow does (an install link, then the setup redirect with an
-/// OAuth code of a user who can reach it); the setup page.
+/// OAuth code of a user who administers its account: the user account
+/// itself, or `octocat`, an active admin of the organization); the setup
+/// page.
 pub async fn link(
     url: &str,
     admin: &super::Member,
@@ -1283,7 +1376,14 @@ pub async fn link_with(
         .split_once("state=")
         .expect("a state in the link")
         .1;
-    let code = fake.sign_in("octocat", &[id]);
+    let installed = fake.installation(id).expect("an installation of the App");
+    let login = if installed.account_type == "Organization" {
+        fake.set_membership(&installed.account, "octocat", "active", "admin");
+        "octocat"
+    } else {
+        installed.account.as_str()
+    };
+    let code = fake.sign_in(login, &[id]);
     let (status, page) = setup_redirect(
         url,
         &format!("installation_id={id}&setup_action=install&state={state}&code={code}"),

@@ -10,9 +10,13 @@ pub struct RunnerProcess {
     lines: Arc<Mutex<Vec<(u128, String)>>>,
     /// Set when the current process's stderr has been read to its end.
     read_all: Arc<std::sync::atomic::AtomicBool>,
+    /// The program (`drover`) and its arguments.
+    program: PathBuf,
     args: Vec<String>,
     /// Extra environment for the process.
     env: Vec<(String, String)>,
+    /// Only `env`: nothing of the test's own environment.
+    clear_env: bool,
 }
 
 impl RunnerProcess {
@@ -37,18 +41,40 @@ impl RunnerProcess {
             child: None,
             lines: Arc::default(),
             read_all: Arc::default(),
+            program: bin("drover"),
             args: full,
             env: env
                 .iter()
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect(),
+            clear_env: false,
+        };
+        p.start();
+        p
+    }
+
+    /// `program args…` exactly so, with only `env` (as a service manager
+    /// starts it): no flag and nothing of the test's environment added.
+    pub fn exact(program: &Path, args: &[String], env: &[(String, String)]) -> Self {
+        let mut p = Self {
+            child: None,
+            lines: Arc::default(),
+            read_all: Arc::default(),
+            program: program.to_owned(),
+            args: args.to_vec(),
+            env: env.to_vec(),
+            clear_env: true,
         };
         p.start();
         p
     }
 
     fn start(&mut self) {
-        let mut child = Command::new(bin("drover"))
+        let mut command = Command::new(&self.program);
+        if self.clear_env {
+            command.env_clear();
+        }
+        let mut child = command
             .args(&self.args)
             .envs(self.env.iter().map(|(k, v)| (k, v)))
             .stdout(Stdio::null())

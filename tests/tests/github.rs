@@ -195,10 +195,28 @@ async fn repo_level_runner_from_link_to_script() {
         "{dry}"
     );
     assert!(
-        dry.contains("+ systemctl enable --now drover-runner.service"),
+        dry.contains("+ systemctl enable drover-runner.service")
+            && dry.contains("+ systemctl restart drover-runner.service"),
         "{dry}"
     );
-    assert!(dry.contains("./svc.sh install drover"), "{dry}");
+    // Two workers, three users: the Actions runner as drover-actions, the
+    // Drover runner as root, its jobs as drover-job in a sandbox; each
+    // one's credentials 0600 in a 0700 directory of its own user's.
+    for line in [
+        "./svc.sh install drover-actions)",
+        "+ install -d -o drover-actions -m 0700 /opt/drover/actions-runner",
+        "+ install -d -o root -m 0700 /opt/drover/drover-runner",
+        "+ chown drover-actions /opt/drover/actions-runner/.credentials",
+        "+ chmod 0600 /opt/drover/actions-runner/.credentials",
+        "+ chmod 0600 /opt/drover/actions-runner/.runner",
+        "would write /opt/drover/drover-runner/token (mode 0600, owner root)",
+        "\nUser=root\n",
+        "\nPrivateTmp=yes\n",
+        " runner --token-file /opt/drover/drover-runner/token --state-dir /opt/drover/drover-runner --sandbox bwrap --job-user drover-job\n",
+    ] {
+        assert!(dry.contains(line), "{line:?} not in:\n{dry}");
+    }
+    assert!(!dry.contains("svc.sh install drover)"), "{dry}");
 
     // The runner is on the roster, on the workspace's default pool.
     let roster = w
@@ -404,7 +422,7 @@ async fn refusals_missing_installs_spoofed_ids_and_used_states() {
     link(&w, &w.admin, &w.com, None, id).await;
     let rival = w.c.bootstrap("rival", "admin@rival.test");
     let link_c = rival.client.github_install_link(None).await.unwrap();
-    let code = w.com.sign_in("octocat", &[id]);
+    let code = w.com.sign_in("octo", &[id]);
     let (status, page) = setup_redirect(
         &w.c,
         &format!(
@@ -598,7 +616,7 @@ async fn the_cli_links_lists_installs_and_revokes() {
         )),
         "{url}"
     );
-    let code = w.com.sign_in("octocat", &[id]);
+    let code = w.com.sign_in("octo", &[id]);
     let state = url.trim().split_once("state=").unwrap().1.to_owned();
     let (status, _) = setup_redirect(
         &w.c,

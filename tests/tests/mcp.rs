@@ -76,3 +76,69 @@ async fn every_human_facing_operation_has_an_mcp_tool_that_does_and_refuses_the_
         );
     }
 }
+
+/// An MCP `initialize` call on `/mcp` with `token`, and `origin` if given:
+/// the status and the JSON body.
+async fn initialize(url: &str, token: &str, origin: Option<&str>) -> (u16, serde_json::Value) {
+    let mut req = reqwest::Client::new()
+        .post(format!("{url}/mcp"))
+        .bearer_auth(token)
+        .header("accept", "application/json, text/event-stream")
+        .json(&serde_json::json!({
+            "jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": { "protocolVersion": "2025-06-18", "capabilities": {},
+                        "clientInfo": { "name": "origin-test", "version": "1" } },
+        }));
+    if let Some(origin) = origin {
+        req = req.header("origin", origin);
+    }
+    let resp = req.send().await.unwrap();
+    let status = resp.status().as_u16();
+    let text = resp.text().await.unwrap();
+    let body = serde_json::from_str(&text).unwrap_or(serde_json::Value::String(text));
+    (status, body)
+}
+
+/// A web page of another site cannot drive the tools, even with a token it
+/// got hold of: a foreign `Origin` is refused before the token is looked
+/// at. The coordinator's own origin (its public URL's, whatever address it
+/// is reached at) and clients that send no `Origin` are served.
+#[tokio::test]
+async fn mcp_refuses_a_foreign_origin_and_serves_its_own_and_none() {
+    let c = Coordinator::start_with(CoordinatorOptions {
+        serve_args: vec!["--public-url".into(), "https://drover.example.test/".into()],
+        ..CoordinatorOptions::default()
+    })
+    .await;
+    let admin = c.bootstrap("acme", "admin@acme.test");
+    let loopback = c.url.clone();
+    for foreign in [
+        "https://evil.example",
+        "null",
+        "http://drover.example.test",
+        "https://drover.example.test:8443",
+        "https://drover.example.test.evil.example",
+        loopback.as_str(),
+    ] {
+        for token in [admin.token.as_str(), "drv_not_a_token"] {
+            let (status, body) = initialize(&c.url, token, Some(foreign)).await;
+            assert_eq!(status, 403, "{foreign}: {body}");
+            assert_eq!(
+                body["error"]["code"], "FORBIDDEN_ORIGIN",
+                "{foreign}: {body}"
+            );
+        }
+    }
+    for own in [
+        Some("https://drover.example.test"),
+        Some("https://DROVER.example.test:443"),
+        None,
+    ] {
+        let (status, body) = initialize(&c.url, &admin.token, own).await;
+        assert_eq!(status, 200, "{own:?}: {body}");
+        assert_eq!(body["result"]["serverInfo"]["name"], "drover", "{body}");
+    }
+    // No Origin still needs a token.
+    let (status, _) = initialize(&c.url, "drv_not_a_token", None).await;
+    assert_eq!(status, 401);
+}

@@ -31,7 +31,7 @@ use crate::ids::Secret;
 
 pub use config::{AppConfig, Host, base_url};
 pub use jwt::AppKey;
-pub use oauth::UserInstallation;
+pub use oauth::{GithubUser, OrgMembership, UserInstallation};
 pub use target::Target;
 use target::TokenScope;
 

@@ -1,5 +1,6 @@
 //! The setup redirect's proof of ownership: the OAuth code exchanged for a
-//! user token, and the installations that user may reach.
+//! user token, the installations that user may reach, who the user is, and
+//! their role in an organization.
 
 use drover_wire::ErrorCode;
 use reqwest::{Method, StatusCode};
@@ -15,7 +16,33 @@ use crate::ids::Secret;
 pub struct UserInstallation {
     pub id: i64,
     pub account: String,
+    /// The account's numeric id (stable across renames), when GitHub gives it.
+    pub account_id: Option<i64>,
     pub account_type: String,
+}
+
+/// The GitHub user behind an OAuth token (`GET /user`).
+#[derive(Debug, Clone, Deserialize)]
+pub struct GithubUser {
+    pub login: String,
+    pub id: i64,
+}
+
+/// A user's membership in an organization
+/// (`GET /user/memberships/orgs/{org}`).
+#[derive(Debug, Clone, Deserialize)]
+pub struct OrgMembership {
+    /// `active`, or `pending` (invited, not yet accepted).
+    pub state: String,
+    /// `admin` (an owner), `member` or `billing_manager`.
+    pub role: String,
+}
+
+impl OrgMembership {
+    /// An owner of the organization, who has accepted.
+    pub fn administers(&self) -> bool {
+        self.state == "active" && self.role == "admin"
+    }
 }
 
 impl GithubApp {
@@ -72,6 +99,8 @@ impl GithubApp {
             #[derive(Deserialize)]
             struct Account {
                 login: String,
+                #[serde(default)]
+                id: Option<i64>,
                 #[serde(rename = "type", default)]
                 kind: String,
             }
@@ -95,6 +124,7 @@ impl GithubApp {
                     .map(|i| UserInstallation {
                         id: i.id,
                         account: i.account.login,
+                        account_id: i.account.id,
                         account_type: i.account.kind,
                     }),
             );
@@ -104,5 +134,58 @@ impl GithubApp {
             }
         }
         Ok(out)
+    }
+
+    /// The user behind `user_token` (`GET /user`).
+    pub async fn user(&self, host: &Host, user_token: &Secret) -> Result<GithubUser> {
+        let what = "GET /user";
+        let url = format!("{}/user", host.api);
+        let resp = self
+            .send(Method::GET, &url, Auth::Token(user_token), None, what)
+            .await?;
+        let status = resp.status();
+        let body = resp.bytes().await.map_err(|e| transport(what, e))?;
+        if status != StatusCode::OK {
+            return Err(github_error(what, status, &body));
+        }
+        serde_json::from_slice(&body)
+            .map_err(|_| github_error(what, status, b"an unexpected answer"))
+    }
+
+    /// The membership in `org` of the user behind `user_token`, or `None`
+    /// when they are not a member (GitHub answers 404).
+    pub async fn org_membership(
+        &self,
+        host: &Host,
+        user_token: &Secret,
+        org: &str,
+    ) -> Result<Option<OrgMembership>> {
+        let what = "GET /user/memberships/orgs/{org}";
+        let url = format!(
+            "{}/user/memberships/orgs/{}",
+            host.api,
+            drover_wire::text::percent_encode(org)
+        );
+        let resp = self
+            .send(Method::GET, &url, Auth::Token(user_token), None, what)
+            .await?;
+        let status = resp.status();
+        let body = resp.bytes().await.map_err(|e| transport(what, e))?;
+        match status {
+            StatusCode::OK => serde_json::from_slice(&body)
+                .map(Some)
+                .map_err(|_| github_error(what, status, b"an unexpected answer")),
+            StatusCode::NOT_FOUND => Ok(None),
+            StatusCode::FORBIDDEN => {
+                let e = github_error(what, status, &body);
+                Err(Error::api(
+                    ErrorCode::GithubError,
+                    format!(
+                        "{e}; the App needs the organization permission \"Members: read\" to check who administers {org}, and the organization must not block it"
+                    ),
+                ))
+            }
+            _ => Err(github_error(what, status, &body)),
+        }
     }
 }

@@ -1881,7 +1881,7 @@ pub static OPS: &[Op] = &[
         tag: "github",
         auth: Auth::Public,
         summary: r#"GitHub's setup redirect (the App's Setup URL)"#,
-        description: r#"Where GitHub sends the browser after the App is installed. The coordinator uses up the `state`, exchanges the OAuth `code` for a user token, and links `installation_id` to the state's workspace only if `GET /user/installations` lists it for that user. An installation belongs to one workspace at most. Answers an HTML page that says what was linked, or why not (with the error code)."#,
+        description: r#"Where GitHub sends the browser after the App is installed. The coordinator uses up the `state`, exchanges the OAuth `code` for a user token, and links `installation_id` to the state's workspace only if `GET /user/installations` lists it for that user and that user administers its account: an active `admin` of the organization (`GET /user/memberships/orgs/{org}`), or, for a user account, that user (`GET /user`). An installation belongs to one workspace at most. Answers an HTML page that says what was linked, or why not (with the error code)."#,
         params: r#"[{"name": "installation_id", "in": "query", "required": false, "schema": {"type": "integer"}}, {"name": "setup_action", "in": "query", "required": false, "schema": {"type": "string", "enum": ["install", "update", "request"]}}, {"name": "state", "in": "query", "required": false, "schema": {"type": "string"}}, {"name": "code", "in": "query", "required": false, "schema": {"type": "string"}}]"#,
         query: None,
         body: None,
@@ -1898,7 +1898,7 @@ pub static OPS: &[Op] = &[
             },
             Resp {
                 status: 403,
-                description: r#"GitHub refused the code, the user cannot reach that installation (a spoofed `installation_id`), or the admin who made the link is no longer one (code `FORBIDDEN`)."#,
+                description: r#"GitHub refused the code, the user cannot reach that installation (a spoofed `installation_id`), does not administer its account (the page says who must finish the install), or the admin who made the link is no longer one (code `FORBIDDEN`)."#,
                 reply: Reply::Raw(r#"{"text/html": {"schema": {"type": "string"}}}"#),
             },
             Resp {

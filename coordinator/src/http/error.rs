@@ -16,7 +16,9 @@ pub fn status_of(code: ErrorCode) -> StatusCode {
         }
         ErrorCode::Unauthorized => StatusCode::UNAUTHORIZED,
         ErrorCode::BudgetExceeded => StatusCode::PAYMENT_REQUIRED,
-        ErrorCode::Forbidden | ErrorCode::CiNotAllowed => StatusCode::FORBIDDEN,
+        ErrorCode::Forbidden | ErrorCode::CiNotAllowed | ErrorCode::ForbiddenOrigin => {
+            StatusCode::FORBIDDEN
+        }
         ErrorCode::NotFound | ErrorCode::NoRunners => StatusCode::NOT_FOUND,
         ErrorCode::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
         ErrorCode::RequestTimeout => StatusCode::REQUEST_TIMEOUT,

@@ -1,7 +1,12 @@
 //! GitHub's setup redirect (`GET /v1/github/setup`), after an admin
 //! installed the App from an install link: the one-time state names the
-//! workspace, and the OAuth code proves the installation is the user's
-//! (`GET /user/installations` must list it). It answers a page a person reads.
+//! workspace, and the OAuth code proves the installation is the user's to
+//! give: `GET /user/installations` must list it, and the user must
+//! administer its account (an active `admin` of the organization, per
+//! `GET /user/memberships/orgs/{org}`, or, for a user account, that user,
+//! per `GET /user`). Reaching an installation is not enough: a read-only
+//! member of an organization reaches its installation too. It answers a page
+//! a person reads.
 
 use axum::Router;
 use axum::extract::State;
@@ -94,6 +99,7 @@ async fn link(st: &AppState, q: SetupParams) -> Result<String> {
             ),
         ));
     };
+    administers(app, host, &user_token, found).await?;
     let linked = link_as(st, &linked_by.member, &host.name, found, now).await?;
     Ok(format!(
         "Installation {} on {} ({} {}) is linked to workspace {}. You can close this page.",
@@ -103,6 +109,71 @@ async fn link(st: &AppState, q: SetupParams) -> Result<String> {
         linked.account,
         linked_by.member.workspace_name
     ))
+}
+
+/// Refuses unless the user behind `user_token` administers the account
+/// `found` is installed on; the refusal says who must finish the install.
+async fn administers(
+    app: &crate::github::GithubApp,
+    host: &crate::github::Host,
+    user_token: &crate::ids::Secret,
+    found: &crate::github::UserInstallation,
+) -> Result<()> {
+    let (id, account) = (found.id, found.account.as_str());
+    let me = app.user(host, user_token).await?;
+    let refuse = |why: String, who: String| {
+        Error::api(
+            ErrorCode::Forbidden,
+            format!(
+                "installation {id} is on {why}; only {who} may link it, so nothing was linked. Ask {who} to finish the install from a new install link"
+            ),
+        )
+    };
+    match found.account_type.as_str() {
+        "Organization" => {
+            let who = format!("an admin (owner) of the organization {account}");
+            match app.org_membership(host, user_token, account).await? {
+                Some(m) if m.administers() => Ok(()),
+                Some(m) => Err(refuse(
+                    format!(
+                        "the GitHub organization {account}, where {} is a {} ({})",
+                        me.login, m.role, m.state
+                    ),
+                    who,
+                )),
+                None => Err(refuse(
+                    format!(
+                        "the GitHub organization {account}, of which {} is not a member",
+                        me.login
+                    ),
+                    who,
+                )),
+            }
+        }
+        "User" => {
+            let same = match found.account_id {
+                Some(account_id) => account_id == me.id,
+                None => account.eq_ignore_ascii_case(&me.login),
+            };
+            if same {
+                Ok(())
+            } else {
+                Err(refuse(
+                    format!(
+                        "the GitHub user account {account}, and the install was finished by {}",
+                        me.login
+                    ),
+                    format!("the GitHub user {account}"),
+                ))
+            }
+        }
+        other => Err(Error::api(
+            ErrorCode::Forbidden,
+            format!(
+                "installation {id} is on {account}, a GitHub account of type {other:?}; Drover links installations on organizations and user accounts only, whose admins it can check, so nothing was linked"
+            ),
+        )),
+    }
 }
 
 async fn link_as(

@@ -8,6 +8,13 @@
 //! role checks, the same store calls, the same audit entries (surface
 //! `mcp`). A refusal is a tool error whose structured content is REST's
 //! envelope, `{"error": {"code", "message"}}`, with the same code.
+//!
+//! A request whose `Origin` header names another site than the
+//! coordinator's own (its public URL's `scheme://host[:port]`) is refused
+//! with `403 FORBIDDEN_ORIGIN` before its token is looked at, as the MCP
+//! specification asks of servers: a web page must not drive the tools with
+//! a token it got hold of. Clients that send no `Origin` (the CLI, MCP
+//! SDKs, desktop clients) are served.
 
 use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
@@ -65,6 +72,9 @@ pub fn router(state: AppState) -> Router<AppState> {
 
 async fn authenticate(State(st): State<AppState>, req: Request, next: Next) -> Response {
     let (parts, body) = req.into_parts();
+    if let Err(e) = super::origin::same_origin(&parts.headers, &st.public_url) {
+        return e.into_response();
+    }
     match mcp_member(&parts, &st).await {
         Ok(member) => {
             let mut req = Request::from_parts(parts, body);

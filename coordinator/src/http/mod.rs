@@ -14,6 +14,7 @@ mod jobs;
 mod mcp;
 mod members;
 pub mod openapi;
+mod origin;
 mod pairing;
 mod protocol;
 pub mod rate_limit;

@@ -174,6 +174,8 @@ pub enum ErrorCode {
     /// A CI token (GitHub Actions OIDC) whose ref or event its CI link does
     /// not allow (`refs`, `events`; `pull_request` only when listed).
     CiNotAllowed,
+    /// A browser page of another site (its `Origin` header) called `/mcp`.
+    ForbiddenOrigin,
     #[serde(other)]
     Unknown,
 }
@@ -208,6 +210,7 @@ impl ErrorCode {
             Self::StateUsed => "STATE_USED",
             Self::StateExpired => "STATE_EXPIRED",
             Self::CiNotAllowed => "CI_NOT_ALLOWED",
+            Self::ForbiddenOrigin => "FORBIDDEN_ORIGIN",
             Self::Unknown => "UNKNOWN",
         }
     }
