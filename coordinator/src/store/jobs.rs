@@ -9,7 +9,7 @@ use sqlx::FromRow;
 use super::audit::{Actor, record};
 use super::model::{Job, Provenance};
 use super::sqlite_writer::{self, Cols};
-use super::{Member, Store, json_list};
+use super::{Member, Store, json_list, preview};
 use crate::caps;
 use crate::error::{Error, Result};
 use crate::ids::{JobId, LeaseId, RunnerId, RuntimeId};
@@ -243,6 +243,80 @@ impl JobRow {
             created_at: self.created_at,
             started_at: self.started_at,
             finished_at: self.finished_at,
+            spec_truncated: false,
+        })
+    }
+}
+
+/// A page of a job list (`Store::list_jobs`).
+#[derive(Debug)]
+pub struct JobPage {
+    pub jobs: Vec<ListedJob>,
+    /// Where the next (older) page starts, when there may be one.
+    pub next: Option<i64>,
+}
+
+/// A job in a list: its spec is a preview (`job.spec_truncated` when cut).
+#[derive(Debug)]
+pub struct ListedJob {
+    pub job: Job,
+    /// Pass as `before` for the jobs older than this one.
+    pub cursor: i64,
+}
+
+#[derive(FromRow)]
+struct ListRow {
+    #[sqlx(flatten)]
+    job: JobRow,
+    seq: i64,
+    summary: Option<String>,
+    spec_chars: i64,
+}
+
+impl ListRow {
+    /// About the bytes this row takes in an answer (before JSON escapes).
+    fn approx_size(&self) -> usize {
+        let r = &self.job;
+        let texts = [
+            &r.id,
+            &r.state,
+            &r.runtime_ref,
+            &r.runtime_id,
+            &r.submitter_id,
+        ];
+        let optional = [&r.pinned_runner_id, &r.error, &r.ran_by, &r.ran_by_owner];
+        // Field names, numbers and punctuation: under 400 bytes.
+        400 + texts.iter().map(|t| t.len()).sum::<usize>()
+            + optional
+                .iter()
+                .flat_map(|t| t.as_ref())
+                .map(String::len)
+                .sum::<usize>()
+            + r.requires.len()
+            + (r.spec.len() + self.summary.as_ref().map_or(0, String::len))
+                .min(2 * preview::PREVIEW_BYTES)
+    }
+
+    fn into_listed(self) -> Result<ListedJob> {
+        let shown = match &self.summary {
+            Some(summary) => serde_json::from_str(summary)
+                .map_err(|e| Error::Corrupt(format!("job summary: {e}")))?,
+            None => preview::preview(
+                &self.job.spec,
+                self.spec_chars <= preview::SPEC_PREFIX_CHARS,
+            ),
+        };
+        let mut job = JobRow {
+            spec: String::from("{}"),
+            ..self.job
+        }
+        .into_job()?;
+        job.spec.command = shown.command;
+        job.spec.script = shown.script;
+        job.spec_truncated = shown.truncated;
+        Ok(ListedJob {
+            job,
+            cursor: self.seq,
         })
     }
 }
@@ -298,30 +372,64 @@ impl Store {
         row.ok_or_else(not_found)?.into_job()
     }
 
-    /// Newest first.
+    /// A page of the jobs `member` may see, newest first: at most `limit`
+    /// of them, and fewer when their text would pass `budget` bytes. Each
+    /// carries a preview of its command or script (see `preview`): its
+    /// summary, or a small spec whole, or an older job's spec's first
+    /// characters; a page never reads a whole megabyte command. `before`:
+    /// the previous page's `next`.
     pub async fn list_jobs(
         &self,
         member: &Member,
         state: Option<JobState>,
+        before: Option<i64>,
         limit: u32,
-    ) -> Result<Vec<Job>> {
-        let (filter, limit_param) = if state.is_some() {
-            ("AND j.state = $3", "$4")
+        budget: usize,
+    ) -> Result<JobPage> {
+        use futures_util::TryStreamExt as _;
+        let filter = if state.is_some() {
+            "AND j.state = $5"
         } else {
-            ("", "$3")
+            ""
         };
+        let head = preview::SPEC_PREFIX_CHARS;
         let sql = format!(
-            "SELECT {JOB_COLUMNS} FROM jobs j WHERE {} {filter} ORDER BY j.seq DESC LIMIT {limit_param}",
+            "SELECT {}, j.seq, j.summary,
+                    CAST(CASE WHEN j.summary IS NULL THEN length(j.spec) ELSE 0 END AS BIGINT) AS spec_chars
+             FROM jobs j
+             WHERE {} AND j.seq < $3 {filter} ORDER BY j.seq DESC LIMIT $4",
+            JOB_COLUMNS.replace(
+                "j.spec,",
+                &format!("CASE WHEN j.summary IS NULL THEN substr(j.spec, 1, {head}) ELSE '' END AS spec,")
+            ),
             visible(1)
         );
-        let mut q = sqlx::query_as::<_, JobRow>(&sql)
+        let mut q = sqlx::query_as::<_, ListRow>(&sql)
             .bind(member.workspace_id.as_str())
-            .bind(member.id.as_str());
+            .bind(member.id.as_str())
+            .bind(before.unwrap_or(i64::MAX))
+            .bind(i64::from(limit) + 1);
         if let Some(state) = state {
             q = q.bind(state.as_str());
         }
-        let rows = q.bind(i64::from(limit)).fetch_all(&self.reader).await?;
-        rows.into_iter().map(JobRow::into_job).collect()
+        // Row by row, so that a page past its budget stops reading.
+        let mut rows = q.fetch(&self.reader);
+        let (mut jobs, mut used, mut more) = (Vec::new(), 0, false);
+        while let Some(row) = rows.try_next().await? {
+            let size = row.approx_size();
+            if jobs.len() == limit as usize || (!jobs.is_empty() && used + size > budget) {
+                more = true;
+                break;
+            }
+            used += size;
+            jobs.push(row.into_listed()?);
+        }
+        let next = if more {
+            jobs.last().map(|j: &ListedJob| j.cursor)
+        } else {
+            None
+        };
+        Ok(JobPage { jobs, next })
     }
 
     pub async fn cancel_job(&self, member: &Member, id: &str, now: i64) -> Result<CancelOutcome> {
@@ -367,23 +475,34 @@ impl Store {
         }
     }
 
-    /// Log chunks after `after` (attempt, seq), in order.
+    /// Log chunks after `after` (attempt, seq), in order: at most `limit`
+    /// of them, and no more once `max_chars` characters are reached (one
+    /// at least), so that a batch of big chunks is not read at once.
     pub async fn read_logs(
         &self,
         job: &str,
         after: Option<(i64, i64)>,
         limit: u32,
+        max_chars: usize,
     ) -> Result<Vec<LogRow>> {
         let (attempt, seq) = after.unwrap_or((-1, -1));
         Ok(sqlx::query_as::<_, LogRow>(
-            "SELECT attempt, seq, stream, data FROM job_logs
-             WHERE job_id = $1 AND (attempt > $2 OR (attempt = $2 AND seq > $3))
-             ORDER BY attempt, seq LIMIT $4",
+            "WITH picked AS (
+                SELECT attempt, seq,
+                       SUM(length(data)) OVER (ORDER BY attempt, seq) - length(data) AS earlier
+                FROM job_logs
+                WHERE job_id = $1 AND (attempt > $2 OR (attempt = $2 AND seq > $3))
+                ORDER BY attempt, seq LIMIT $4)
+             SELECT l.attempt, l.seq, l.stream, l.data
+             FROM picked p JOIN job_logs l ON l.job_id = $1 AND l.attempt = p.attempt AND l.seq = p.seq
+             WHERE p.earlier < $5
+             ORDER BY l.attempt, l.seq",
         )
         .bind(job)
         .bind(attempt)
         .bind(seq)
         .bind(i64::from(limit))
+        .bind(i64::try_from(max_chars).unwrap_or(i64::MAX))
         .fetch_all(&self.reader)
         .await?)
     }

@@ -31,6 +31,7 @@ pub mod model;
 mod pairing;
 mod pools;
 mod postgres;
+mod preview;
 mod retention;
 mod runners;
 #[cfg(test)]
@@ -60,7 +61,7 @@ pub use github::{GithubRunnerRow, Installation, LINK_STATE_TTL_MS, LinkState};
 pub use health::NotReady;
 pub use idempotency::IdempotencyKey;
 pub use identity::{Member, Principal, Role, RunnerAuth};
-pub use jobs::{CancelOutcome, JobSpec, NewJob};
+pub use jobs::{CancelOutcome, JobPage, JobSpec, ListedJob, NewJob};
 pub use leases::{Completion, LeaseAttempt};
 pub use pools::{Owner, Placement};
 pub use retention::Purged;
