@@ -61,8 +61,8 @@ async fn submit_all(member: &Member, jobs: Vec<wire::SubmitJob>, n: usize) -> Ve
     let mut ids = Vec::new();
     for batch in jobs.chunks(n) {
         let mut set = JoinSet::new();
-        for job in batch.iter().cloned() {
-            let client = member.client.clone();
+        for job in batch {
+            let (client, job) = (member.client.clone(), job.clone());
             set.spawn(async move { client.submit(&job).await.expect("submit").id });
         }
         ids.extend(set.join_all().await);

@@ -8,8 +8,9 @@ use sqlx::FromRow;
 
 use super::audit::{Actor, record};
 use super::model::{Job, Provenance};
+use super::preview::{self, JobPage, ListRow};
 use super::sqlite_writer::{self, Cols};
-use super::{Member, Store, json_list, preview};
+use super::{Member, Store, json_list};
 use crate::caps;
 use crate::error::{Error, Result};
 use crate::ids::{JobId, LeaseId, RunnerId, RuntimeId};
@@ -248,79 +249,6 @@ impl JobRow {
     }
 }
 
-/// A page of a job list (`Store::list_jobs`).
-#[derive(Debug)]
-pub struct JobPage {
-    pub jobs: Vec<ListedJob>,
-    /// Where the next (older) page starts, when there may be one.
-    pub next: Option<i64>,
-}
-
-/// A job in a list: its spec is a preview (`job.spec_truncated` when cut).
-#[derive(Debug)]
-pub struct ListedJob {
-    pub job: Job,
-    /// Pass as `before` for the jobs older than this one.
-    pub cursor: i64,
-}
-
-#[derive(FromRow)]
-struct ListRow {
-    #[sqlx(flatten)]
-    job: JobRow,
-    seq: i64,
-    summary: Option<String>,
-    spec_chars: i64,
-}
-
-impl ListRow {
-    /// About the bytes this row takes in an answer (before JSON escapes).
-    fn approx_size(&self) -> usize {
-        let r = &self.job;
-        let texts = [
-            &r.id,
-            &r.state,
-            &r.runtime_ref,
-            &r.runtime_id,
-            &r.submitter_id,
-        ];
-        let optional = [&r.pinned_runner_id, &r.error, &r.ran_by, &r.ran_by_owner];
-        // Field names, numbers and punctuation: under 400 bytes.
-        400 + texts.iter().map(|t| t.len()).sum::<usize>()
-            + optional
-                .iter()
-                .flat_map(|t| t.as_ref())
-                .map(String::len)
-                .sum::<usize>()
-            + r.requires.len()
-            + (r.spec.len() + self.summary.as_ref().map_or(0, String::len))
-                .min(2 * preview::PREVIEW_BYTES)
-    }
-
-    fn into_listed(self) -> Result<ListedJob> {
-        let shown = match &self.summary {
-            Some(summary) => serde_json::from_str(summary)
-                .map_err(|e| Error::Corrupt(format!("job summary: {e}")))?,
-            None => preview::preview(
-                &self.job.spec,
-                self.spec_chars <= preview::SPEC_PREFIX_CHARS,
-            ),
-        };
-        let mut job = JobRow {
-            spec: String::from("{}"),
-            ..self.job
-        }
-        .into_job()?;
-        job.spec.command = shown.command;
-        job.spec.script = shown.script;
-        job.spec_truncated = shown.truncated;
-        Ok(ListedJob {
-            job,
-            cursor: self.seq,
-        })
-    }
-}
-
 /// What a cancel did.
 #[derive(Debug)]
 pub enum CancelOutcome {
@@ -425,7 +353,7 @@ impl Store {
             jobs.push(row.into_listed()?);
         }
         let next = if more {
-            jobs.last().map(|j: &ListedJob| j.cursor)
+            jobs.last().map(|j: &preview::ListedJob| j.cursor)
         } else {
             None
         };

@@ -3,11 +3,15 @@
 //! `GET /v1/jobs/{id}` still answers the whole spec. A large spec's summary
 //! is written at submit (`jobs.summary`, migration 0019); a list reads a
 //! small spec whole, and of an older job's spec only its first characters,
-//! decoded as far as they go.
+//! decoded as far as they go. Also the rows and pages of a list.
 
 use serde::{Deserialize, Serialize};
 
-use super::jobs::JobSpec;
+use sqlx::FromRow;
+
+use super::jobs::{JobRow, JobSpec};
+use super::model::Job;
+use crate::error::{Error, Result};
 
 /// Characters (and bytes: a spec of more bytes gets a summary) of a stored
 /// spec that a list reads.
@@ -24,6 +28,75 @@ pub struct Preview {
     pub script: Option<String>,
     /// Something was left out: the command or script is longer than this.
     pub truncated: bool,
+}
+
+/// A page of a job list (`Store::list_jobs`).
+#[derive(Debug)]
+pub struct JobPage {
+    pub jobs: Vec<ListedJob>,
+    /// Where the next (older) page starts, when there may be one.
+    pub next: Option<i64>,
+}
+
+/// A job in a list: its spec is a preview (`job.spec_truncated` when cut).
+#[derive(Debug)]
+pub struct ListedJob {
+    pub job: Job,
+    /// Pass as `before` for the jobs older than this one.
+    pub cursor: i64,
+}
+
+#[derive(FromRow)]
+pub(super) struct ListRow {
+    #[sqlx(flatten)]
+    job: JobRow,
+    seq: i64,
+    summary: Option<String>,
+    spec_chars: i64,
+}
+
+impl ListRow {
+    /// About the bytes this row takes in an answer (before JSON escapes).
+    pub(super) fn approx_size(&self) -> usize {
+        let r = &self.job;
+        let texts = [
+            &r.id,
+            &r.state,
+            &r.runtime_ref,
+            &r.runtime_id,
+            &r.submitter_id,
+        ];
+        let optional = [&r.pinned_runner_id, &r.error, &r.ran_by, &r.ran_by_owner];
+        // Field names, numbers and punctuation: under 400 bytes.
+        400 + texts.iter().map(|t| t.len()).sum::<usize>()
+            + optional
+                .iter()
+                .flat_map(|t| t.as_ref())
+                .map(String::len)
+                .sum::<usize>()
+            + r.requires.len()
+            + (r.spec.len() + self.summary.as_ref().map_or(0, String::len)).min(2 * PREVIEW_BYTES)
+    }
+
+    pub(super) fn into_listed(self) -> Result<ListedJob> {
+        let shown = match &self.summary {
+            Some(summary) => serde_json::from_str(summary)
+                .map_err(|e| Error::Corrupt(format!("job summary: {e}")))?,
+            None => preview(&self.job.spec, self.spec_chars <= SPEC_PREFIX_CHARS),
+        };
+        let mut job = JobRow {
+            spec: String::from("{}"),
+            ..self.job
+        }
+        .into_job()?;
+        job.spec.command = shown.command;
+        job.spec.script = shown.script;
+        job.spec_truncated = shown.truncated;
+        Ok(ListedJob {
+            job,
+            cursor: self.seq,
+        })
+    }
 }
 
 /// The `jobs.summary` of a spec stored as `spec_json`: `None` when a list
