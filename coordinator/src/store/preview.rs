@@ -1,7 +1,7 @@
 //! A job's summary in lists: its command or script cut to a short preview,
 //! so that listing jobs never reads (or answers) a megabyte command whole.
 //! `GET /v1/jobs/{id}` still answers the whole spec. A large spec's summary
-//! is written at submit (`jobs.summary`, migration 0019); a list reads a
+//! is written at submit (`jobs.summary`, migration 0018); a list reads a
 //! small spec whole, and of an older job's spec only its first characters,
 //! decoded as far as they go. Also the rows and pages of a list.
 
