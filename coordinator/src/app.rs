@@ -145,6 +145,7 @@ impl Application {
                 config.serve.body_timeout,
                 config.serve.max_reads,
                 config.serve.read_wait,
+                config.serve.max_reads_per_member,
             )),
             probes: Arc::new(Probes::new(config.metrics_token.as_deref())),
             public_url: public_url.clone().into(),

@@ -18,4 +18,5 @@ pub mod retention;
 pub mod secrets;
 pub mod server;
 pub mod store;
+pub mod trim;
 pub mod wake;

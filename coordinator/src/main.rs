@@ -285,6 +285,12 @@ struct Limits {
     /// is answered 503 OVERLOADED (0: at once).
     #[arg(long, env = "DROVER_READ_WAIT_MS", default_value_t = 250, value_parser = clap::value_parser!(u64).range(0..=60_000))]
     read_wait_ms: u64,
+    /// Large answers (a page of jobs, a job, a batch of its log) one member
+    /// or CI principal is sent at once; past it (after the --read-wait-ms
+    /// wait), 429 RATE_LIMITED. A client that stops reading keeps its turn
+    /// until --body-timeout-ms closes its connection.
+    #[arg(long, env = "DROVER_MAX_READS_PER_MEMBER", default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    max_reads_per_member: u32,
     /// On SIGTERM, requests in flight get this many milliseconds to end;
     /// then the coordinator exits anyway.
     #[arg(long, env = "DROVER_SHUTDOWN_TIMEOUT_MS", default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(0..=600_000))]
@@ -311,6 +317,7 @@ impl Limits {
             body_memory: self.body_memory_mib as usize * 1024 * 1024,
             max_reads: self.max_reads as usize,
             read_wait: Duration::from_millis(self.read_wait_ms),
+            max_reads_per_member: self.max_reads_per_member as usize,
             shutdown_timeout: Duration::from_millis(self.shutdown_timeout_ms),
         }
     }

@@ -14,7 +14,6 @@ use std::io;
 use std::net::SocketAddr;
 use std::pin::{Pin, pin};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::task::{Context, Poll, ready};
 use std::time::{Duration, Instant};
 
@@ -53,6 +52,9 @@ pub struct ServeLimits {
     pub max_reads: usize,
     /// How long a read past `max_reads` waits for a turn before its 503.
     pub read_wait: Duration,
+    /// Large answers (job lists, a job, log batches) one principal is sent
+    /// at once; more wait `read_wait`, then get 429.
+    pub max_reads_per_member: usize,
     /// After a shutdown signal, in-flight requests get this long; then the
     /// process exits whatever is still open.
     pub shutdown_timeout: Duration,
@@ -67,6 +69,7 @@ impl Default for ServeLimits {
             body_memory: 64 * 1024 * 1024,
             max_reads: 16,
             read_wait: Duration::from_millis(250),
+            max_reads_per_member: 8,
             shutdown_timeout: Duration::from_secs(10),
         }
     }
@@ -142,8 +145,7 @@ pub async fn serve(
     let (http, one_request) = (Arc::new(http), Arc::new(one_request));
     let mut shutdown = pin!(shutdown);
     let mut last_shed_warning: Option<Instant> = None;
-    let closed = Arc::new(AtomicUsize::new(0));
-    let trimmer = tokio::spawn(give_back_memory_after_bursts(closed.clone()));
+    let trimmer = tokio::spawn(crate::trim::run());
     loop {
         let (tcp, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
@@ -184,7 +186,6 @@ pub async fn serve(
             peer,
         };
         let mut stopping = stop.subscribe();
-        let closed = closed.clone();
         let write_timeout = limits.body_timeout;
         tokio::spawn(async move {
             let io = TokioIo::new(EnvelopedErrors::new(tcp, write_timeout));
@@ -212,7 +213,7 @@ pub async fn serve(
                 tracing::debug!(%error, "connection ended with an error");
             }
             drop(slot);
-            closed.fetch_add(1, Ordering::Relaxed);
+            crate::trim::released();
         });
     }
     let stopping = tokio::time::Instant::now();
@@ -254,40 +255,6 @@ where
         self.inner.call(req)
     }
 }
-
-/// After a burst of connections (a flood of clients, stalled uploads) has
-/// closed, hands the memory they used back to the OS. glibc keeps freed
-/// memory in its per-thread arenas, so without this the resident size stays
-/// at the burst's peak (measured: `bench/burst.py`).
-async fn give_back_memory_after_bursts(closed: Arc<AtomicUsize>) {
-    // Trim once a burst of this many closes has passed (a second with no
-    // close), or every so many closes under constant churn.
-    const BURST: usize = 256;
-    const CHURN: usize = 16 * BURST;
-    let mut tick = tokio::time::interval(Duration::from_secs(1));
-    let mut since_trim = 0;
-    loop {
-        tick.tick().await;
-        let now = closed.swap(0, Ordering::Relaxed);
-        since_trim += now;
-        if (since_trim >= BURST && now == 0) || since_trim >= CHURN {
-            trim_heap();
-            since_trim = 0;
-        }
-    }
-}
-
-#[cfg(all(target_os = "linux", target_env = "gnu"))]
-fn trim_heap() {
-    // SAFETY: malloc_trim only returns free heap pages to the OS; it takes
-    // the allocator's own locks and has no preconditions.
-    unsafe {
-        libc::malloc_trim(0);
-    }
-}
-
-#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
-fn trim_heap() {}
 
 /// Over the connection cap: a 503 if the socket takes it at once, then close.
 fn shed(tcp: TcpStream) {

@@ -274,14 +274,40 @@ impl Client {
         self.get(&format!("/v1/jobs/{id}")).await
     }
 
+    /// The newest `limit` jobs (or all there are), over as many pages as
+    /// the coordinator's page budget takes; `next_before` continues after.
     pub async fn jobs(
         &self,
         state: Option<wire::JobState>,
         limit: u32,
     ) -> Result<wire::JobList, ClientError> {
+        let mut list = self.jobs_page(state, limit, None).await?;
+        while let Some(before) = list.next_before.take() {
+            let left = limit.saturating_sub(list.jobs.len() as u32);
+            if left == 0 {
+                list.next_before = Some(before);
+                break;
+            }
+            let page = self.jobs_page(state, left, Some(&before)).await?;
+            list.jobs.extend(page.jobs);
+            list.next_before = page.next_before;
+        }
+        Ok(list)
+    }
+
+    /// One page of jobs, older than `before` (a page's `next_before`).
+    pub async fn jobs_page(
+        &self,
+        state: Option<wire::JobState>,
+        limit: u32,
+        before: Option<&str>,
+    ) -> Result<wire::JobList, ClientError> {
         let mut path = format!("/v1/jobs?limit={limit}");
         if let Some(state) = state {
             path.push_str(&format!("&state={}", state.as_str()));
+        }
+        if let Some(before) = before {
+            path.push_str(&format!("&before={}", wire::text::percent_encode(before)));
         }
         self.get(&path).await
     }

@@ -144,6 +144,8 @@ export interface Job {
   /** When its latest attempt was leased (absent while queued). */
   startedAt?: number;
   finishedAt?: number;
+  /** In a list, `command` and `script` are a preview: true when cut short. */
+  truncated?: boolean;
 }
 
 export interface JoinToken {

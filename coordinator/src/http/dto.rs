@@ -41,6 +41,7 @@ impl From<model::Job> for wire::Job {
                 .started_at
                 .filter(|_| job.state != wire::JobState::Queued),
             finished_at: job.finished_at,
+            truncated: job.spec_truncated,
         }
     }
 }

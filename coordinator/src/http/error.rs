@@ -61,7 +61,8 @@ pub fn error_response(code: ErrorCode, message: String) -> Response {
     let mut response = (status_of(code), axum::Json(body)).into_response();
     let headers = response.headers_mut();
     match code {
-        ErrorCode::Overloaded => {
+        // The pairing limit sets its own wait over this one.
+        ErrorCode::Overloaded | ErrorCode::RateLimited => {
             headers.insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECONDS));
         }
         // The rest of the body may still be on its way: start afresh.

@@ -14,10 +14,10 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 
 use super::AppState;
-use super::dto;
 use super::extract::{AuthMember, Json, Query};
+use super::heavy::{self, Turn};
 use crate::error::{Error, Result};
-use crate::store::{CancelOutcome, IdempotencyKey, NewJob};
+use crate::store::{CancelOutcome, IdempotencyKey, JobPage, NewJob};
 use crate::wake::Signal;
 use crate::wake::Wake;
 
@@ -51,6 +51,14 @@ pub(super) async fn submit(
     };
     let started = std::time::Instant::now();
     let job = NewJob::validate(req)?;
+    // The answer carries the command or script whole: a large one takes a
+    // turn (see `heavy`) before anything is written.
+    let text: usize = job.spec.command.iter().map(String::len).sum::<usize>()
+        + job.spec.script.as_ref().map_or(0, String::len);
+    let turn = match text > heavy::SMALL_ANSWER_BYTES {
+        true => Some(st.limits.heavy.turn(member.id.as_str()).await?),
+        false => None,
+    };
     let placement = st
         .store
         .place(&member, &job.parsed_ref, &job.requires)
@@ -64,12 +72,13 @@ pub(super) async fn submit(
         .observe(started.elapsed().as_secs_f64());
     exit_after_submit_for_tests();
     if submitted.replayed {
-        return Ok((
-            StatusCode::OK,
-            [("idempotent-replayed", "true")],
-            axum::Json(wire::Job::from(submitted.job)),
-        )
-            .into_response());
+        let mut answer = job_answer(submitted.job, turn)?;
+        *answer.status_mut() = StatusCode::OK;
+        answer.headers_mut().insert(
+            "idempotent-replayed",
+            axum::http::HeaderValue::from_static("true"),
+        );
+        return Ok(answer);
     }
     st.announce(vec![Signal::from(match placement.pinned_runner {
         Some(runner) => Wake::Runner {
@@ -81,11 +90,18 @@ pub(super) async fn submit(
             requires: job.requires,
         },
     })]);
-    Ok((
-        StatusCode::CREATED,
-        axum::Json(wire::Job::from(submitted.job)),
-    )
-        .into_response())
+    let mut answer = job_answer(submitted.job, turn)?;
+    *answer.status_mut() = StatusCode::CREATED;
+    Ok(answer)
+}
+
+/// A job as JSON: sent a slice at a time, holding `turn`, when there is one.
+fn job_answer(job: crate::store::model::Job, turn: Option<Turn>) -> Result<Response> {
+    let job = wire::Job::from(job);
+    Ok(match turn {
+        Some(turn) => heavy::json(serde_json::to_vec(&job)?, turn),
+        None => axum::Json(job).into_response(),
+    })
 }
 
 /// For the tests only: with `DROVER_TEST_EXIT_AFTER_SUBMIT=1` the process
@@ -108,13 +124,19 @@ pub struct ListQuery {
     /// At most this many jobs, 1-1000 (default 50).
     #[schemars(range(min = 1, max = 1000))]
     limit: Option<u32>,
+    /// Only jobs older than this: the previous page's `nextBefore`.
+    before: Option<String>,
 }
+
+/// Largest page of a job list, in bytes: a page ends before a job that
+/// would pass it (it always holds one).
+pub const LIST_BUDGET_BYTES: usize = 512 * 1024;
 
 pub(super) async fn list(
     State(st): State<AppState>,
     AuthMember(member): AuthMember,
     Query(q): Query<ListQuery>,
-) -> Result<axum::Json<wire::JobList>> {
+) -> Result<Response> {
     let state = q
         .state
         .map(|s| {
@@ -125,24 +147,64 @@ pub(super) async fn list(
     if !(1..=1000).contains(&limit) {
         return Err(Error::bad_request("limit must be 1..=1000"));
     }
-    Ok(axum::Json(wire::JobList {
-        jobs: dto::all(st.store.list_jobs(&member, state, limit).await?),
-    }))
+    let before = q
+        .before
+        .map(|b| {
+            b.parse::<i64>()
+                .ok()
+                .filter(|n| *n > 0)
+                .ok_or_else(|| Error::bad_request("before must be a page's nextBefore"))
+        })
+        .transpose()?;
+    let turn = st.limits.heavy.turn(member.id.as_str()).await?;
+    let page = st
+        .store
+        .list_jobs(&member, state, before, limit, LIST_BUDGET_BYTES)
+        .await?;
+    Ok(heavy::json(page_json(page, LIST_BUDGET_BYTES)?, turn))
+}
+
+/// A page as JSON, cut before the job that would take it past `budget`.
+fn page_json(page: JobPage, budget: usize) -> Result<Vec<u8>> {
+    // `{"jobs":[],"nextBefore":"…"}` and the commas.
+    const FRAME: usize = 64;
+    let (mut jobs, mut used, mut next) = (Vec::new(), FRAME, page.next);
+    let mut last = None;
+    for listed in page.jobs {
+        let job = wire::Job::from(listed.job);
+        let mut size = heavy::Counter::default();
+        serde_json::to_writer(&mut size, &job)?;
+        if !jobs.is_empty() && used + size.0 + 1 > budget {
+            next = last;
+            break;
+        }
+        used += size.0 + 1;
+        jobs.push(job);
+        last = Some(listed.cursor);
+    }
+    let list = wire::JobList {
+        jobs,
+        next_before: next.map(|n| n.to_string()),
+    };
+    Ok(serde_json::to_vec(&list)?)
 }
 
 pub(super) async fn show(
     State(st): State<AppState>,
     AuthMember(member): AuthMember,
     Path(id): Path<String>,
-) -> Result<axum::Json<wire::Job>> {
-    Ok(axum::Json(st.store.get_job(&member, &id).await?.into()))
+) -> Result<Response> {
+    let turn = st.limits.heavy.turn(member.id.as_str()).await?;
+    job_answer(st.store.get_job(&member, &id).await?, Some(turn))
 }
 
 pub(super) async fn cancel(
     State(st): State<AppState>,
     AuthMember(member): AuthMember,
     Path(id): Path<String>,
-) -> Result<axum::Json<wire::Job>> {
+) -> Result<Response> {
+    // Its answer is the job, with its whole spec: a large answer.
+    let turn = st.limits.heavy.turn(member.id.as_str()).await?;
     let mut signals = vec![Signal::Job { job: id.clone() }];
     match st.store.cancel_job(&member, &id, st.now()).await? {
         CancelOutcome::Signalled(lease) => signals.push(Signal::Cancel {
@@ -151,7 +213,7 @@ pub(super) async fn cancel(
         CancelOutcome::Dequeued | CancelOutcome::AlreadyCancelled => {}
     }
     st.announce(signals);
-    Ok(axum::Json(st.store.get_job(&member, &id).await?.into()))
+    job_answer(st.store.get_job(&member, &id).await?, Some(turn))
 }
 
 #[derive(Deserialize, JsonSchema)]
@@ -162,30 +224,50 @@ pub struct LogsQuery {
     follow: bool,
 }
 
+/// Characters of log text read at once (one chunk at least).
+const LOG_BATCH_CHARS: usize = 256 * 1024;
+
 /// Cursor over a job's log chunks: (attempt, seq) of the last one sent.
 struct Follow {
     st: AppState,
     job: String,
+    /// Whose turns its batches take (see `heavy`).
+    principal: String,
+    /// The handler's turn, for the first batch.
+    first: Option<Turn>,
     cursor: Option<(i64, i64)>,
     follow: bool,
 }
 
 impl Follow {
-    /// The next batch of log text, or `None` at the end.
-    async fn next(&mut self) -> Result<Option<Bytes>> {
+    /// The next batch of log text and the turn it holds, or `None` at the
+    /// end. Waiting for new output holds no turn.
+    async fn next(&mut self) -> Result<Option<(Bytes, Turn)>> {
         let subscription = self.st.hub.subscribe_job(&self.job);
         loop {
             let mut changed = pin!(subscription.notify().notified());
             changed.as_mut().enable();
+            let turn = match self.first.take() {
+                Some(turn) => turn,
+                None => tokio::select! {
+                    turn = self.st.limits.heavy.wait_turn(&self.principal) => turn,
+                    _ = self.st.shutting_down() => return Ok(None),
+                },
+            };
             // State first: every chunk is stored before the job ends, so a
             // read after seeing it end sees every chunk.
             let ended = self.st.store.job_state(&self.job).await?.is_terminal();
-            let chunks = self.st.store.read_logs(&self.job, self.cursor, 512).await?;
+            let chunks = self
+                .st
+                .store
+                .read_logs(&self.job, self.cursor, 512, LOG_BATCH_CHARS)
+                .await?;
             if let Some(last) = chunks.last() {
                 self.cursor = Some((last.attempt, last.seq));
                 let text: String = chunks.iter().map(|c| c.data.as_str()).collect();
-                return Ok(Some(Bytes::from(text)));
+                return Ok(Some((Bytes::from(text), turn)));
             }
+            drop(turn);
             if ended || !self.follow {
                 return Ok(None);
             }
@@ -199,27 +281,48 @@ impl Follow {
     }
 }
 
+/// A log stream: the batch being sent (a slice at a time, holding its
+/// turn), then the next.
+struct LogStream {
+    follow: Option<Follow>,
+    rest: Bytes,
+    turn: Option<Turn>,
+}
+
 pub(super) async fn logs(
     State(st): State<AppState>,
     AuthMember(member): AuthMember,
     Path(id): Path<String>,
     Query(q): Query<LogsQuery>,
 ) -> Result<Response> {
+    let turn = st.limits.heavy.turn(member.id.as_str()).await?;
     let job = st.store.get_job(&member, &id).await?;
     let follow = Follow {
         st,
         job: job.id.to_string(),
+        principal: member.id.to_string(),
+        first: Some(turn),
         cursor: None,
         follow: q.follow,
     };
-    let stream = futures_util::stream::unfold(Some(follow), |f| async move {
-        let mut f = f?;
-        match f.next().await {
-            Ok(Some(bytes)) => Some((Ok::<_, Error>(bytes), Some(f))),
-            Ok(None) => None,
-            Err(e) => {
-                tracing::error!(error = %e, "log stream failed");
-                Some((Err(e), None))
+    let start = LogStream {
+        follow: Some(follow),
+        rest: Bytes::new(),
+        turn: None,
+    };
+    let stream = futures_util::stream::unfold(start, |mut s| async move {
+        loop {
+            if let Some(piece) = heavy::next_slice(&mut s.rest, &mut s.turn) {
+                return Some((Ok::<_, Error>(piece), s));
+            }
+            match s.follow.as_mut()?.next().await {
+                Ok(Some((bytes, turn))) => (s.rest, s.turn) = (bytes, Some(turn)),
+                Ok(None) => return None,
+                Err(e) => {
+                    tracing::error!(error = %e, "log stream failed");
+                    s.follow = None;
+                    return Some((Err(e), s));
+                }
             }
         }
     });

@@ -10,6 +10,7 @@ mod extract;
 mod github;
 mod github_setup;
 mod health;
+mod heavy;
 mod jobs;
 mod mcp;
 mod members;
@@ -84,6 +85,8 @@ pub struct RequestLimits {
     pub reads: Arc<Semaphore>,
     /// How long a read waits for its turn before it is answered OVERLOADED.
     pub read_wait: Duration,
+    /// Large answers (job lists, a job, log batches) per principal.
+    pub heavy: Arc<heavy::HeavyReads>,
 }
 
 impl RequestLimits {
@@ -92,12 +95,14 @@ impl RequestLimits {
         body_timeout: Duration,
         reads: usize,
         read_wait: Duration,
+        heavy_per_principal: usize,
     ) -> Self {
         Self {
             body_bytes: Arc::new(Semaphore::new(body_bytes)),
             body_timeout,
             reads: Arc::new(Semaphore::new(reads)),
             read_wait,
+            heavy: heavy::HeavyReads::new(heavy_per_principal, read_wait),
         }
     }
 }

@@ -8,6 +8,7 @@ use sqlx::FromRow;
 
 use super::audit::{Actor, record};
 use super::model::{Job, Provenance};
+use super::preview::{self, JobPage, ListRow};
 use super::sqlite_writer::{self, Cols};
 use super::{Member, Store, json_list};
 use crate::caps;
@@ -248,6 +249,7 @@ impl JobRow {
             created_at: self.created_at,
             started_at: self.started_at,
             finished_at: self.finished_at,
+            spec_truncated: false,
         })
     }
 }
@@ -303,30 +305,64 @@ impl Store {
         row.ok_or_else(not_found)?.into_job()
     }
 
-    /// Newest first.
+    /// A page of the jobs `member` may see, newest first: at most `limit`
+    /// of them, and fewer when their text would pass `budget` bytes. Each
+    /// carries a preview of its command or script (see `preview`): its
+    /// summary, or a small spec whole, or an older job's spec's first
+    /// characters; a page never reads a whole megabyte command. `before`:
+    /// the previous page's `next`.
     pub async fn list_jobs(
         &self,
         member: &Member,
         state: Option<JobState>,
+        before: Option<i64>,
         limit: u32,
-    ) -> Result<Vec<Job>> {
-        let (filter, limit_param) = if state.is_some() {
-            ("AND j.state = $3", "$4")
+        budget: usize,
+    ) -> Result<JobPage> {
+        use futures_util::TryStreamExt as _;
+        let filter = if state.is_some() {
+            "AND j.state = $5"
         } else {
-            ("", "$3")
+            ""
         };
+        let head = preview::SPEC_PREFIX_CHARS;
         let sql = format!(
-            "SELECT {JOB_COLUMNS} FROM jobs j WHERE {} {filter} ORDER BY j.seq DESC LIMIT {limit_param}",
+            "SELECT {}, j.seq, j.summary,
+                    CAST(CASE WHEN j.summary IS NULL THEN length(j.spec) ELSE 0 END AS BIGINT) AS spec_chars
+             FROM jobs j
+             WHERE {} AND j.seq < $3 {filter} ORDER BY j.seq DESC LIMIT $4",
+            JOB_COLUMNS.replace(
+                "j.spec,",
+                &format!("CASE WHEN j.summary IS NULL THEN substr(j.spec, 1, {head}) ELSE '' END AS spec,")
+            ),
             visible(1, member)
         );
-        let mut q = sqlx::query_as::<_, JobRow>(&sql)
+        let mut q = sqlx::query_as::<_, ListRow>(&sql)
             .bind(member.workspace_id.as_str())
-            .bind(member.id.as_str());
+            .bind(member.id.as_str())
+            .bind(before.unwrap_or(i64::MAX))
+            .bind(i64::from(limit) + 1);
         if let Some(state) = state {
             q = q.bind(state.as_str());
         }
-        let rows = q.bind(i64::from(limit)).fetch_all(&self.reader).await?;
-        rows.into_iter().map(JobRow::into_job).collect()
+        // Row by row, so that a page past its budget stops reading.
+        let mut rows = q.fetch(&self.reader);
+        let (mut jobs, mut used, mut more) = (Vec::new(), 0, false);
+        while let Some(row) = rows.try_next().await? {
+            let size = row.approx_size();
+            if jobs.len() == limit as usize || (!jobs.is_empty() && used + size > budget) {
+                more = true;
+                break;
+            }
+            used += size;
+            jobs.push(row.into_listed()?);
+        }
+        let next = if more {
+            jobs.last().map(|j: &preview::ListedJob| j.cursor)
+        } else {
+            None
+        };
+        Ok(JobPage { jobs, next })
     }
 
     pub async fn cancel_job(&self, member: &Member, id: &str, now: i64) -> Result<CancelOutcome> {
@@ -372,23 +408,34 @@ impl Store {
         }
     }
 
-    /// Log chunks after `after` (attempt, seq), in order.
+    /// Log chunks after `after` (attempt, seq), in order: at most `limit`
+    /// of them, and no more once `max_chars` characters are reached (one
+    /// at least), so that a batch of big chunks is not read at once.
     pub async fn read_logs(
         &self,
         job: &str,
         after: Option<(i64, i64)>,
         limit: u32,
+        max_chars: usize,
     ) -> Result<Vec<LogRow>> {
         let (attempt, seq) = after.unwrap_or((-1, -1));
         Ok(sqlx::query_as::<_, LogRow>(
-            "SELECT attempt, seq, stream, data FROM job_logs
-             WHERE job_id = $1 AND (attempt > $2 OR (attempt = $2 AND seq > $3))
-             ORDER BY attempt, seq LIMIT $4",
+            "WITH picked AS (
+                SELECT attempt, seq,
+                       SUM(length(data)) OVER (ORDER BY attempt, seq) - length(data) AS earlier
+                FROM job_logs
+                WHERE job_id = $1 AND (attempt > $2 OR (attempt = $2 AND seq > $3))
+                ORDER BY attempt, seq LIMIT $4)
+             SELECT l.attempt, l.seq, l.stream, l.data
+             FROM picked p JOIN job_logs l ON l.job_id = $1 AND l.attempt = p.attempt AND l.seq = p.seq
+             WHERE p.earlier < $5
+             ORDER BY l.attempt, l.seq",
         )
         .bind(job)
         .bind(attempt)
         .bind(seq)
         .bind(i64::from(limit))
+        .bind(i64::try_from(max_chars).unwrap_or(i64::MAX))
         .fetch_all(&self.reader)
         .await?)
     }

@@ -31,6 +31,7 @@ pub mod model;
 mod pairing;
 mod pools;
 mod postgres;
+mod preview;
 mod retention;
 mod runners;
 #[cfg(test)]
@@ -63,6 +64,7 @@ pub use identity::{Member, Principal, Role, RunnerAuth};
 pub use jobs::{CancelOutcome, JobSpec, NewJob};
 pub use leases::{Completion, LeaseAttempt};
 pub use pools::{Owner, Placement};
+pub use preview::{JobPage, ListedJob};
 pub use retention::Purged;
 pub use runners::RunnerScope;
 pub use signals::Envelope;

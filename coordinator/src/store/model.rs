@@ -36,6 +36,8 @@ pub struct Job {
     /// back in the queue).
     pub started_at: Option<i64>,
     pub finished_at: Option<i64>,
+    /// In a list, `spec` is a preview: true when it left something out.
+    pub spec_truncated: bool,
 }
 
 /// Who ran a finished job (SPEC §2.7).

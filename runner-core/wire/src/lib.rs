@@ -157,8 +157,9 @@ pub enum ErrorCode {
     PairingCodeUsed,
     /// The pairing code is older than its ten minutes.
     PairingCodeExpired,
-    /// Too many wrong pairing codes from this client; try again after the
-    /// `Retry-After` header's seconds.
+    /// Too many wrong pairing codes from this client, or too many large
+    /// answers (job lists, jobs, log batches) in flight to this member; try
+    /// again after the `Retry-After` header's seconds.
     RateLimited,
     /// The change would leave the workspace without an admin.
     LastAdmin,
@@ -407,13 +408,24 @@ pub struct Job {
     /// When it ended: Unix time in milliseconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub finished_at: Option<i64>,
+    /// In a list, `command` and `script` are a preview (512 bytes at most);
+    /// `true` when it leaves something out. `GET /v1/jobs/{id}` has them whole.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub truncated: bool,
 }
 
+/// A page of jobs, newest first.
 #[derive(Serialize, Deserialize, Debug, Clone)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
 pub struct JobList {
-    /// Newest first.
+    /// Newest first. Each job's command or script is a preview (see `truncated`).
     pub jobs: Vec<Job>,
+    /// Pass as `before` for the next (older) page; `None` at the end. A page
+    /// can hold fewer jobs than `limit` (it ends at a size budget) and still
+    /// have a next one.
+    #[serde(default)]
+    pub next_before: Option<String>,
 }
 
 // ---------------------------------------------------------------- runtimes (pools)

@@ -10,6 +10,7 @@ use sqlx::{FromRow, Row};
 use super::idempotency::{self, IdempotencyKey};
 use super::jobs::{JOB_COLUMNS, JobRow, NewJob};
 use super::model::Job;
+use super::preview;
 use super::{
     Member, Placement, Store, bind_all, on_unique, only_result, placeholders, sqlite_writer,
     to_json,
@@ -155,6 +156,7 @@ impl Store {
                     .bind(v.priority)
                     .bind(v.requires.as_str())
                     .bind(v.spec.as_str())
+                    .bind(v.summary.as_deref())
                     .bind(v.max_attempts)
                     .bind(v.created_at)
                     .bind(v.sealed);
@@ -268,6 +270,7 @@ fn submit_on_sqlite(
                 &v.priority,
                 &v.requires,
                 &v.spec,
+                &v.summary,
                 &v.max_attempts,
                 &v.created_at,
                 &v.sealed,
@@ -328,13 +331,13 @@ fn live_runners_sql(lock: &str, n: usize) -> String {
 }
 
 /// Values per job row of [`insert_jobs_sql`].
-const JOB_VALUES: usize = 12;
+const JOB_VALUES: usize = 13;
 
 /// Inserts `n` queued jobs, returning [`JOB_COLUMNS`].
 fn insert_jobs_sql(n: usize) -> String {
     format!(
         "INSERT INTO jobs (id, workspace_id, submitter_id, runtime_ref, runtime_id, pinned_runner_id, priority,
-                           requires, spec, max_attempts, created_at, env_sealed, state)
+                           requires, spec, summary, max_attempts, created_at, env_sealed, state)
          VALUES {} RETURNING {}",
         (0..n)
             .map(|k| format!("({}, 'queued')", placeholders(1 + JOB_VALUES * k, JOB_VALUES)))
@@ -362,6 +365,8 @@ struct JobValues<'a> {
     priority: i64,
     requires: String,
     spec: String,
+    /// What a list shows of a large spec (`store::preview`).
+    summary: Option<String>,
     max_attempts: i64,
     created_at: i64,
     sealed: Option<&'a str>,
@@ -369,6 +374,7 @@ struct JobValues<'a> {
 
 impl<'a> JobValues<'a> {
     fn of(r: &'a SubmitRequest, id: &'a JobId, sealed: &'a Option<String>) -> Self {
+        let spec = to_json(&r.job.spec);
         Self {
             id: id.as_str(),
             workspace: r.member.workspace_id.as_str(),
@@ -378,7 +384,8 @@ impl<'a> JobValues<'a> {
             pinned: r.placement.pinned_runner.as_ref().map(|p| p.as_str()),
             priority: i64::from(r.job.priority),
             requires: to_json(&r.job.requires),
-            spec: to_json(&r.job.spec),
+            summary: preview::summary(&spec),
+            spec,
             max_attempts: i64::from(r.job.max_attempts),
             created_at: r.now,
             sealed: sealed.as_deref(),
