@@ -222,6 +222,7 @@ impl Supervisor {
             runners: 1,
             slots: 1,
             labels: Vec::new(),
+            allow_unsandboxed: false,
         };
         self.keychain
             .save(
@@ -282,6 +283,7 @@ impl Supervisor {
             runners: 1,
             slots: 1,
             labels: Vec::new(),
+            allow_unsandboxed: false,
         };
         self.adopt_pool(inner, pool).await?;
         let message = format!("lending this machine to {} on {url}", info.reference);
