@@ -30,6 +30,7 @@ from harness import (  # noqa: E402
     Procs,
     become_subreaper,
     close_window,
+    descendants_of,
     free_port,
     http_ok,
     mapped_toplevels,
@@ -297,7 +298,7 @@ def start_services(r):
 
     log("tauri-driver")
     port, native = free_port(), free_port()
-    r.procs.start("tauri-driver", ["tauri-driver", "--port", str(port), "--native-port", str(native)])
+    r.tauri_driver = r.procs.start("tauri-driver", ["tauri-driver", "--port", str(port), "--native-port", str(native)])
     wait_for("tauri-driver", lambda: http_ok(f"http://127.0.0.1:{port}/status"), 30)
     r.driver_url = f"http://127.0.0.1:{port}"
 
@@ -324,19 +325,18 @@ def start_app(r):
 
 
 def app_pid(r):
-    """The app started by WebKitWebDriver: our binary, in this run's session."""
+    """The app started by WebKitWebDriver (under our tauri-driver): found by
+    its command line, which stays readable when the app has made its other
+    /proc entries unreadable (PR_SET_DUMPABLE 0)."""
     exe = os.path.realpath(r.app)
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
+    for pid in descendants_of(r.tauri_driver.pid):
         try:
-            if os.path.realpath(f"/proc/{entry}/exe") != exe:
-                continue
-            with open(f"/proc/{entry}/environ", "rb") as f:
-                if f"E2E_RUN={r.run}".encode() in f.read().split(b"\0"):
-                    return int(entry)
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                argv0 = f.read().split(b"\0")[0].decode(errors="replace")
         except OSError:
             continue
+        if argv0 and os.path.realpath(argv0) == exe:
+            return pid
     return None
 
 
@@ -561,6 +561,74 @@ def step4_github(r):
     log(f"   picked org octo (search, GHE badge on platform), group builds, label gpu: runner {runner} and its script")
 
 
+SANDBOX_BUILD = "built in its own directory"
+
+
+def step6_sandbox(r):
+    """Issue 24: a workspace job on the app's runner is someone else's: it
+    runs sandboxed. It cannot read a file in the user's home or the app's
+    settings, ask the Secret Service for drover's items, call the session
+    bus (the app's own address given), or read the app's /proc entries;
+    an ordinary build in its own directory works."""
+    log("6. a workspace job on this machine runs in a sandbox")
+    pool = json.loads(r.cli("runtimes", "list", "--workspace", "--json").stdout)["runtimes"][0]
+    link = r.cli("runtimes", "join-token", pool["id"], "--workspace", "--link").stdout.strip()
+    assert link.startswith("drover://join?"), link
+    second = r.procs.start("join-launch", [r.app, link])
+    wait_for("the second launch to hand its join link over and exit", lambda: second.poll() is not None, 30)
+    r.wait_ui("the join dialog", lambda: r.el("link-dialog").is_displayed())
+    r.click("link-confirm")
+    r.wait_ui("the join dialog to close", lambda: not r.els("link-dialog") or not r.el("link-dialog").is_displayed())
+    r.tab("machine")
+
+    def pool_row():
+        rows = [x for x in r.els("pool-row") if x.get_attribute("data-ref") == pool["ref"]]
+        return rows and rows[0]
+
+    r.wait_ui(f"{pool['ref']} shown as sandboxed", lambda: pool_row() and r.text("pool-sandbox", pool_row()) == "sandboxed")
+
+    def announced():
+        mine = [x for x in r.api("/v1/workspace/runners")["runners"]
+                if x["runtimeId"] == pool["id"] and x["online"] and any(c.startswith("sandbox=") for c in x["capabilities"])]
+        return mine and mine[0]
+
+    runner = wait_for("the app's workspace runner online, its sandbox announced", announced, 30)
+    assert "sandbox=bwrap" in runner["capabilities"], f"the app's runner announced {runner['capabilities']}"
+    roster = r.cli("runners", "list").stdout
+    assert re.search(rf"{runner['id']}\s.*\ssandboxed\s", roster), f"`drover runners list` does not show {runner['id']} sandboxed:\n{roster}"
+
+    secret_file = os.path.join(r.home, "diary.txt")
+    with open(secret_file, "w") as f:
+        f.write("e2e-home-secret\n")
+    config = os.path.join(r.env["XDG_CONFIG_HOME"], "drover", "desktop.json")
+    bus = r.env["DBUS_SESSION_BUS_ADDRESS"]
+    gdbus = "gdbus call --session --dest org.freedesktop.DBus --object-path /org/freedesktop/DBus --method org.freedesktop.DBus.ListNames"
+    probes = {
+        "home": f"cat {secret_file}",
+        "settings": f"cat {config}",
+        "secret-service": "secret-tool search --all service drover",
+        "secret-service-at-the-apps-bus": f"DBUS_SESSION_BUS_ADDRESS='{bus}' secret-tool search --all service drover",
+        "session-bus": gdbus,
+        "the-apps-session-bus": f"DBUS_SESSION_BUS_ADDRESS='{bus}' {gdbus}",
+        "app-environ": f"cat /proc/{r.app_pid}/environ",
+    }
+    script = "".join(f"if {cmd} >/dev/null 2>&1; then echo 'LEAK {what}'; else echo 'refused {what}'; fi\n" for what, cmd in probes.items())
+    script += ("printf '#include <stdio.h>\\nint main(void) { puts(\"%s\"); return 0; }\\n' > hello.c\n"
+               "cc -o hello hello.c && ./hello\n") % SANDBOX_BUILD
+    # Outside the sandbox, as this user, the same probes work (they are real).
+    control = subprocess.run(["sh", "-c", script], env=r.env, capture_output=True, text=True, timeout=60, cwd=r.run).stdout
+    for what in ("home", "settings", "secret-service", "session-bus"):
+        assert f"LEAK {what}" in control, f"the probe {what!r} fails even outside the sandbox:\n{control}"
+    out = r.cli("submit", "--runtime", pool["ref"], "--wait", "--", "sh", "-c", script, timeout=120).stdout
+    leaks = [line for line in out.splitlines() if line.startswith("LEAK")]
+    assert not leaks, f"the workspace job reached: {leaks}\n{out}"
+    for what in probes:
+        assert f"refused {what}" in out, f"the probe {what!r} did not run:\n{out}"
+    assert SANDBOX_BUILD in out, f"the build in the job's own directory failed:\n{out}"
+    assert "e2e-home-secret" not in out
+    log(f"   runner {runner['id']} announced sandbox=bwrap; its job was refused {', '.join(probes)}; its build ran")
+
+
 def step_account(r):
     r.tab("account")
     r.wait_ui("signed in as the admin", lambda: r.text("signed-in-as") == r.admin["email"])
@@ -735,6 +803,7 @@ def inner(args):
         step_account(r)
         step5_keychain(r)
         tray(r)
+        step6_sandbox(r)
         memory(r)
         log(f"passed in {time.monotonic() - started:.0f} s")
         return 0

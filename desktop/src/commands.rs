@@ -65,6 +65,11 @@ pub async fn set_pool_settings(
 }
 
 #[tauri::command]
+pub async fn set_allow_unsandboxed(sup: Sup<'_>, pool: String, allow: bool) -> AppResult<AppState> {
+    sup.set_allow_unsandboxed(&pool, allow).await
+}
+
+#[tauri::command]
 pub async fn set_paused(sup: Sup<'_>, paused: bool) -> AppResult<AppState> {
     sup.set_paused(paused).await
 }
@@ -418,6 +423,7 @@ pub fn handler() -> impl Fn(tauri::ipc::Invoke<tauri::Wry>) -> bool + Send + Syn
         dismiss_link,
         set_runner_count,
         set_pool_settings,
+        set_allow_unsandboxed,
         set_paused,
         set_settings,
         list_devices,

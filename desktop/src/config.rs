@@ -55,6 +55,12 @@ pub struct PoolConfig {
     /// Jobs each runner runs at once.
     pub slots: usize,
     pub labels: Vec<String>,
+    /// A workspace pool's jobs (other people's) run in a sandbox; where
+    /// this machine has none, the app refuses to lend to the pool unless
+    /// the member set this. Unused where a sandbox works, and for a
+    /// personal pool (its jobs are the member's own).
+    #[serde(default)]
+    pub allow_unsandboxed: bool,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -137,6 +143,7 @@ mod tests {
                 runners: 2,
                 slots: 1,
                 labels: vec!["gpu".into()],
+                allow_unsandboxed: false,
             }],
             paused: true,
             ..fresh
@@ -144,5 +151,13 @@ mod tests {
         config.save(&path).unwrap();
         assert_eq!(Config::load(&path).unwrap(), config);
         std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn a_pool_saved_before_the_sandbox_opt_out_existed_does_not_allow_it() {
+        let old = r#"{"pools":[{"coordinator":"http://c","ref":"ws:a:b","runtimeId":"rt_1",
+            "name":"b","kind":"workspace","runners":1,"slots":1,"labels":[]}]}"#;
+        let config: Config = serde_json::from_str(old).unwrap();
+        assert!(!config.pools[0].allow_unsandboxed);
     }
 }

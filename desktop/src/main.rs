@@ -9,6 +9,10 @@ use tauri::{Manager as _, RunEvent};
 use tauri_plugin_autostart::MacosLauncher;
 
 fn main() {
+    // First, before any job can run: no process of this user (a job the
+    // app runs unsandboxed included) reads this process's memory or
+    // environment through /proc, or ptraces it.
+    let hardened = runner_core::isolation::harden_process();
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("DROVER_LOG")
@@ -16,6 +20,9 @@ fn main() {
         )
         .with_writer(std::io::stderr)
         .init();
+    if let Err(e) = hardened {
+        tracing::warn!("could not make this process unreadable to its jobs: {e}");
+    }
     let app = tauri::Builder::default()
         // First: a second launch hands its link over and exits.
         .plugin(tauri_plugin_single_instance::init(

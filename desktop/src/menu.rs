@@ -60,9 +60,10 @@ pub fn build(state: &AppState) -> Vec<Entry> {
     )];
     for pool in &state.pools {
         menu.push(Entry::Separator);
-        let kind = match pool.kind {
-            PoolKind::Personal => "",
-            PoolKind::Workspace => " (workspace)",
+        let kind = match (pool.kind, pool.sandboxed) {
+            (PoolKind::Personal, _) => "",
+            (PoolKind::Workspace, Some(false)) => " (workspace, unsandboxed)",
+            (PoolKind::Workspace, _) => " (workspace)",
         };
         menu.push(item(
             format!("pool:{}", pool.reference),
@@ -161,6 +162,9 @@ mod tests {
             slots: 1,
             labels: vec![],
             live: runners,
+            allow_unsandboxed: false,
+            sandboxed: Some(false),
+            refused: None,
         }
     }
 
@@ -207,6 +211,23 @@ mod tests {
             ]
         );
         assert_eq!(icon_name(Status::Busy), "tray-busy.png");
+    }
+
+    #[test]
+    fn a_workspace_pool_lent_without_a_sandbox_says_so() {
+        let mut lent = pool(vec![]);
+        lent.kind = PoolKind::Workspace;
+        let mut boxed = lent.clone();
+        boxed.sandboxed = Some(true);
+        let l = labels(&build(&state(Status::Idle, vec![lent, boxed])));
+        assert!(
+            l.contains(&"default (workspace, unsandboxed): Runners: 0 [-]".to_owned()),
+            "{l:?}"
+        );
+        assert!(
+            l.contains(&"default (workspace): Runners: 0 [-]".to_owned()),
+            "{l:?}"
+        );
     }
 
     #[test]

@@ -53,6 +53,8 @@ impl Fleet {
     ) -> Result<(Self, mpsc::UnboundedReceiver<Event>), IsolationError> {
         let isolation = Arc::new(isolation::prepare(&settings.isolation)?);
         workdir::own_work_root(&settings.work_root, isolation.job_user)?;
+        let mut settings = settings;
+        isolation.announce(&mut settings.capabilities);
         let (events, rx) = mpsc::unbounded_channel();
         Ok((
             Self {
@@ -71,6 +73,12 @@ impl Fleet {
     /// How this fleet's jobs are isolated on this host.
     pub fn isolation(&self) -> &Prepared {
         &self.isolation
+    }
+
+    /// What each runner announces: the settings' capabilities, with the
+    /// sandbox its jobs really get (`sandbox=bwrap` or `sandbox=none`).
+    pub fn capabilities(&self) -> &[String] {
+        &self.settings.capabilities
     }
 
     /// Starts one more runner with this credential.

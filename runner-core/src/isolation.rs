@@ -130,6 +130,44 @@ impl Prepared {
     pub fn contained(&self) -> bool {
         !matches!(self.containment, Containment::ProcessGroup { .. })
     }
+
+    /// What the runner announces about its jobs' sandbox: `sandbox=bwrap`,
+    /// or `sandbox=none` (the roster shows such a runner as unsandboxed).
+    pub fn capability(&self) -> String {
+        let sandbox = if self.bwrap.is_some() {
+            "bwrap"
+        } else {
+            "none"
+        };
+        format!("{SANDBOX_KEY}={sandbox}")
+    }
+
+    /// `capabilities` with every `sandbox…` entry (a label claiming one
+    /// included) replaced by [`Prepared::capability`].
+    pub fn announce(&self, capabilities: &mut Vec<String>) {
+        capabilities.retain(|c| c.split('=').next() != Some(SANDBOX_KEY));
+        capabilities.push(self.capability());
+    }
+}
+
+/// The capability key a runner announces its sandbox under.
+pub const SANDBOX_KEY: &str = "sandbox";
+
+/// How a runner with `capabilities` runs its jobs, as the roster shows it:
+/// `Some(false)` when it announced `sandbox=none`, `Some(true)` for a
+/// sandbox, `None` when it said nothing (an older runner).
+pub fn announced_sandbox(capabilities: &[String]) -> Option<bool> {
+    let values: Vec<&str> = capabilities
+        .iter()
+        .filter_map(|c| c.split_once('='))
+        .filter(|(k, _)| *k == SANDBOX_KEY)
+        .map(|(_, v)| v)
+        .collect();
+    if values.is_empty() {
+        None
+    } else {
+        Some(!values.contains(&"none"))
+    }
 }
 
 /// Checks `isolation` on this host. A sandbox that cannot be had is an
@@ -413,6 +451,29 @@ mod tests {
         assert_eq!(text.last().unwrap(), "--");
         assert!(text.iter().any(|a| a == "--unshare-pid"));
         assert!(text.iter().any(|a| a == "--die-with-parent"));
+    }
+
+    #[test]
+    fn the_sandbox_capability_replaces_any_claimed_one() {
+        let mut prepared = Prepared {
+            isolation: Isolation::default(),
+            bwrap: None,
+            programs: Programs::find(),
+            job_user: None,
+            containment: Containment::PidNamespace,
+            cgroups: None,
+        };
+        let mut caps = vec!["os=linux".to_owned(), "sandbox=bwrap".to_owned()];
+        prepared.announce(&mut caps);
+        assert_eq!(caps, ["os=linux", "sandbox=none"]);
+        assert_eq!(announced_sandbox(&caps), Some(false));
+        prepared.bwrap = Some("/usr/bin/bwrap".into());
+        prepared.announce(&mut caps);
+        assert_eq!(caps, ["os=linux", "sandbox=bwrap"]);
+        assert_eq!(announced_sandbox(&caps), Some(true));
+        assert_eq!(announced_sandbox(&["os=linux".to_owned()]), None);
+        let both = ["sandbox=bwrap".to_owned(), "sandbox=none".to_owned()];
+        assert_eq!(announced_sandbox(&both), Some(false), "none wins");
     }
 
     #[test]

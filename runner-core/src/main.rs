@@ -533,7 +533,7 @@ async fn run_runners(cli: &Cli, args: &RunnerArgs) -> anyhow::Result<ExitCode> {
         slots: args.max_concurrent.into(),
         kill_grace: Duration::from_secs(args.kill_grace),
         max_backoff: Duration::from_millis(args.max_backoff_ms),
-        capabilities: capabilities.clone(),
+        capabilities,
         work_root: match &args.work_dir {
             Some(dir) => std::path::absolute(dir).context("--work-dir")?,
             None => runner_core::runner::default_work_root(),
@@ -547,6 +547,8 @@ async fn run_runners(cli: &Cli, args: &RunnerArgs) -> anyhow::Result<ExitCode> {
         ..RunnerSettings::default()
     };
     let (mut fleet, mut events) = Fleet::new(client.clone(), settings)?;
+    // With `sandbox=…` as this host gives it.
+    let capabilities = fleet.capabilities().to_vec();
     // Where each joined runner's credential is saved, for messages.
     let mut saved_in = std::collections::HashMap::new();
     match &args.join {
@@ -768,6 +770,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     "OWNER",
                     "POOL",
                     "CAPABILITIES",
+                    "SANDBOX",
                     "RUNNING",
                 ],
                 list.runners.iter().map(|r| {
@@ -778,6 +781,12 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                         r.owner.clone(),
                         r.runtime_name.clone(),
                         r.capabilities.join(","),
+                        match isolation::announced_sandbox(&r.capabilities) {
+                            Some(true) => "sandboxed",
+                            Some(false) => "unsandboxed",
+                            None => "-",
+                        }
+                        .to_owned(),
                         if r.current_jobs.is_empty() {
                             "-".to_owned()
                         } else {

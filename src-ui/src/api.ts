@@ -58,6 +58,8 @@ export const setRunnerCount = (pool: string, count: number) =>
   call<AppState>("set_runner_count", { pool, count });
 export const setPoolSettings = (pool: string, slots: number, labels: string[]) =>
   call<AppState>("set_pool_settings", { pool, slots, labels });
+export const setAllowUnsandboxed = (pool: string, allow: boolean) =>
+  call<AppState>("set_allow_unsandboxed", { pool, allow });
 export const setPaused = (paused: boolean) => call<AppState>("set_paused", { paused });
 export const setSettings = (autostart: boolean, pauseOnBattery: boolean) =>
   call<AppState>("set_settings", { autostart, pauseOnBattery });

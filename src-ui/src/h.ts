@@ -79,6 +79,10 @@ export function duration(ms: number): string {
   return `${Math.floor(m / 60)} h ${String(m % 60).padStart(2, "0")} min`;
 }
 
+/** A runner announced that its jobs run unsandboxed (`sandbox=none`; a
+ * `sandbox=` label claiming otherwise does not hide it). */
+export const unsandboxed = (capabilities: string[]) => capabilities.includes("sandbox=none");
+
 /** "a, b ,c" → ["a", "b", "c"]. */
 export const splitList = (text: string) =>
   text

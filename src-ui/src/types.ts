@@ -35,6 +35,12 @@ export interface LocalPool {
   slots: number;
   labels: string[];
   live: LocalRunner[];
+  /** The member's opt-out: lend this workspace pool where no sandbox is available. */
+  allowUnsandboxed: boolean;
+  /** While lent: whether its jobs run in a sandbox (bubblewrap). */
+  sandboxed: boolean | null;
+  /** Why the app refused to lend to it (no sandbox on this machine). */
+  refused: string | null;
 }
 
 export interface Settings {

@@ -131,6 +131,46 @@ describe("settings window", () => {
     expect(($("pause-on-battery") as HTMLInputElement).checked).toBe(true);
   });
 
+  it("this machine: a workspace pool refused for want of a sandbox says why; the opt-out warns, then lends it unsandboxed", async () => {
+    const why = "not lending this machine to builders: its jobs are other people's, and they would run unsandboxed, as you (bubblewrap (bwrap) is not installed)";
+    const ws = { ...pool, ref: "ws:acme:builders", name: "builders", kind: "workspace" as const, runners: 1, live: [], sandboxed: null, refused: why };
+    const lent = { ...ws, allowUnsandboxed: true, refused: null, sandboxed: false, live: [{ id: "rn_w", online: true, draining: false, currentJobs: [] }] };
+    const { called } = await start(signedIn({ pools: [pool, ws] }), {
+      set_allow_unsandboxed: ({ allow }) => signedIn({ pools: [pool, allow ? lent : ws] }),
+    });
+    const [mine, theirs] = $all("pool-row");
+    expect($all("allow-unsandboxed", mine)).toHaveLength(0);
+    expect($all("pool-sandbox", mine)).toHaveLength(0);
+    expect($("pool-refused", theirs).textContent).toBe(why);
+    expect($all("pool-sandbox", theirs)).toHaveLength(0);
+    expect(($("allow-unsandboxed", theirs) as HTMLInputElement).checked).toBe(false);
+    expect($("unsandboxed-warning", theirs).textContent).toContain("they run as you: they can read your files, reach your keychain");
+
+    await click("allow-unsandboxed", theirs);
+    expect(called("set_allow_unsandboxed")).toEqual([{ pool: "ws:acme:builders", allow: true }]);
+    const row = $all("pool-row")[1];
+    expect($all("pool-refused", row)).toHaveLength(0);
+    expect($("pool-sandbox", row).textContent).toBe("unsandboxed");
+    expect(($("allow-unsandboxed", row) as HTMLInputElement).checked).toBe(true);
+    stop();
+
+    await start(signedIn({ pools: [{ ...ws, refused: null, sandboxed: true }] }));
+    expect($("pool-sandbox").textContent).toBe("sandboxed");
+  });
+
+  it("workspace roster: a runner that announced sandbox=none is marked unsandboxed", async () => {
+    const sandboxed = { ...wsRunner, capabilities: ["os=linux", "sandbox=bwrap"] };
+    const bare = { ...wsRunner, id: "rn_ws2", name: "laptop-1", capabilities: ["os=linux", "sandbox=none"] };
+    const claimed = { ...wsRunner, id: "rn_ws3", name: "liar", capabilities: ["sandbox=bwrap", "sandbox=none"] };
+    await start(signedIn({ account: admin }), { ws_roster: () => [sandboxed, bare, claimed, wsRunner] });
+    await click("tab-workspace");
+    const marked = $all("ws-runner-row")
+      .filter((row) => $all("ws-runner-unsandboxed", row).length)
+      .map((row) => row.dataset.id);
+    expect(marked).toEqual(["rn_ws2", "rn_ws3"]);
+    expect($all("ws-runner-unsandboxed")[0].textContent).toBe("unsandboxed");
+  });
+
   it("the workspace tab is absent for members and present for admins", async () => {
     await start(signedIn());
     expect(has("tab-account") && has("tab-machine") && has("tab-pools")).toBe(true);

@@ -1,5 +1,5 @@
 import { describe, expect, it, vi } from "vitest";
-import { duration, h, refreshTimes, relativeTime, splitList, when } from "../src/h";
+import { duration, h, refreshTimes, relativeTime, splitList, unsandboxed, when } from "../src/h";
 
 describe("helpers", () => {
   it("builds elements with test ids, listeners and children", () => {
@@ -42,5 +42,12 @@ describe("helpers", () => {
     } finally {
       vi.useRealTimers();
     }
+  });
+
+  it("a runner is unsandboxed when it announced sandbox=none, whatever a label claims", () => {
+    expect(unsandboxed(["os=linux", "sandbox=none"])).toBe(true);
+    expect(unsandboxed(["sandbox=bwrap", "sandbox=none"])).toBe(true);
+    expect(unsandboxed(["os=linux", "sandbox=bwrap"])).toBe(false);
+    expect(unsandboxed(["os=linux"])).toBe(false);
   });
 });

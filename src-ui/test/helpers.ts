@@ -45,6 +45,9 @@ export const pool: LocalPool = {
     { id: "rn_a", online: true, draining: false, currentJobs: ["job_7"] },
     { id: "rn_b", online: true, draining: false, currentJobs: [] },
   ],
+  allowUnsandboxed: false,
+  sandboxed: false,
+  refused: null,
 };
 
 export const wsPool: Runtime = {

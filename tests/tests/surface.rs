@@ -440,3 +440,56 @@ async fn the_cli_submits_waits_shows_lists_and_cancels() {
             .contains("no token")
     );
 }
+
+#[tokio::test]
+async fn every_runner_announces_its_sandbox_and_the_roster_shows_the_unsandboxed() {
+    let c = Coordinator::start().await;
+    let admin = c.bootstrap("acme", "admin@acme.test");
+    let join = ws_join_token(&admin, "default").await;
+    let (bare, boxed) = (TempDir::new("state"), TempDir::new("state"));
+    // A label cannot claim a sandbox the runner does not have.
+    let _bare = RunnerProcess::join(
+        &c.url,
+        "self:ws",
+        &join.token,
+        1,
+        bare.path(),
+        &["--name", "bare", "--labels", "sandbox=bwrap"],
+    );
+    let _boxed = RunnerProcess::join(
+        &c.url,
+        "self:ws",
+        &join.token,
+        1,
+        boxed.path(),
+        &["--name", "boxed", "--sandbox", "bwrap"],
+    );
+    c.wait_for_waiting(2).await;
+    let roster = admin
+        .client
+        .runners(RunnerListing::Roster)
+        .await
+        .unwrap()
+        .runners;
+    let sandboxes = |prefix: &str| {
+        let r = roster.iter().find(|r| r.name.starts_with(prefix)).unwrap();
+        r.capabilities
+            .iter()
+            .filter(|c| c.starts_with("sandbox"))
+            .cloned()
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(sandboxes("bare"), ["sandbox=none"]);
+    assert_eq!(sandboxes("boxed"), ["sandbox=bwrap"]);
+    let table = stdout_ok(&c.drover(&admin.token, &["runners", "list"]));
+    let line = |prefix: &str| {
+        table
+            .lines()
+            .find(|l| l.contains(&format!(" {prefix}-0 ")))
+            .unwrap()
+            .to_owned()
+    };
+    assert!(table.lines().next().unwrap().contains("SANDBOX"), "{table}");
+    assert!(line("bare").contains(" unsandboxed "), "{table}");
+    assert!(line("boxed").contains(" sandboxed "), "{table}");
+}

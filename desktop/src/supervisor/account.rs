@@ -245,6 +245,7 @@ impl Supervisor {
             runners: 1,
             slots: 1,
             labels: Vec::new(),
+            allow_unsandboxed: false,
         };
         self.keychain
             .save(
@@ -325,6 +326,7 @@ impl Supervisor {
             runners: 1,
             slots: 1,
             labels: Vec::new(),
+            allow_unsandboxed: false,
         };
         self.adopt_pool(inner, pool).await?;
         let message = format!("lending this machine to {} on {url}", info.reference);

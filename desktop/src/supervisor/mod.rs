@@ -75,6 +75,13 @@ pub struct LocalPool {
     pub slots: usize,
     pub labels: Vec<String>,
     pub live: Vec<LocalRunner>,
+    /// The member's opt-out: lend this workspace pool even where no
+    /// sandbox is available.
+    pub allow_unsandboxed: bool,
+    /// While lent: whether its jobs run in a sandbox (bubblewrap).
+    pub sandboxed: Option<bool>,
+    /// Why the app refused to lend to it (no sandbox on this machine).
+    pub refused: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
@@ -166,6 +173,8 @@ struct Inner {
     quitting: bool,
     /// Runners whose last call to the coordinator failed.
     disconnected: HashSet<String>,
+    /// Pools not lent for want of a sandbox: why, by ref.
+    refused: HashMap<String, String>,
 }
 
 /// A link held until the user confirms it, with the pool the coordinator
@@ -241,6 +250,7 @@ impl Supervisor {
                 on_battery: power::on_battery(&power::supply_dir()),
                 quitting: false,
                 disconnected: HashSet::new(),
+                refused: HashMap::new(),
             }),
             stopped: Notify::new(),
             keychain,
@@ -293,6 +303,12 @@ impl Supervisor {
                 runners: p.runners,
                 slots: p.slots,
                 labels: p.labels.clone(),
+                allow_unsandboxed: p.allow_unsandboxed,
+                sandboxed: inner
+                    .pools
+                    .get(&p.reference)
+                    .map(|r| r.fleet.isolation().bwrap.is_some()),
+                refused: inner.refused.get(&p.reference).cloned(),
                 live: inner
                     .pools
                     .get(&p.reference)

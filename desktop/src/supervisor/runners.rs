@@ -1,6 +1,8 @@
 //! Lending runners: a fleet per pool, each runner's credential (from the
 //! keychain, or paired or joined anew), adding, and removing with drain.
 
+use runner_core::isolation::{IsolationError, Sandbox};
+
 use super::*;
 
 impl Supervisor {
@@ -10,19 +12,82 @@ impl Supervisor {
         format!("{}-{}", self.options.device_name, index + 1)
     }
 
+    /// A pool's runner settings. A workspace pool's jobs are other
+    /// people's: they run under bubblewrap, with the app's own files (its
+    /// settings, the keychain's, the session bus) hidden besides what the
+    /// sandbox always hides (homes, `/run/user`, `/tmp`). A personal
+    /// pool's run as the member, as the options say.
     pub(super) fn settings_for(&self, pool: &PoolConfig) -> RunnerSettings {
         let mut settings = self.options.runner.clone();
         settings.slots = pool.slots.max(1);
         settings.capabilities.extend(pool.labels.iter().cloned());
         settings.work_root = settings.work_root.join(sanitize(&pool.reference));
+        if pool.kind == PoolKind::Workspace {
+            settings.isolation.sandbox = Sandbox::Bwrap;
+            settings.isolation.hidden.extend(self.private_paths());
+        }
         settings
     }
 
-    /// Starts a fleet for `pool` with `pool.runners` runners.
+    /// Where the app's secrets and sessions are, as far as it knows: its
+    /// settings directory, the keyrings' files, `XDG_RUNTIME_DIR` and the
+    /// session bus's socket.
+    fn private_paths(&self) -> Vec<PathBuf> {
+        let mut paths: Vec<PathBuf> = self
+            .options
+            .config_path
+            .parent()
+            .into_iter()
+            .map(PathBuf::from)
+            .collect();
+        if let Some(data) = dirs::data_dir() {
+            paths.push(data.join("keyrings"));
+            paths.push(data.join("kwalletd"));
+        }
+        paths.extend(dirs::runtime_dir());
+        if let Some(address) = std::env::var_os("DBUS_SESSION_BUS_ADDRESS") {
+            paths.extend(bus_socket_paths(&address.to_string_lossy()));
+        }
+        paths
+    }
+
+    /// Starts a fleet for `pool` with `pool.runners` runners. A workspace
+    /// pool where no sandbox can be had is refused (`NO_SANDBOX`) unless
+    /// the member opted out for it; either way the pool stays in the
+    /// settings, and `refused` says why it is not lent.
     pub(super) async fn launch(&self, inner: &mut Inner, pool: &PoolConfig) -> AppResult<()> {
         let base = client(&pool.coordinator, Token::new(""))?;
-        let (fleet, mut events) = Fleet::new(base, self.settings_for(pool))
-            .map_err(|e| AppError::new("INTERNAL", e.to_string()))?;
+        let settings = self.settings_for(pool);
+        let created = match Fleet::new(base.clone(), settings.clone()) {
+            Err(e) if pool.kind == PoolKind::Workspace && no_sandbox(&e) => {
+                let why = sandbox_missing(&e);
+                if pool.allow_unsandboxed {
+                    self.note(
+                        inner,
+                        ActivityKind::Info,
+                        format!(
+                            "{}: other people's jobs run unsandboxed on this machine, as you asked ({why})",
+                            pool.name
+                        ),
+                    );
+                    let mut settings = settings;
+                    settings.isolation.sandbox = Sandbox::None;
+                    Fleet::new(base, settings)
+                } else {
+                    let message = format!(
+                        "not lending this machine to {}: its jobs are other people's, and they would run unsandboxed, as you, able to read your files and keychain ({why}). Install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap), or allow unsandboxed jobs in the pool's settings under This machine",
+                        pool.name
+                    );
+                    inner
+                        .refused
+                        .insert(pool.reference.clone(), message.clone());
+                    return Err(AppError::new("NO_SANDBOX", message));
+                }
+            }
+            other => other,
+        };
+        let (fleet, mut events) = created.map_err(|e| AppError::new("INTERNAL", e.to_string()))?;
+        inner.refused.remove(&pool.reference);
         fleet.set_paused(effective_pause(inner));
         let reference = pool.reference.clone();
         let me = self.me.clone();
@@ -121,8 +186,11 @@ impl Supervisor {
                         )
                     })?;
                 let base = client(&pool.coordinator, Token::new(""))?;
-                let mut capabilities = self.options.runner.capabilities.clone();
-                capabilities.extend(pool.labels.iter().cloned());
+                // As its runner will announce them (its sandbox included).
+                let capabilities = match inner.pools.get(&pool.reference) {
+                    Some(running) => running.fleet.capabilities().to_vec(),
+                    None => self.settings_for(pool).capabilities,
+                };
                 credentials::join_or_load(
                     &self.keychain,
                     &base,
@@ -189,6 +257,7 @@ impl Supervisor {
             runners: count,
             slots: 1,
             labels: Vec::new(),
+            allow_unsandboxed: false,
         };
         self.adopt_pool(inner, pool).await
     }
@@ -338,9 +407,57 @@ impl Supervisor {
         pool.labels = labels;
         let pool = pool.clone();
         self.save(&inner)?;
-        // The runners take the new shape: the old fleet drains in the
-        // background while a new one carries on with the same credentials.
-        if let Some(old) = inner.pools.remove(reference) {
+        let result = self.relaunch(&mut inner, &pool).await;
+        drop(inner);
+        self.changed().await;
+        result?;
+        Ok(self.state().await)
+    }
+
+    /// The member's opt-out for a workspace pool: lend it even where this
+    /// machine has no sandbox (its jobs then run as the member). Where a
+    /// sandbox works its jobs stay sandboxed; turning the opt-out off
+    /// stops an unsandboxed pool.
+    pub async fn set_allow_unsandboxed(&self, reference: &str, allow: bool) -> AppResult<AppState> {
+        let mut inner = self.inner.lock().await;
+        let pool = inner.config.pool_mut(reference).ok_or_else(|| {
+            AppError::new(
+                "NOT_FOUND",
+                format!("this machine does not lend to {reference}"),
+            )
+        })?;
+        if pool.kind != PoolKind::Workspace {
+            return Err(AppError::invalid(format!(
+                "{reference} is a personal pool: its jobs are your own and run as you"
+            )));
+        }
+        pool.allow_unsandboxed = allow;
+        let pool = pool.clone();
+        self.save(&inner)?;
+        let sandboxed = inner
+            .pools
+            .get(reference)
+            .map(|r| r.fleet.isolation().bwrap.is_some());
+        let result = match sandboxed {
+            // Sandboxed, or unsandboxed and still allowed: nothing changes.
+            Some(true) => Ok(()),
+            Some(false) if allow => Ok(()),
+            _ => match self.relaunch(&mut inner, &pool).await {
+                // Refused, as just asked: the pool says why.
+                Err(e) if e.code == "NO_SANDBOX" && !allow => Ok(()),
+                other => other,
+            },
+        };
+        drop(inner);
+        self.changed().await;
+        result?;
+        Ok(self.state().await)
+    }
+
+    /// The pool's runners take its new shape: the old fleet drains in the
+    /// background while a new one carries on with the same credentials.
+    async fn relaunch(&self, inner: &mut Inner, pool: &PoolConfig) -> AppResult<()> {
+        if let Some(old) = inner.pools.remove(&pool.reference) {
             old.fleet.stop_leasing();
             let departing: Vec<String> = old.leaving.keys().cloned().collect();
             inner
@@ -349,10 +466,56 @@ impl Supervisor {
                 .retain(|d| !departing.contains(&d.runner_id));
             tokio::spawn(old.fleet.drain());
         }
-        let result = self.launch(&mut inner, &pool).await;
-        drop(inner);
-        self.changed().await;
-        result?;
-        Ok(self.state().await)
+        self.launch(inner, pool).await
+    }
+}
+
+/// The sandbox cannot be had on this host (rather than, say, a work
+/// directory that is not the user's own).
+fn no_sandbox(e: &IsolationError) -> bool {
+    matches!(
+        e,
+        IsolationError::BwrapMissing | IsolationError::BwrapBroken(..) | IsolationError::NotLinux
+    )
+}
+
+/// Why, in the app's words (the runner's name `--sandbox`).
+fn sandbox_missing(e: &IsolationError) -> String {
+    match e {
+        IsolationError::BwrapMissing => "bubblewrap (bwrap) is not installed".into(),
+        IsolationError::BwrapBroken(path, said) => {
+            format!("{} does not run here: {said}", path.display())
+        }
+        IsolationError::NotLinux => "the sandbox, bubblewrap, is Linux only".into(),
+        other => other.to_string(),
+    }
+}
+
+/// The files of a D-Bus address's `unix:path=` entries.
+fn bus_socket_paths(address: &str) -> Vec<PathBuf> {
+    address
+        .split(';')
+        .filter_map(|entry| entry.strip_prefix("unix:"))
+        .flat_map(|params| params.split(','))
+        .filter_map(|kv| kv.strip_prefix("path="))
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute())
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_bus_address_names_its_socket_files() {
+        assert_eq!(
+            bus_socket_paths("unix:path=/run/user/1000/bus"),
+            [PathBuf::from("/run/user/1000/bus")]
+        );
+        assert_eq!(
+            bus_socket_paths("unix:abstract=/tmp/dbus-x,guid=1;unix:guid=2,path=/tmp/b;tcp:host=h"),
+            [PathBuf::from("/tmp/b")]
+        );
     }
 }

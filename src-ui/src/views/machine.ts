@@ -82,6 +82,17 @@ function poolRow(app: App, p: LocalPool) {
         { class: "grow" },
         h("strong", null, p.name),
         h("span", { class: `tag tag-${p.kind}` }, p.kind),
+        p.kind === "workspace" && p.sandboxed !== null
+          ? h(
+              "span",
+              {
+                testid: "pool-sandbox",
+                class: `tag tag-${p.sandboxed ? "sandboxed" : "unsandboxed"}`,
+                title: p.sandboxed ? "Its jobs run in a bubblewrap sandbox, away from your files and sessions" : "Its jobs run as you, with no sandbox",
+              },
+              p.sandboxed ? "sandboxed" : "unsandboxed",
+            )
+          : null,
         h("div", null, h("code", { class: "muted small" }, p.ref)),
       ),
       h(
@@ -100,6 +111,8 @@ function poolRow(app: App, p: LocalPool) {
       h("label", { class: "grow" }, "Labels", app.input(labelsKey, { testid: "labels-input", placeholder: "e.g. gpu, os=linux" }, p.labels.join(", "))),
       h("button", { testid: "pool-save", type: "submit", disabled: app.busy.has(`save:${p.ref}`) }, "Save"),
     ),
+    p.refused ? h("p", { testid: "pool-refused", class: "warning" }, p.refused) : null,
+    p.kind === "workspace" ? unsandboxedToggle(app, p) : null,
     p.live.length
       ? h(
           "ul",
@@ -120,5 +133,31 @@ function poolRow(app: App, p: LocalPool) {
           ),
         )
       : null,
+  );
+}
+
+/** A workspace pool's opt-out: lend it where no sandbox is available. */
+function unsandboxedToggle(app: App, p: LocalPool) {
+  const key = `unsandboxed:${p.ref}`;
+  return h(
+    "label",
+    { class: "toggle" },
+    h("input", {
+      type: "checkbox",
+      testid: "allow-unsandboxed",
+      checked: p.allowUnsandboxed,
+      disabled: app.busy.has(key),
+      onchange: (ev: Event) => app.change(key, () => api.setAllowUnsandboxed(p.ref, (ev.target as HTMLInputElement).checked)),
+    }),
+    h(
+      "span",
+      null,
+      "Run this pool's jobs without a sandbox when none is available",
+      h(
+        "small",
+        { testid: "unsandboxed-warning", class: "muted" },
+        "These jobs are other people's. Without a sandbox they run as you: they can read your files, reach your keychain and this app's tokens, and see what else you run. Where bubblewrap works, they always run in it, whatever this says.",
+      ),
+    ),
   );
 }

@@ -5,7 +5,7 @@
 
 import type { App } from "../app";
 import * as api from "../api";
-import { copy, duration, h, when } from "../h";
+import { copy, duration, h, unsandboxed, when } from "../h";
 import type { JoinTokenSummary, Runner } from "../types";
 import { githubSection } from "./github";
 import { auditSection, membersSection, usageSection } from "./people";
@@ -184,7 +184,22 @@ function rosterRow(app: App, r: Runner) {
   return h(
     "tr",
     { testid: "ws-runner-row", "data-id": r.id },
-    h("td", null, h("span", { class: r.online ? "badge-online" : "badge-offline" }, r.online ? "online" : "offline")),
+    h(
+      "td",
+      null,
+      h("span", { class: r.online ? "badge-online" : "badge-offline" }, r.online ? "online" : "offline"),
+      unsandboxed(r.capabilities)
+        ? h(
+            "div",
+            null,
+            h(
+              "span",
+              { testid: "ws-runner-unsandboxed", class: "badge-unsandboxed", title: "Its jobs run without a sandbox, as the user of the machine it runs on" },
+              "unsandboxed",
+            ),
+          )
+        : null,
+    ),
     h("td", { class: "nowrap" }, h("strong", null, r.name), h("div", null, h("code", { class: "muted small" }, r.id))),
     h("td", { class: "small nowrap" }, r.runtimeName),
     h("td", null, h("div", { class: "chips" }, r.capabilities.map((c) => h("span", { class: "chip" }, c)))),
