@@ -1,7 +1,7 @@
 //! CI links, scoped (issue 24): a link pins GitHub's id of the repository
 //! when it is made (read through the App) and again when it is remade;
 //! it restricts which refs and events may act, and refuses pull requests
-//! unless it lists them; and the OIDC issuer's JWKS is fetched a bounded
+//! unless it lists them; its jobs go only to the link's pool; and the OIDC issuer's JWKS is fetched a bounded
 //! number of times whatever the issuer answers, without holding up logins
 //! whose key is known.
 
@@ -142,6 +142,45 @@ async fn a_link_pins_the_repository_id_when_made_and_again_when_remade() {
         "{:?}",
         w.com.calls()
     );
+}
+
+#[tokio::test]
+async fn a_ci_principal_submits_only_to_its_links_pool() {
+    let w = world().await;
+    let ws = drover_tests::runner_core::client::Scope::Workspace;
+    w.admin.client.create_runtime(ws, "builds").await.unwrap();
+    pair(&w.admin, ws, Some("builds"), "builder", &[]).await;
+    let hello = w.claims("octo/hello", w.ids[0]);
+
+    // A link that names no runtime sends jobs to the default workspace pool
+    // only: another workspace pool is refused.
+    w.submit(&hello).await.unwrap();
+    let (code, message) = refusal(
+        w.ci(&hello)
+            .submit(&script_job("self:ws:builds", "true"))
+            .await,
+    );
+    assert_eq!(code, ErrorCode::CiNotAllowed, "{message}");
+    assert!(message.contains("self:ws"), "{message}");
+
+    // Linked to `builds`, the repository's jobs go there and nowhere else.
+    w.link(wire::CiLinkRequest {
+        runtime: Some("self:ws:builds".into()),
+        ..hello_link()
+    })
+    .await
+    .unwrap();
+    let job = w
+        .ci(&hello)
+        .submit(&script_job("self:ws:builds", "true"))
+        .await
+        .unwrap();
+    assert_eq!(job.state, wire::JobState::Queued);
+    let (code, message) = refusal(w.submit(&hello).await);
+    assert_eq!(code, ErrorCode::CiNotAllowed, "{message}");
+    assert!(message.contains("self:ws:builds"), "{message}");
+    // The other repository's link is unchanged.
+    w.submit(&w.claims("octo/site", w.ids[1])).await.unwrap();
 }
 
 /// Multi-threaded: the CLI runs as a blocking child process while the fake

@@ -160,7 +160,7 @@ const NOT_ADMIN: Resp = Resp {
 /// The 403 of the job routes, which a CI token may call too.
 const JOB_FORBIDDEN: Resp = Resp {
     status: 403,
-    description: r#"The token is neither a member API token nor a linked repository's CI token (code `FORBIDDEN`), or it is the CI token of a run whose ref or event its CI link does not allow (code `CI_NOT_ALLOWED`)."#,
+    description: r#"The token is neither a member API token nor a linked repository's CI token (code `FORBIDDEN`), or it is the CI token of a run whose ref or event its CI link does not allow, or of a job for a pool other than the link's runtime (code `CI_NOT_ALLOWED`)."#,
     reply: Reply::Error("FORBIDDEN"),
 };
 const NOT_RUNNER_TOKEN: Resp = Resp {
@@ -2039,7 +2039,7 @@ pub static OPS: &[Op] = &[
         tag: "github",
         auth: Auth::Member,
         summary: r#"Link a repository for CI"#,
-        description: r#"Admins only. Links (or updates) a repository: its GitHub Actions OIDC tokens become a CI principal of this workspace (`ci:<owner>/<repo>`) that may submit jobs to the workspace's pools, never a personal pool, with the workspace paying, and read, follow and cancel only the jobs its repository submitted (any other job is 404 to it). The workspace's GitHub App installation on the owner must reach the repository: the link pins GitHub's id of the repository (again on every relink), and a token of another repository of that name is refused. `refs` (patterns, a trailing `*` matching any rest) and `events` restrict which workflow runs may act; without `events`, `pull_request` and `pull_request_target` runs are refused (GitHub's token does not say whether a pull request comes from a fork). Refused runs get `403 CI_NOT_ALLOWED`. `runsOn` (default `[self-hosted]`) and `runtime` (default `self:ws`) shape its rendered workflow, whose triggers follow `events` and `refs`. A repository is linked to one workspace at most."#,
+        description: r#"Admins only. Links (or updates) a repository: its GitHub Actions OIDC tokens become a CI principal of this workspace (`ci:<owner>/<repo>`) that may submit jobs to the link's `runtime` only (default `self:ws`; any other pool is `403 CI_NOT_ALLOWED`), never a personal pool, with the workspace paying, and read, follow and cancel only the jobs its repository submitted (any other job is 404 to it). The workspace's GitHub App installation on the owner must reach the repository: the link pins GitHub's id of the repository (again on every relink), and a token of another repository of that name is refused. `refs` (patterns, a trailing `*` matching any rest) and `events` restrict which workflow runs may act; without `events`, `pull_request` and `pull_request_target` runs are refused (GitHub's token does not say whether a pull request comes from a fork). Refused runs get `403 CI_NOT_ALLOWED`. `runsOn` (default `[self-hosted]`) and `runtime` shape its rendered workflow, whose triggers follow `events` and `refs`. A repository is linked to one workspace at most."#,
         params: r##"[{"$ref": "#/components/parameters/Surface"}]"##,
         query: None,
         body: Some(Body {

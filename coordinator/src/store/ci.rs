@@ -330,6 +330,17 @@ impl Store {
         Ok(())
     }
 
+    /// The runtime ref a CI principal's jobs go to: its link's, `self:ws`
+    /// when the link names none.
+    pub async fn ci_runtime(&self, member: &Member) -> Result<String> {
+        let runtime: Option<Option<String>> =
+            sqlx::query_scalar("SELECT runtime FROM ci_links WHERE member_id = $1")
+                .bind(member.id.as_str())
+                .fetch_optional(&self.writer)
+                .await?;
+        Ok(runtime.flatten().unwrap_or_else(|| "self:ws".into()))
+    }
+
     /// The CI principal of a verified OIDC token for `repository` (id
     /// `repository_id`) on `host`, when the link's pinned id is that one.
     pub async fn ci_principal(

@@ -336,7 +336,36 @@ impl Store {
     }
 
     /// Resolves a ref for a job submitted by `member` (SPEC §2 rules 2-5).
+    /// A CI principal's jobs go only to its link's pool (SPEC §9).
     pub async fn place(
+        &self,
+        member: &Member,
+        reference: &RuntimeRef,
+        requires: &[String],
+    ) -> Result<Placement> {
+        let placement = self.resolve(member, reference, requires).await?;
+        if member.ci {
+            let allowed = self.ci_runtime(member).await?;
+            let same = match RuntimeRef::parse(&allowed) {
+                Ok(link) => self
+                    .resolve(member, &link, &[])
+                    .await
+                    .is_ok_and(|p| p.runtime_id == placement.runtime_id),
+                Err(_) => false,
+            };
+            if !same {
+                return Err(Error::api(
+                    ErrorCode::CiNotAllowed,
+                    format!(
+                        "this repository's CI link sends its jobs to {allowed}; an admin changes that with `drover ci link … --runtime`"
+                    ),
+                ));
+            }
+        }
+        Ok(placement)
+    }
+
+    async fn resolve(
         &self,
         member: &Member,
         reference: &RuntimeRef,

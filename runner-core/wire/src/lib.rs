@@ -173,7 +173,8 @@ pub enum ErrorCode {
     /// The install link's `state` is older than its ten minutes.
     StateExpired,
     /// A CI token (GitHub Actions OIDC) whose ref or event its CI link does
-    /// not allow (`refs`, `events`; `pull_request` only when listed).
+    /// not allow (`refs`, `events`; `pull_request` only when listed), or a
+    /// CI job for a pool other than its link's `runtime`.
     CiNotAllowed,
     /// A browser page of another site (its `Origin` header) called `/mcp`.
     ForbiddenOrigin,
