@@ -58,6 +58,8 @@ cleanup() {
     done
   fi
   rm -rf "$scratch" "$private_tmp"
+  # Nothing of it was here before (checked above).
+  rm -rf /etc/drover /var/lib/drover /var/lib/drover-runner
 }
 trap cleanup EXIT
 
@@ -125,27 +127,26 @@ grep -qF "drover $version" <<<"$out" || fail "drover --version: $out"
 
 # The README's walk-through, as root on the server. A throwaway CA and a
 # certificate for 127.0.0.1 stand in for the real ones.
-tls=no
-if grep -q -- --tls-cert <<<"$(drover-coordinator serve --help)"; then tls=yes; fi
-if [ "$tls" = yes ]; then
-  step "a certificate for the coordinator"
-  (
-    cd "$scratch"
-    openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 \
-      -subj /CN=test-ca -keyout ca.key -out ca.pem 2>/dev/null
-    openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj /CN=127.0.0.1 \
-      -keyout privkey.pem -out server.csr 2>/dev/null
-    printf 'subjectAltName=IP:127.0.0.1\n' >san.ext
-    openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 1 \
-      -extfile san.ext -out fullchain.pem 2>/dev/null
-    install -d -m 0750 -g drover /etc/drover/tls
-    install -m 0640 -g drover fullchain.pem /etc/drover/tls/cert.pem
-    install -m 0640 -g drover privkey.pem /etc/drover/tls/key.pem
-  )
+step "a certificate for the coordinator"
+(
+  cd "$scratch"
+  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 \
+    -subj /CN=test-ca -keyout ca.key -out ca.pem 2>/dev/null
+  openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj /CN=127.0.0.1 \
+    -keyout privkey.pem -out server.csr 2>/dev/null
+  printf 'subjectAltName=IP:127.0.0.1\n' >san.ext
+  openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 1 \
+    -extfile san.ext -out fullchain.pem 2>/dev/null
+  install -d -m 0750 -g drover /etc/drover/tls
+  install -m 0640 -g drover fullchain.pem privkey.pem /etc/drover/tls/
+)
+expect_mode /etc/drover/tls/privkey.pem root:drover 640
+runuser -u drover -- cat /etc/drover/tls/privkey.pem >/dev/null || fail "drover cannot read the key"
+if grep -q -- --tls-cert <<<"$(drover-coordinator serve --help)"; then
   export DROVER_CA_FILE=$scratch/ca.pem
   # Port 0 here, where the README says 0.0.0.0:443.
-  printf '%s\n' DROVER_LISTEN=127.0.0.1:0 DROVER_TLS_CERT=/etc/drover/tls/cert.pem \
-    DROVER_TLS_KEY=/etc/drover/tls/key.pem >>/etc/drover/coordinator.env
+  printf '%s\n' DROVER_LISTEN=127.0.0.1:0 DROVER_TLS_CERT=/etc/drover/tls/fullchain.pem \
+    DROVER_TLS_KEY=/etc/drover/tls/privkey.pem >>/etc/drover/coordinator.env
 else
   step "no --tls-cert in this coordinator: over HTTP"
   printf '%s\n' DROVER_LISTEN=127.0.0.1:0 >>/etc/drover/coordinator.env
@@ -214,6 +215,7 @@ pids+=($!)
 runner_pid=$!
 two_online() { [ "$(drover runners list --json | grep -o '"online": *true' | wc -l)" -ge 2 ]; }
 wait_for "two runners online" two_online
+drover runners list >>"$scratch/cli.log"
 job_user=$(timeout 60 drover submit --runtime self:ws --wait -- id -un 2>"$scratch/submit.log") ||
   fail "the job did not succeed: $job_user"
 # The job's id, then its log.
