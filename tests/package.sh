@@ -241,6 +241,11 @@ kill -TERM "$coordinator_pid"
 wait "$coordinator_pid" || fail "the coordinator exited $? on SIGTERM"
 pids=()
 
+step "dpkg -i again (an upgrade) keeps the edited env file and the secrets"
+dpkg -i "$deb" >>"$scratch/dpkg.log" 2>&1 || fail "dpkg -i over the installed package"
+grep -qx DROVER_LISTEN=127.0.0.1:0 /etc/drover/coordinator.env || fail "the upgrade lost coordinator.env's edit"
+expect_mode /etc/drover/secrets.env root:drover 640
+
 step "dpkg -r keeps configuration and data"
 dpkg -r drover-server >>"$scratch/dpkg.log" 2>&1 || fail "dpkg -r"
 if [ -e /usr/bin/drover-coordinator ] || [ -e "$coord_unit" ]; then fail "files left after dpkg -r"; fi

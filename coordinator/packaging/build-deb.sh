@@ -17,16 +17,16 @@ die() { echo "build-deb.sh: $*" >&2; exit 1; }
 target=${CARGO_TARGET_DIR:-$repo/target}
 # A release package is xz-compressed, as Debian's are; any other gzip -1
 # (debug binaries are large; the tests build one every run).
-compress="-Zgzip -z1"
+compress="-Zgzip -z1" build=
 case "${1:-}" in
-    --release) bin_dir=$target/release compress=-Zxz ;;
+    --release) bin_dir=$target/release compress=-Zxz build=" --release" ;;
     "") bin_dir=$target/debug ;;
     -*) die "usage: build-deb.sh [--release | BIN_DIR]" ;;
     *) bin_dir=$1 ;;
 esac
 for bin in drover-coordinator drover; do
     [ -x "$bin_dir/$bin" ] ||
-        die "$bin_dir/$bin is missing: build it first (cargo build${1:+ --release} -p drover-coordinator -p runner-core)"
+        die "$bin_dir/$bin is missing: build it first (cargo build$build -p drover-coordinator -p runner-core)"
 done
 for tool in dpkg-deb dpkg objdump; do
     command -v "$tool" >/dev/null || die "$tool is missing (apt-get install dpkg binutils)"
