@@ -6,7 +6,7 @@
 # target/debug) with coordinator/packaging/build-deb.sh, installs it with
 # dpkg -i, checks the units with systemd-analyze (verify must print nothing;
 # the coordinator's exposure must stay at most 2.0), the files' owners and
-# modes, then walks the README's "On a server" steps: a certificate for the
+# modes, then walks the README's "A server, from the package" steps: a certificate for the
 # coordinator, its env file, the coordinator started as its unit starts it
 # (no systemd runs here: its user, env files and ExecStart, read from the
 # installed unit), /healthz, drover-admin bootstrap, a runner started as
@@ -33,10 +33,11 @@ fi
 for path in /etc/drover /var/lib/drover /var/lib/drover-runner; do
   [ ! -e "$path" ] || missing "$path exists; this test would remove it"
 done
-getent passwd drover >/dev/null && missing "a user drover exists; this test would remove it"
+for user in drover drover-job; do
+  if getent passwd "$user" >/dev/null; then missing "a user $user exists; this test would remove it"; fi
+done
 # The installed programs, not another build on PATH.
 export PATH=/usr/sbin:/usr/bin:/sbin:/bin
-had_job_user=$(getent passwd drover-job >/dev/null && echo yes || echo no)
 
 scratch=$(mktemp -d)
 # The runner's PrivateTmp=: a /tmp of its own, 1777 like any /tmp.
@@ -258,9 +259,9 @@ dpkg --purge drover-server >>"$scratch/dpkg.log" 2>&1 || fail "dpkg --purge"
 for path in /etc/drover /var/lib/drover /var/lib/drover-runner; do
   [ ! -e "$path" ] || fail "$path is left after purge"
 done
-getent passwd drover >/dev/null && fail "the user drover is left after purge"
-getent group drover >/dev/null && fail "the group drover is left after purge"
-if [ "$had_job_user" = no ] && getent passwd drover-job >/dev/null; then
-  fail "the user drover-job is left after purge"
-fi
+for user in drover drover-job; do
+  if getent passwd "$user" >/dev/null || getent group "$user" >/dev/null; then
+    fail "the user or group $user is left after purge"
+  fi
+done
 echo "tests/package.sh: ok ($SECONDS s)"
