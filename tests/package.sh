@@ -143,8 +143,10 @@ step "a certificate for the coordinator"
 )
 expect_mode /etc/drover/tls/privkey.pem root:drover 640
 runuser -u drover -- cat /etc/drover/tls/privkey.pem >/dev/null || fail "drover cannot read the key"
+ca_file=
 if grep -q -- --tls-cert <<<"$(drover-coordinator serve --help)"; then
-  export DROVER_CA_FILE=$scratch/ca.pem
+  # The clients' (DROVER_CA_FILE, once the coordinator runs): a private CA.
+  ca_file=$scratch/ca.pem
   # Port 0 here, where the README says 0.0.0.0:443.
   printf '%s\n' DROVER_LISTEN=127.0.0.1:0 DROVER_TLS_CERT=/etc/drover/tls/fullchain.pem \
     DROVER_TLS_KEY=/etc/drover/tls/privkey.pem >>/etc/drover/coordinator.env
@@ -173,6 +175,10 @@ coordinator_pid=$!
 listening() { grep -q 'listening on https\?://' "$scratch/coordinator.log"; }
 wait_for "'listening on' from the coordinator" listening
 url=$(sed -n 's/.*listening on \(https\?:\/\/[^ ]*\).*/\1/p' "$scratch/coordinator.log" | head -n 1)
+if [ -n "$ca_file" ]; then
+  case $url in https://*) ;; *) fail "with DROVER_TLS_CERT/KEY set, the coordinator serves $url" ;; esac
+  export DROVER_CA_FILE=$ca_file
+fi
 curl -fsS ${DROVER_CA_FILE:+--cacert "$DROVER_CA_FILE"} "$url/healthz" >"$scratch/healthz.json" ||
   fail "GET $url/healthz"
 expect_mode /var/lib/drover/coordinator.db drover:drover 600
