@@ -30,6 +30,7 @@ ensure_deb bwrap bubblewrap "the isolation tests sandbox jobs with it"
 ensure_deb shellcheck shellcheck "the GitHub tests check the install script with it"
 ensure_deb curl curl "the package test asks the installed coordinator's /healthz with it"
 ensure_deb openssl openssl "the package test makes a throwaway certificate with it"
+ensure_deb systemd-analyze systemd "the package test verifies the package's units with it"
 if ! cargo nextest --version >/dev/null 2>&1; then
   step "installing cargo-nextest from crates.io"
   cargo install --locked cargo-nextest
