@@ -28,6 +28,9 @@ ensure_deb() {
 }
 ensure_deb bwrap bubblewrap "the isolation tests sandbox jobs with it"
 ensure_deb shellcheck shellcheck "the GitHub tests check the install script with it"
+ensure_deb curl curl "the package test asks the installed coordinator's /healthz with it"
+ensure_deb openssl openssl "the package test makes a throwaway certificate with it"
+ensure_deb systemd-analyze systemd "the package test verifies the package's units with it"
 if ! cargo nextest --version >/dev/null 2>&1; then
   step "installing cargo-nextest from crates.io"
   cargo install --locked cargo-nextest
@@ -79,5 +82,7 @@ DROVER_TEST_DATABASE=sqlite cargo nextest run --workspace --no-fail-fast -E 'not
 step "tests on PostgreSQL (the store's own tests too, and the schema check), and several replicas sharing it"
 DROVER_TEST_DATABASE=postgres cargo nextest run --workspace --no-fail-fast \
   -E 'package(drover-tests) | (package(drover-coordinator) & test(/^store::/))'
+step "the server package: built, installed (dpkg -i), its units verified, run, purged (tests/package.sh)"
+tests/package.sh "${CARGO_TARGET_DIR:-target}/debug"
 step "desktop app end to end, in a real window (npm run e2e)"
 npm run e2e
