@@ -21,6 +21,17 @@ pub struct CoordinatorOptions {
     pub serve_args: Vec<String>,
     /// Extra environment for the process (e.g. `DROVER_CLOCK_SKEW_MS`).
     pub env: Vec<(&'static str, String)>,
+    /// Serve HTTPS (`--tls-cert`, `--tls-key`); the URL is then
+    /// `https://localhost:PORT` and the harness's clients trust `ca`.
+    pub tls: Option<ServerTls>,
+}
+
+/// A coordinator's TLS files (PEM), and the CA that signed its certificate.
+#[derive(Debug, Clone)]
+pub struct ServerTls {
+    pub cert: PathBuf,
+    pub key: PathBuf,
+    pub ca: PathBuf,
 }
 
 impl Default for CoordinatorOptions {
@@ -32,6 +43,7 @@ impl Default for CoordinatorOptions {
             secret_key_file: None,
             serve_args: Vec::new(),
             env: Vec::new(),
+            tls: None,
         }
     }
 }
@@ -93,6 +105,8 @@ pub struct Coordinator {
     pub options: CoordinatorOptions,
     log: PathBuf,
     pub dir: TempDir,
+    /// `http()`, built once (loading the system's roots takes a while).
+    http: std::sync::OnceLock<reqwest::Client>,
 }
 
 /// A member of a workspace with an API client.
@@ -158,6 +172,7 @@ impl Coordinator {
             options,
             log,
             dir,
+            http: std::sync::OnceLock::new(),
         };
         c.spawn().await;
         c
@@ -186,6 +201,7 @@ impl Coordinator {
             options,
             log,
             dir,
+            http: std::sync::OnceLock::new(),
         };
         c.spawn().await;
         c
@@ -327,6 +343,14 @@ impl Coordinator {
             )
             .env_remove("DROVER_SECRET_KEY")
             .args(&self.options.serve_args)
+            .args(self.options.tls.iter().flat_map(|t| {
+                [
+                    Path::new("--tls-cert"),
+                    &t.cert,
+                    Path::new("--tls-key"),
+                    &t.key,
+                ]
+            }))
             .env("DROVER_LOG", "drover_coordinator=debug,warn")
             .envs(self.options.env.iter().map(|(k, v)| (*k, v)))
             .stdout(Stdio::piped())
@@ -339,7 +363,10 @@ impl Coordinator {
             // The first line naming a URL (a wrapper may print before it).
             let mut reader = BufReader::new(stdout);
             let mut line = String::new();
-            while reader.read_line(&mut line).is_ok_and(|n| n > 0) && !line.contains("http://") {
+            while reader.read_line(&mut line).is_ok_and(|n| n > 0)
+                && !line.contains("http://")
+                && !line.contains("https://")
+            {
                 line.clear();
             }
             let _ = tx.send(line);
@@ -352,7 +379,7 @@ impl Coordinator {
             .trim()
             .rsplit(' ')
             .next()
-            .filter(|u| u.starts_with("http://"))
+            .filter(|u| u.starts_with("http://") || u.starts_with("https://"))
             .unwrap_or_else(|| {
                 panic!(
                     "coordinator did not print its URL: {line:?}; log: {}",
@@ -360,8 +387,15 @@ impl Coordinator {
                 )
             })
             .to_owned();
-        self.addr = url.trim_start_matches("http://").to_owned();
-        self.url = url;
+        self.addr = url
+            .trim_start_matches("http://")
+            .trim_start_matches("https://")
+            .to_owned();
+        // The test certificates name `localhost`.
+        self.url = match self.options.tls {
+            Some(_) => url.replace("https://127.0.0.1:", "https://localhost:"),
+            None => url,
+        };
         self.child = Some(child);
     }
 
@@ -380,12 +414,39 @@ impl Coordinator {
             .args(args)
             .env("DROVER_URL", &self.url)
             .env("DROVER_TOKEN", token)
+            .envs(self.ca_env())
             .output()
             .expect("run drover")
     }
 
+    /// `DROVER_CA_FILE` when serving TLS: the CLI then trusts the test CA.
+    pub fn ca_env(&self) -> Vec<(&'static str, PathBuf)> {
+        self.options
+            .tls
+            .iter()
+            .map(|t| ("DROVER_CA_FILE", t.ca.clone()))
+            .collect()
+    }
+
     pub fn client(&self, token: &str) -> Client {
-        Client::new(&self.url, Token::new(token)).expect("client")
+        let options = ClientOptions {
+            ca_file: self.options.tls.as_ref().map(|t| t.ca.clone()),
+        };
+        Client::with_options(&self.url, Token::new(token), &options).expect("client")
+    }
+
+    /// A plain HTTP client that trusts this coordinator's certificate.
+    pub fn http(&self) -> &reqwest::Client {
+        self.http.get_or_init(|| {
+            let mut b = reqwest::Client::builder();
+            if let Some(t) = &self.options.tls {
+                let pem = std::fs::read(&t.ca).expect("CA file");
+                for cert in reqwest::Certificate::from_pem_bundle(&pem).expect("CA PEM") {
+                    b = b.add_root_certificate(cert);
+                }
+            }
+            b.build().expect("HTTP client")
+        })
     }
 
     fn admin(&self, args: &[&str]) -> wire::MemberCredential {
@@ -470,7 +531,12 @@ impl Coordinator {
     /// As `waiting_leases`; `None` when `/healthz` did not answer with the
     /// count (a busy coordinator may shed it with 503).
     async fn try_waiting_leases(&self) -> Option<u64> {
-        let resp = reqwest::get(format!("{}/healthz", self.url)).await.ok()?;
+        let resp = self
+            .http()
+            .get(format!("{}/healthz", self.url))
+            .send()
+            .await
+            .ok()?;
         let v: serde_json::Value = resp.json().await.ok()?;
         v["waitingLeases"].as_u64()
     }
@@ -478,7 +544,12 @@ impl Coordinator {
     /// Whether the coordinator has seen another replica listening for its
     /// signals (`/healthz`); `None` when it did not answer.
     pub async fn other_replicas(&self) -> Option<bool> {
-        let resp = reqwest::get(format!("{}/healthz", self.url)).await.ok()?;
+        let resp = self
+            .http()
+            .get(format!("{}/healthz", self.url))
+            .send()
+            .await
+            .ok()?;
         let v: serde_json::Value = resp.json().await.ok()?;
         v["otherReplicas"].as_bool()
     }

@@ -10,7 +10,7 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use runner_core::client::{Client, ClientError, Scope, Token};
+use runner_core::client::{Client, ClientError, ClientOptions, Scope, Token};
 use runner_core::wire::{self, Job, JobState, SubmitJob};
 
 pub use runner_core;

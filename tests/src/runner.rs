@@ -27,6 +27,12 @@ impl RunnerProcess {
 
     /// `drover runner <args>` against `url`, with more environment.
     pub fn spawn_with_env(url: &str, args: &[&str], env: &[(&str, &str)]) -> Self {
+        Self::spawn_program(&bin("drover"), url, args, env)
+    }
+
+    /// As `spawn_with_env`, with another `drover` binary (e.g. one
+    /// installed as a user installs it).
+    pub fn spawn_program(program: &Path, url: &str, args: &[&str], env: &[(&str, &str)]) -> Self {
         let mut full = vec![
             "runner".to_owned(),
             "--url".to_owned(),
@@ -41,7 +47,7 @@ impl RunnerProcess {
             child: None,
             lines: Arc::default(),
             read_all: Arc::default(),
-            program: bin("drover"),
+            program: program.to_owned(),
             args: full,
             env: env
                 .iter()
