@@ -66,6 +66,8 @@ pub struct AppState {
 #[derive(Debug, Clone, Serialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct LocalPool {
+    /// The coordinator it is lent to (the window warns of plain http://).
+    pub coordinator: String,
     #[serde(rename = "ref")]
     pub reference: String,
     pub runtime_id: String,
@@ -296,6 +298,7 @@ impl Supervisor {
             .pools
             .iter()
             .map(|p| LocalPool {
+                coordinator: p.coordinator.clone(),
                 reference: p.reference.clone(),
                 runtime_id: p.runtime_id.clone(),
                 name: p.name.clone(),
