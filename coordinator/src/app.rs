@@ -47,6 +47,12 @@ pub struct Config {
     pub oidc_issuer: String,
     /// The audience CI tokens must name; `None`: the public URL.
     pub oidc_audience: Option<String>,
+    /// Serve HTTPS with this certificate and key (`--tls-cert`/`--tls-key`);
+    /// `None`: plain HTTP (e.g. behind a reverse proxy that holds TLS).
+    pub tls: Option<crate::tls::TlsFiles>,
+    /// CA certificates (PEM) the coordinator's own HTTPS calls trust
+    /// besides the system's (`--ca-file`).
+    pub ca_file: Option<std::path::PathBuf>,
 }
 
 /// A public URL as given to `serve --public-url`: `http://` or `https://`,
@@ -71,8 +77,9 @@ pub fn parse_public_url(s: &str) -> Result<String, String> {
 }
 
 /// The URL links name when `--public-url` is not given: the address bound,
-/// with a loopback host for an unspecified one (`0.0.0.0`, `::`).
-fn default_public_url(bound: SocketAddr) -> String {
+/// with a loopback host for an unspecified one (`0.0.0.0`, `::`), and
+/// `https://` when serving TLS.
+fn default_public_url(bound: SocketAddr, https: bool) -> String {
     let mut addr = bound;
     if addr.ip().is_unspecified() {
         addr.set_ip(match addr {
@@ -83,11 +90,13 @@ fn default_public_url(bound: SocketAddr) -> String {
             "listening on every address: links will name {addr}; set --public-url to name this coordinator"
         );
     }
-    format!("http://{addr}")
+    let scheme = if https { "https" } else { "http" };
+    format!("{scheme}://{addr}")
 }
 
 pub struct Application {
     listener: TcpListener,
+    tls: Option<Arc<crate::tls::Tls>>,
     state: AppState,
     stop: watch::Sender<bool>,
     limits: ServeLimits,
@@ -123,13 +132,18 @@ impl Application {
                 );
             }
         }
+        let tls = match &config.tls {
+            Some(files) => Some(Arc::new(crate::tls::Tls::load(files.clone())?)),
+            None => None,
+        };
+        let roots = crate::tls::OutboundRoots::load(config.ca_file.as_deref())?;
         let listener = TcpListener::bind(config.listen)
             .await
             .with_context(|| format!("binding {}", config.listen))?;
         let public_url = match &config.public_url {
             Some(url) => parse_public_url(url)
                 .map_err(|e| anyhow::anyhow!("invalid public URL {url:?}: {e}"))?,
-            None => default_public_url(listener.local_addr()?),
+            None => default_public_url(listener.local_addr()?, tls.is_some()),
         };
         let (stop, shutdown) = watch::channel(false);
         let state = AppState {
@@ -159,14 +173,20 @@ impl Application {
                         .unwrap_or_else(|| public_url.clone()),
                 },
                 clock.clone(),
+                &roots,
             )?),
             github: match config.github {
-                Some(app) => Some(Arc::new(crate::github::GithubApp::new(app, clock.clone())?)),
+                Some(app) => Some(Arc::new(crate::github::GithubApp::new(
+                    app,
+                    clock.clone(),
+                    &roots,
+                )?)),
                 None => None,
             },
         };
         Ok(Self {
             listener,
+            tls,
             state,
             stop,
             limits: config.serve,
@@ -181,6 +201,11 @@ impl Application {
             .expect("a bound listener has an address")
     }
 
+    /// `https` when serving TLS, else `http`.
+    pub fn scheme(&self) -> &'static str {
+        if self.tls.is_some() { "https" } else { "http" }
+    }
+
     /// Serves until `shutdown` resolves, then lets in-flight requests end
     /// (long-polls answer at once) within the shutdown deadline, and closes
     /// the database.
@@ -190,6 +215,7 @@ impl Application {
     ) -> anyhow::Result<()> {
         let Self {
             listener,
+            tls,
             state,
             stop,
             limits,
@@ -205,7 +231,7 @@ impl Application {
             all: http::router(state.clone()),
             runners_only: http::runner_router(state.clone()),
         };
-        let stopping = server::serve(listener, routers, &limits, shutdown, &stop).await;
+        let stopping = server::serve(listener, routers, &limits, tls, shutdown, &stop).await;
         let _ = stop.send(true);
         let _ = reaper.await;
         let _ = purger.await;
@@ -403,12 +429,16 @@ mod tests {
             assert!(parse_public_url(bad).is_err(), "{bad}");
         }
         assert_eq!(
-            default_public_url("0.0.0.0:7700".parse().unwrap()),
+            default_public_url("0.0.0.0:7700".parse().unwrap(), false),
             "http://127.0.0.1:7700"
         );
         assert_eq!(
-            default_public_url("[::1]:80".parse().unwrap()),
+            default_public_url("[::1]:80".parse().unwrap(), false),
             "http://[::1]:80"
+        );
+        assert_eq!(
+            default_public_url("127.0.0.1:7443".parse().unwrap(), true),
+            "https://127.0.0.1:7443"
         );
     }
 }

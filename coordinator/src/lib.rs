@@ -18,5 +18,6 @@ pub mod retention;
 pub mod secrets;
 pub mod server;
 pub mod store;
+pub mod tls;
 pub mod trim;
 pub mod wake;

@@ -1,3 +1,7 @@
+//! `drover-coordinator`: serve and admin, a thin CLI over the library.
+//! (Over 500 lines: the argument types, each flag with its help and env
+//! twin, read together with the one arm per command that uses them.)
+
 use std::io::Write as _;
 use std::net::SocketAddr;
 use std::os::unix::fs::{DirBuilderExt as _, PermissionsExt as _};
@@ -97,11 +101,53 @@ struct Serve {
     #[command(flatten)]
     retention: RetentionArgs,
     /// How this coordinator names itself in pairing and join links, e.g.
-    /// https://ci.example.com (default: http://<the bound listen address>).
+    /// https://ci.example.com (default: http://<the bound listen address>,
+    /// https:// with --tls-cert).
     #[arg(long, env = "DROVER_PUBLIC_URL", value_parser = parse_public_url)]
     public_url: Option<String>,
     #[command(flatten)]
+    tls: TlsArgs,
+    #[command(flatten)]
     github: GithubArgs,
+}
+
+/// HTTPS: served by the coordinator itself, and trusted for its own calls.
+#[derive(Args)]
+struct TlsArgs {
+    /// Serve HTTPS with this certificate chain (PEM: the server's
+    /// certificate, then intermediates); with --tls-key. Both files are
+    /// read again when they change, so a renewed certificate needs no restart.
+    #[arg(
+        long,
+        env = "DROVER_TLS_CERT",
+        value_name = "FILE",
+        requires = "tls_key"
+    )]
+    tls_cert: Option<PathBuf>,
+    /// The private key of --tls-cert (PEM).
+    #[arg(
+        long,
+        env = "DROVER_TLS_KEY",
+        value_name = "FILE",
+        requires = "tls_cert"
+    )]
+    tls_key: Option<PathBuf>,
+    /// CA certificates (PEM) that the coordinator's own HTTPS calls (GitHub,
+    /// GitHub Enterprise Server, the OIDC issuer) trust besides the system's.
+    #[arg(long, env = "DROVER_CA_FILE", value_name = "FILE")]
+    ca_file: Option<PathBuf>,
+}
+
+impl TlsArgs {
+    fn files(&self) -> Option<drover_coordinator::tls::TlsFiles> {
+        match (&self.tls_cert, &self.tls_key) {
+            (Some(cert), Some(key)) => Some(drover_coordinator::tls::TlsFiles {
+                cert: cert.clone(),
+                key: key.clone(),
+            }),
+            _ => None,
+        }
+    }
 }
 
 /// The workspace GitHub App, for registering GitHub Actions runners.
@@ -463,10 +509,13 @@ async fn main() -> anyhow::Result<()> {
                 github_retry: Duration::from_millis(s.github.github_retry_ms),
                 oidc_issuer: s.github.github_oidc_issuer.clone(),
                 oidc_audience: s.github.github_oidc_audience.clone(),
+                tls: s.tls.files(),
+                ca_file: s.tls.ca_file.clone(),
             };
             let app = Application::build(config).await?;
             println!(
-                "drover-coordinator listening on http://{}",
+                "drover-coordinator listening on {}://{}",
+                app.scheme(),
                 app.local_addr()
             );
             std::io::stdout().flush()?;

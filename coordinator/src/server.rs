@@ -122,7 +122,8 @@ pub struct Routers {
     pub runners_only: Router,
 }
 
-/// Serves on `listener` until `shutdown` resolves. Then: stops accepting,
+/// Serves on `listener` (over TLS when `tls` is given: see `crate::tls`)
+/// until `shutdown` resolves. Then: stops accepting,
 /// flips `stop` (long-polls answer at once, idle connections close), and
 /// waits for open connections up to the shutdown deadline. Returns when the
 /// shutdown began.
@@ -130,6 +131,7 @@ pub async fn serve(
     listener: TcpListener,
     routers: Routers,
     limits: &ServeLimits,
+    tls: Option<Arc<crate::tls::Tls>>,
     shutdown: impl Future<Output = ()>,
     stop: &watch::Sender<bool>,
 ) -> tokio::time::Instant {
@@ -162,7 +164,10 @@ pub async fn serve(
         };
         crate::metrics::get().connections.inc();
         let Ok(slot) = slots.clone().try_acquire_owned() else {
-            shed(tcp);
+            // A TLS client could not read a plain 503: it is just closed.
+            if tls.is_none() {
+                shed(tcp);
+            }
             if last_shed_warning.is_none_or(|t| t.elapsed() >= Duration::from_secs(1)) {
                 last_shed_warning = Some(Instant::now());
                 tracing::warn!(
@@ -187,8 +192,20 @@ pub async fn serve(
         };
         let mut stopping = stop.subscribe();
         let write_timeout = limits.body_timeout;
+        let (conn_tls, handshake_timeout) = (tls.clone(), limits.header_timeout);
         tokio::spawn(async move {
-            let io = TokioIo::new(EnvelopedErrors::new(tcp, write_timeout));
+            let accepted = crate::tls::Stream::accept(
+                tcp,
+                conn_tls.as_deref(),
+                handshake_timeout,
+                &mut stopping,
+            );
+            let Some(stream) = accepted.await else {
+                drop(slot);
+                crate::trim::released();
+                return;
+            };
+            let io = TokioIo::new(EnvelopedErrors::new(stream, write_timeout));
             let mut conn = pin!(http.serve_connection(io, service));
             let done = tokio::select! {
                 r = conn.as_mut() => Some(r),
@@ -283,7 +300,7 @@ fn shed(tcp: TcpStream) {
 /// that makes no progress for `write_timeout` fails (otherwise a client
 /// that never reads would hold its connection, and its answer, forever).
 struct EnvelopedErrors {
-    inner: TcpStream,
+    inner: crate::tls::Stream,
     /// A rewritten response still to be written, and how much of it was.
     pending: Vec<u8>,
     written: usize,
@@ -293,7 +310,7 @@ struct EnvelopedErrors {
 }
 
 impl EnvelopedErrors {
-    fn new(inner: TcpStream, write_timeout: Duration) -> Self {
+    fn new(inner: crate::tls::Stream, write_timeout: Duration) -> Self {
         Self {
             inner,
             pending: Vec::new(),

@@ -40,6 +40,9 @@ impl From<ClientError> for AppError {
         match &e {
             ClientError::Api { code, message, .. } => Self::new(code.as_str(), message.clone()),
             ClientError::Transport(_) => Self::new("UNREACHABLE", e.to_string()),
+            ClientError::Tls { .. } => Self::new("TLS", e.to_string()),
+            ClientError::NotDrover { .. } => Self::new("NOT_DROVER", e.to_string()),
+            ClientError::Config(_) => Self::new("INVALID_INPUT", e.to_string()),
             ClientError::Decode(_) => Self::new("INTERNAL", e.to_string()),
         }
     }

@@ -6,6 +6,8 @@
 use std::fmt;
 use std::time::Duration;
 
+pub use crate::tls::{ClientOptions, cleartext_warning};
+
 use drover_wire::text::percent_encode;
 use drover_wire::{self as wire, ErrorBody, ErrorCode, PROTOCOL_HEADER, PROTOCOL_VERSION};
 use reqwest::{Method, StatusCode};
@@ -24,12 +26,31 @@ pub enum ClientError {
         code: ErrorCode,
         message: String,
     },
-    /// No answer: refused, reset, timed out.
+    /// No answer: refused, reset, timed out. The message names the URL
+    /// and the cause.
     #[error("cannot reach the coordinator: {0}")]
     Transport(String),
     /// An answer we could not read.
     #[error("unexpected answer from the coordinator: {0}")]
     Decode(String),
+    /// Bad settings, found before any request: a malformed coordinator
+    /// URL, an unreadable or empty CA file.
+    #[error("{0}")]
+    Config(String),
+    /// The TLS handshake failed: `reason` says why in plain words (unknown
+    /// issuer, expired, name mismatch, not TLS at all).
+    #[error("TLS failure talking to {url}: {reason}")]
+    Tls { url: String, reason: String },
+    /// Something answered that is not a Drover coordinator (an HTML page,
+    /// a proxy's error page): `what` describes the answer.
+    #[error(
+        "{url} is not a Drover coordinator: it answered {what}; check the URL (--url or DROVER_URL)"
+    )]
+    NotDrover {
+        url: String,
+        status: u16,
+        what: String,
+    },
 }
 
 impl ClientError {
@@ -39,7 +60,9 @@ impl ClientError {
         match self {
             Self::Transport(_) => true,
             Self::Api { status, .. } => *status >= 500 || *status == 429,
-            Self::Decode(_) => false,
+            // A proxy in front of a coordinator that is restarting.
+            Self::NotDrover { status, .. } => matches!(status, 502..=504),
+            Self::Decode(_) | Self::Config(_) | Self::Tls { .. } => false,
         }
     }
 
@@ -81,8 +104,7 @@ pub struct Client {
 }
 
 fn transport(e: reqwest::Error) -> ClientError {
-    // reqwest's messages name the URL but never headers, so no token leaks.
-    ClientError::Transport(e.to_string())
+    crate::tls::classify(e)
 }
 
 /// What `Client::audit` asks for (all optional).
@@ -126,14 +148,21 @@ impl Scope {
 }
 
 impl Client {
+    /// A client that trusts the operating system's roots.
     pub fn new(base_url: &str, token: Token) -> Result<Self, ClientError> {
-        let base = base_url.trim_end_matches('/').to_owned();
-        if !(base.starts_with("http://") || base.starts_with("https://")) {
-            return Err(ClientError::Decode(format!(
-                "coordinator URL {base:?} must start with http:// or https://"
-            )));
-        }
-        let http = reqwest::Client::builder()
+        Self::with_options(base_url, token, &ClientOptions::default())
+    }
+
+    /// A client with `options` (e.g. a private CA). The URL is checked
+    /// here, before any request: `http(s)://host[:port][/path]`.
+    pub fn with_options(
+        base_url: &str,
+        token: Token,
+        options: &ClientOptions,
+    ) -> Result<Self, ClientError> {
+        let base = crate::tls::check_url(base_url)?;
+        let http = options
+            .http_builder()?
             .connect_timeout(Duration::from_secs(5))
             .tcp_nodelay(true)
             // Below the coordinator's idle timeout (its header timeout, 10 s
@@ -185,21 +214,26 @@ impl Client {
 
     async fn send(&self, req: reqwest::RequestBuilder) -> Result<reqwest::Response, ClientError> {
         let resp = req.send().await.map_err(transport)?;
-        if resp.status().is_success() {
+        let html = resp
+            .headers()
+            .get(reqwest::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|t| t.to_ascii_lowercase().starts_with("text/html"));
+        let status = resp.status();
+        if status.is_success() && !html {
             return Ok(resp);
         }
-        let status = resp.status().as_u16();
         let body = resp.bytes().await.map_err(transport)?;
         Err(match serde_json::from_slice::<ErrorBody>(&body) {
-            Ok(e) => ClientError::Api {
-                status,
+            Ok(e) if !status.is_success() => ClientError::Api {
+                status: status.as_u16(),
                 code: e.error.code,
                 message: e.error.message,
             },
-            Err(_) => ClientError::Api {
-                status,
-                code: ErrorCode::Unknown,
-                message: String::from_utf8_lossy(&body).chars().take(200).collect(),
+            _ => ClientError::NotDrover {
+                url: self.base.clone(),
+                status: status.as_u16(),
+                what: crate::tls::describe_answer(status, html, &body),
             },
         })
     }

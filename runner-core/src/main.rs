@@ -11,7 +11,9 @@ use std::time::Duration;
 use anyhow::{Context as _, bail};
 use clap::{Args, Parser, Subcommand};
 use runner_core::backoff::Backoff;
-use runner_core::client::{Client, RunnerListing, Scope, Token, idempotency_key};
+use runner_core::client::{
+    Client, ClientOptions, RunnerListing, Scope, Token, cleartext_warning, idempotency_key,
+};
 use runner_core::credentials::{CredentialStore as _, FileStore, credential_key, join_or_load};
 use runner_core::fleet::Fleet;
 use runner_core::isolation::{self, Isolation, Sandbox};
@@ -63,6 +65,10 @@ struct Cli {
     /// over --token and DROVER_TOKEN.
     #[arg(long, global = true, value_name = "PATH")]
     token_file: Option<PathBuf>,
+    /// A PEM file of CA certificates to trust besides the system's (for a
+    /// coordinator whose certificate a private CA signed).
+    #[arg(long, global = true, env = "DROVER_CA_FILE", value_name = "FILE")]
+    ca_file: Option<PathBuf>,
     #[command(subcommand)]
     command: Command,
 }
@@ -441,7 +447,7 @@ async fn submit_client(cli: &Cli, args: &SubmitArgs) -> anyhow::Result<Client> {
     }
     let audience = args.oidc_audience.as_deref().unwrap_or(&cli.url);
     let token = github_oidc_token(audience).await?;
-    Ok(Client::new(&cli.url, Token::new(token))?.with_surface("cli"))
+    Ok(client(cli, Token::new(token))?.with_surface("cli"))
 }
 
 /// An OIDC token from the GitHub Actions runner this job runs on, for
@@ -475,7 +481,29 @@ async fn github_oidc_token(audience: &str) -> anyhow::Result<String> {
 }
 
 fn member_client(cli: &Cli) -> anyhow::Result<Client> {
-    Ok(Client::new(&cli.url, token(cli)?)?.with_surface("cli"))
+    Ok(client(cli, token(cli)?)?.with_surface("cli"))
+}
+
+/// The TLS options of `--ca-file` / `DROVER_CA_FILE`.
+fn client_options(cli: &Cli) -> ClientOptions {
+    ClientOptions {
+        ca_file: cli.ca_file.clone(),
+    }
+}
+
+/// A client for `--url` with `token`.
+fn client(cli: &Cli, token: Token) -> anyhow::Result<Client> {
+    client_at(&cli.url, token, &client_options(cli))
+}
+
+/// A client for `url`. A plain `http://` URL to another machine gets a
+/// warning on stderr, once: tokens would cross the network in clear text.
+fn client_at(url: &str, token: Token, options: &ClientOptions) -> anyhow::Result<Client> {
+    static WARNED: std::sync::Once = std::sync::Once::new();
+    if let Some(warning) = cleartext_warning(url) {
+        WARNED.call_once(|| eprintln!("drover: {warning}"));
+    }
+    Ok(Client::with_options(url, token, options)?)
 }
 
 /// Submits once, retrying transport errors and 5xx answers with the same
@@ -525,7 +553,7 @@ fn job_exit_code(job: &runner_core::wire::Job) -> u8 {
 async fn run_runners(cli: &Cli, args: &RunnerArgs) -> anyhow::Result<ExitCode> {
     isolation::harden_process().context("making the runner's memory unreadable to its jobs")?;
     let token = token(cli)?;
-    let client = Client::new(&cli.url, token.clone())?;
+    let client = client(cli, token.clone())?;
     let mut capabilities = runner_core::host::detect_capabilities();
     capabilities.extend(args.labels.iter().cloned());
     let state_dir = args.state_dir.clone().or_else(FileStore::default_dir);
@@ -903,7 +931,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Audit(args) => people::audit(&member_client(&cli)?, args).await?,
         Command::Github(cmd) => github::github(&member_client(&cli)?, cmd).await?,
         Command::Ci(cmd) => github::ci(&member_client(&cli)?, cmd).await?,
-        Command::Redeem(args) => people::redeem(&cli.url, args).await?,
+        Command::Redeem(args) => people::redeem(&cli.url, &client_options(&cli), args).await?,
         Command::PairLink => {
             let client = member_client(&cli)?;
             let code = client.pairing_code().await?;

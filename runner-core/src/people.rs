@@ -201,11 +201,15 @@ fn code_of(s: &str) -> anyhow::Result<(Option<String>, String)> {
 }
 
 /// Redeems a pairing code or invite for an API token, printed once on stdout.
-pub async fn redeem(url: &str, args: &RedeemArgs) -> anyhow::Result<()> {
+pub async fn redeem(
+    url: &str,
+    options: &runner_core::client::ClientOptions,
+    args: &RedeemArgs,
+) -> anyhow::Result<()> {
     let (link_url, code) = code_of(&args.code)?;
     let url = link_url.as_deref().unwrap_or(url);
     // The code is the credential; no token goes with it.
-    let client = Client::new(url, Token::new(""))?.with_surface("cli");
+    let client = crate::client_at(url, Token::new(""), options)?.with_surface("cli");
     let device = client.redeem_pairing_code(&code, &args.name).await?;
     println!("{}", device.token);
     eprintln!(

@@ -150,8 +150,13 @@ fn parse_time(s: &str) -> Option<i64> {
 }
 
 impl GithubApp {
-    pub fn new(config: AppConfig, clock: Arc<dyn Clock>) -> anyhow::Result<Self> {
-        let http = reqwest::Client::builder()
+    pub fn new(
+        config: AppConfig,
+        clock: Arc<dyn Clock>,
+        roots: &crate::tls::OutboundRoots,
+    ) -> anyhow::Result<Self> {
+        let http = roots
+            .builder()
             .user_agent(concat!("drover-coordinator/", env!("CARGO_PKG_VERSION")))
             .timeout(CALL_TIMEOUT)
             .build()?;

@@ -116,8 +116,13 @@ struct Claims {
 }
 
 impl Oidc {
-    pub fn new(config: OidcConfig, clock: Arc<dyn Clock>) -> anyhow::Result<Self> {
-        let http = reqwest::Client::builder()
+    pub fn new(
+        config: OidcConfig,
+        clock: Arc<dyn Clock>,
+        roots: &crate::tls::OutboundRoots,
+    ) -> anyhow::Result<Self> {
+        let http = roots
+            .builder()
             .user_agent(concat!("drover-coordinator/", env!("CARGO_PKG_VERSION")))
             .timeout(Duration::from_secs(10))
             .build()?;
