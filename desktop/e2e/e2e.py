@@ -6,9 +6,12 @@ WebKitWebDriver (selenium), the tray through xdotool.
 
 makes a throwaway HOME (and XDG dirs), runs itself again with --inner
 inside `dbus-run-session`, then ends and reaps whatever was left. The
-inner run starts gnome-keyring (Secret Service, throwaway password), Xvfb,
-trayer, the coordinator and tauri-driver, and goes through issue 10's
-steps (see main()). Screenshots, logs and the memory figure go to DIR.
+inner run makes a throwaway CA and a server certificate (openssl), starts
+gnome-keyring (Secret Service, throwaway password), Xvfb, trayer, the
+coordinator serving HTTPS with that certificate and tauri-driver, and goes
+through issue 10's steps (see main()). Everything trusts the CA through
+DROVER_CA_FILE, never the system's store. Screenshots, logs and the memory
+figure go to DIR.
 """
 
 import argparse
@@ -17,10 +20,12 @@ import os
 import re
 import select
 import shutil
+import ssl
 import subprocess
 import sys
 import tempfile
 import time
+import urllib.parse
 import urllib.request
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
@@ -122,6 +127,7 @@ class Run:
         self.env = dict(os.environ)
         self.procs = Procs(self.logs, self.env)
         self.driver = None
+        self.tls = None  # an SSL context trusting the run's throwaway CA
         self.url = None
         self.admin = None
         self.secrets_shown = []  # tokens the app showed once (never to be stored)
@@ -136,7 +142,7 @@ class Run:
 
     def api(self, path):
         req = urllib.request.Request(self.url + path, headers={"Authorization": f"Bearer {self.admin['token']}"})
-        with urllib.request.urlopen(req, timeout=10) as r:
+        with urllib.request.urlopen(req, timeout=10, context=self.tls) as r:
             return json.load(r)
 
     def github(self, command, timeout=30):
@@ -219,8 +225,31 @@ class Run:
         log(f"screenshot {path}")
 
 
+def throwaway_ca(r):
+    """A CA and a certificate for 127.0.0.1 and localhost that it signed,
+    made with the openssl CLI in the run's directory; DROVER_CA_FILE for
+    every client (the CLI, the headless runner, the fake GitHub, the app)."""
+    d = os.path.join(r.run, "tls")
+    os.makedirs(d)
+    ca_key, ca, key, csr, cert, ext = (os.path.join(d, n) for n in ("ca.key", "ca.pem", "server.key", "server.csr", "server.pem", "server.ext"))
+    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+    r.procs.run("openssl-ca", ["openssl", "req", "-x509", *ec, "-keyout", ca_key, "-out", ca, "-days", "2",
+                               "-subj", "/CN=Drover e2e throwaway CA",
+                               "-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign,cRLSign"])
+    r.procs.run("openssl-csr", ["openssl", "req", *ec, "-keyout", key, "-out", csr, "-subj", "/CN=localhost"])
+    with open(ext, "w") as f:
+        f.write("subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\nbasicConstraints=CA:FALSE\n")
+    r.procs.run("openssl-sign", ["openssl", "x509", "-req", "-in", csr, "-CA", ca, "-CAkey", ca_key, "-CAcreateserial",
+                                 "-out", cert, "-days", "2", "-extfile", ext])
+    r.env["DROVER_CA_FILE"] = ca
+    r.tls = ssl.create_default_context(cafile=ca)
+    return cert, key
+
+
 def start_services(r):
     env = r.env
+    # First: every process started from here on trusts the CA (DROVER_CA_FILE).
+    cert, key = throwaway_ca(r)
     has_owner = lambda name: "true" in subprocess.run(  # noqa: E731
         ["gdbus", "call", "--session", "--dest", "org.freedesktop.DBus", "--object-path", "/org/freedesktop/DBus",
          "--method", "org.freedesktop.DBus.NameHasOwner", name],
@@ -276,21 +305,23 @@ def start_services(r):
     r.fake_github = r.procs.start("fake-github", [r.exe("drover-fake-github")], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     github_args = r.github(None)["serveArgs"]
 
-    log("coordinator")
+    log("coordinator, serving HTTPS with a certificate from a throwaway CA")
     os.makedirs(os.path.join(r.run, "coordinator"))
     database = f"sqlite://{r.run}/coordinator/drover.db"
-    coordinator = r.procs.start("coordinator", [r.exe("drover-coordinator"), "serve", "--listen", "127.0.0.1:0", "--database", database, *github_args])
+    coordinator = r.procs.start("coordinator", [r.exe("drover-coordinator"), "serve", "--listen", "127.0.0.1:0", "--database", database,
+                                                "--tls-cert", cert, "--tls-key", key, *github_args])
     stdout_log = r.procs.log_path("coordinator")
 
     def listening():
         if coordinator.poll() is not None:
             raise Failure(f"the coordinator exited; see {stdout_log}")
         with open(stdout_log, errors="replace") as f:
-            m = re.search(r"listening on (http://\S+)", f.read())
+            m = re.search(r"listening on (https?://\S+)", f.read())
         return m and m.group(1)
 
     r.url = wait_for("the coordinator's URL", listening, 30)
-    wait_for("the coordinator to be ready", lambda: http_ok(r.url + "/readyz"), 30)
+    assert r.url.startswith("https://"), f"the coordinator with --tls-cert listens on {r.url}"
+    wait_for("the coordinator to be ready", lambda: http_ok(r.url + "/readyz", r.tls), 30)
     boot = r.procs.run("bootstrap", [r.exe("drover-coordinator"), "admin", "bootstrap", "--workspace", "e2e",
                                      "--email", "admin@e2e.test", "--database", database, "--json"])
     r.admin = json.loads(boot.stdout)
@@ -341,9 +372,11 @@ def app_pid(r):
 
 
 def step1_pairing_link(r):
-    log("1. a pairing link, handed to the running app by a second launch")
+    log("1. a pairing link to the HTTPS coordinator, handed to the running app by a second launch")
     link = r.cli("pair-link").stdout.strip()
     assert link.startswith("drover://pair?"), link
+    linked = urllib.parse.parse_qs(urllib.parse.urlsplit(link).query).get("url")
+    assert linked == [r.url], f"the link names {linked}, not {r.url}"
     second = r.procs.start("second-launch", [r.app, link])
     wait_for("the second launch to hand its link over and exit", lambda: second.poll() is not None, 30)
     assert second.returncode == 0, f"the second launch exited {second.returncode}"
@@ -351,6 +384,7 @@ def step1_pairing_link(r):
     coordinator, pool = r.text("link-coordinator"), r.text("link-pool")
     assert r.url in coordinator, f"link dialog names {coordinator!r}, not {r.url}"
     assert pool, "the link dialog names no pool"
+    assert not r.els("link-cleartext"), "the link dialog warns of clear text for an https:// coordinator"
     log(f"   dialog: coordinator {coordinator!r}, pool {pool!r}")
     r.click("link-confirm")
     r.wait_ui("the link dialog to close", lambda: not r.els("link-dialog") or not r.el("link-dialog").is_displayed())
@@ -361,6 +395,7 @@ def step1_pairing_link(r):
     runners = wait_for("one runner online at the coordinator", lambda: online_runners(r, 1), 30)
     log(f"   pool {r.pool_ref}: runner {runners[0]['id']} online")
     r.wait_ui("status idle", lambda: r.text("status") == "idle")
+    assert not r.els("cleartext-notice"), "a clear-text notice while signed in over https://"
 
 
 def online_runners(r, n):

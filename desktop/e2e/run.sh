@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # `npm run e2e`: the desktop app end to end in a real window (Xvfb, a tray
-# host, gnome-keyring, a real coordinator, tauri-driver + WebKitWebDriver).
-# Builds what it needs (a no-op after tests/run.sh), runs desktop/e2e/e2e.py,
-# and on success copies its screenshots into docs/.
+# host, gnome-keyring, a real coordinator over HTTPS with a throwaway CA,
+# tauri-driver + WebKitWebDriver). The app is the release binary as
+# `npm run bundle` builds it (the desktop crate alone, so no feature that only
+# the workspace build enables can hide); the CLI and the coordinator are
+# built by cargo. Runs desktop/e2e/e2e.py, and on success copies its
+# screenshots into docs/.
 #   DROVER_E2E_OUT=DIR  where the run's screenshots, memory.txt and logs go
 #                       (default $CARGO_TARGET_DIR/e2e, else target/e2e)
 #   DROVER_E2E_KEEP=1   keep the throwaway home of a failed run
-#   DROVER_E2E_APP=PATH another build of the app, e.g. target/release/drover-desktop
-#                       (for its memory figure; built by you)
+#   DROVER_E2E_APP=PATH another build of the app, e.g. target/debug/drover-desktop
+#                       (built by you; skips `npm run bundle`)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -22,15 +25,19 @@ ensure_tauri_driver
 ensure_e2e_venv
 
 ensure_ui_built
-step "the app, the CLI and the coordinator (cargo build --workspace --bins)"
-cargo build --workspace --bins
+if [ -z "${DROVER_E2E_APP:-}" ]; then
+  step "the app and its .deb, as a user builds them (npm run bundle: release, the desktop crate alone)"
+  npm run bundle
+fi
+app=${DROVER_E2E_APP:-$target/release/drover-desktop}
+step "the CLI, the coordinator and the fake GitHub (cargo build --bins)"
+cargo build --bins -p runner-core -p drover-coordinator -p drover-tests
 
 out=${DROVER_E2E_OUT:-$target/e2e}
 rm -rf "$out"
 mkdir -p "$out"
 step "desktop end to end (logs in $out/logs)"
-"$E2E_PYTHON" desktop/e2e/e2e.py --bin "$target/debug" --out "$out" ${DROVER_E2E_KEEP:+--keep} \
-  ${DROVER_E2E_APP:+--app "$DROVER_E2E_APP"}
+"$E2E_PYTHON" desktop/e2e/e2e.py --bin "$target/debug" --app "$app" --out "$out" ${DROVER_E2E_KEEP:+--keep}
 mkdir -p docs
 cp "$out"/desktop-*.png docs/
 echo "screenshots copied to docs/: $(cd "$out" && echo desktop-*.png); memory figures in $out/memory.txt"

@@ -18,6 +18,11 @@ pub struct Config {
     /// Runners removed while their credential could not yet be revoked at
     /// the coordinator: retried at start (their keychain items stay until then).
     pub departing: Vec<Departing>,
+    /// A PEM file of CA certificates trusted besides the operating
+    /// system's roots, for a coordinator whose certificate a private CA
+    /// signed (`DROVER_CA_FILE` wins over it). Relative to this file's directory.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ca_file: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

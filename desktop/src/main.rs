@@ -46,6 +46,12 @@ fn main() {
                 device_name: runner_core::host::hostname(),
                 runner: RunnerSettings::default(),
                 hook: shell::hook(handle.clone()),
+                // A private CA's PEM file, trusted besides the system's roots.
+                client: runner_core::client::ClientOptions {
+                    ca_file: std::env::var_os("DROVER_CA_FILE")
+                        .filter(|f| !f.is_empty())
+                        .map(Into::into),
+                },
             };
             let sup = tauri::async_runtime::block_on(supervisor::Supervisor::start(options))?;
             let state = tauri::async_runtime::block_on(sup.state());

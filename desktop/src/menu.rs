@@ -154,6 +154,7 @@ mod tests {
 
     fn pool(runners: Vec<LocalRunner>) -> LocalPool {
         LocalPool {
+            coordinator: "https://c.example".into(),
             reference: "self:ann:default".into(),
             runtime_id: "rt_1".into(),
             name: "default".into(),

@@ -22,7 +22,7 @@ import type {
   Usage,
   UsageReport,
 } from "./types";
-import { header, errorLine, activity, linkDialog } from "./views/frame";
+import { header, errorLine, activity, linkDialog, cleartextNotice } from "./views/frame";
 import { accountPanel } from "./views/account";
 import { machinePanel } from "./views/machine";
 import { poolsPanel } from "./views/pools";
@@ -293,8 +293,10 @@ export class App {
       pools: poolsPanel,
       workspace: workspacePanel,
     };
+    const notice = cleartextNotice(this);
     this.root.replaceChildren(
       header(this),
+      ...(notice ? [notice] : []),
       h(
         "div",
         { class: "body" },

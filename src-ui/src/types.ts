@@ -27,6 +27,8 @@ export interface LocalRunner {
 }
 
 export interface LocalPool {
+  /** The coordinator this pool is lent to. */
+  coordinator: string;
   ref: string;
   runtimeId: string;
   name: string;

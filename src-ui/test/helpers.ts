@@ -34,6 +34,7 @@ export function appState(patch: Partial<AppState> = {}): AppState {
 }
 
 export const pool: LocalPool = {
+  coordinator: "https://drover.example.com",
   ref: "self:usr_ann:laptop",
   runtimeId: "rt_1",
   name: "laptop",

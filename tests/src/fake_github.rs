@@ -1341,7 +1341,18 @@ impl GithubApp {
 
 /// GitHub's setup redirect to coordinator `url`: (status, page).
 pub async fn setup_redirect(url: &str, query: &str) -> (u16, String) {
-    let resp = reqwest::get(format!("{url}/v1/github/setup?{query}"))
+    // The system's roots, plus DROVER_CA_FILE's (the desktop e2e's
+    // coordinator serves HTTPS with a throwaway CA).
+    let http = runner_core::client::ClientOptions {
+        ca_file: std::env::var_os("DROVER_CA_FILE").map(Into::into),
+    }
+    .http_builder()
+    .expect("DROVER_CA_FILE")
+    .build()
+    .unwrap();
+    let resp = http
+        .get(format!("{url}/v1/github/setup?{query}"))
+        .send()
         .await
         .unwrap();
     (resp.status().as_u16(), resp.text().await.unwrap())

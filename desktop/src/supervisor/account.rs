@@ -9,7 +9,7 @@ impl Supervisor {
     /// A client with the signed-in member's token.
     pub async fn account_client(&self) -> AppResult<Client> {
         let inner = self.inner.lock().await;
-        account_client(&inner)
+        self.account_client_of(&inner)
     }
 
     /// Signs in with a pasted member API token (the fallback to pairing).
@@ -19,7 +19,7 @@ impl Supervisor {
         if token.is_empty() {
             return Err(AppError::invalid("paste an API token"));
         }
-        let member = client(url, Token::new(token))?;
+        let member = self.client(url, Token::new(token))?;
         let me = member.me().await?;
         let mut inner = self.inner.lock().await;
         if let Some(a) = &inner.config.account {
@@ -80,12 +80,12 @@ impl Supervisor {
             let _ = self.keychain.remove(&d.key);
         }
         for (url, token) in revoke {
-            if let Ok(c) = client(&url, token) {
+            if let Ok(c) = self.client(&url, token) {
                 let _ = c.leave().await;
             }
         }
         if let (Ok(c), Some(id)) = (
-            account_client(&inner),
+            self.account_client_of(&inner),
             inner
                 .config
                 .account
@@ -110,6 +110,7 @@ impl Supervisor {
         inner.config = Config {
             autostart: inner.config.autostart,
             pause_on_battery: inner.config.pause_on_battery,
+            ca_file: inner.config.ca_file.take(),
             ..Config::default()
         };
         self.save(&inner)?;
@@ -131,7 +132,7 @@ impl Supervisor {
         let pool = match &link {
             Link::Pair { .. } => None,
             Link::Join { url, token, .. } => {
-                let info = client(url, Token::new(token.as_str()))?
+                let info = self.client(url, Token::new(token.as_str()))?
                     .join_token_info()
                     .await
                     .map_err(|e| match AppError::from(e) {
@@ -195,7 +196,8 @@ impl Supervisor {
         if let Some(a) = &inner.config.account {
             return Err(already_signed_in(a));
         }
-        let device = client(url, Token::new(""))?
+        let device = self
+            .client(url, Token::new(""))?
             .redeem_pairing_code(code, &self.options.device_name)
             .await?;
         self.keychain
@@ -219,7 +221,7 @@ impl Supervisor {
         });
         self.save(inner)?;
         // Lend one runner to the member's default personal pool.
-        let member = account_client(inner)?;
+        let member = self.account_client_of(inner)?;
         let first = member
             .pair_runner(
                 Scope::Me,
@@ -277,7 +279,7 @@ impl Supervisor {
         shown: Option<&str>,
         token: &str,
     ) -> AppResult<()> {
-        let joiner = client(url, Token::new(token))?;
+        let joiner = self.client(url, Token::new(token))?;
         let info = joiner.join_token_info().await?;
         if shown.is_some_and(|s| s != info.reference) {
             return Err(AppError::new(

@@ -18,7 +18,7 @@ use std::sync::{Arc, Weak};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use drover_wire::{ErrorCode, JobState, PairRunner};
-use runner_core::client::{Client, Scope, Token};
+use runner_core::client::{Client, ClientOptions, Scope, Token};
 use runner_core::credentials::{self, CredentialStore, StoredCredential};
 use runner_core::fleet::Fleet;
 use runner_core::runner::{Credential, Event, EventKind, RunnerSettings};
@@ -66,6 +66,8 @@ pub struct AppState {
 #[derive(Debug, Clone, Serialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct LocalPool {
+    /// The coordinator it is lent to (the window warns of plain http://).
+    pub coordinator: String,
     #[serde(rename = "ref")]
     pub reference: String,
     pub runtime_id: String,
@@ -151,6 +153,10 @@ pub struct Options {
     /// Runner settings before the pool's own slots and labels.
     pub runner: RunnerSettings,
     pub hook: Hook,
+    /// How the app reaches coordinators: the operating system's roots,
+    /// plus `ca_file` (the app passes `DROVER_CA_FILE`), which wins over
+    /// the settings file's `caFile`.
+    pub client: ClientOptions,
 }
 
 // ------------------------------------------------------------ the engine
@@ -190,6 +196,8 @@ pub struct Supervisor {
     stopped: Notify,
     keychain: Keychain,
     options: Options,
+    /// `options.client` with the settings' `caFile` when it had none.
+    connect: ClientOptions,
     me: Weak<Supervisor>,
 }
 
@@ -217,14 +225,6 @@ fn now_ms() -> u64 {
         .map_or(0, |d| d.as_millis() as u64)
 }
 
-/// A client of `url`; its member requests are the desktop's in the
-/// coordinator's audit log.
-fn client(url: &str, token: Token) -> AppResult<Client> {
-    Client::new(url, token)
-        .map(|c| c.with_surface("desktop"))
-        .map_err(AppError::from)
-}
-
 fn io_err(e: std::io::Error) -> AppError {
     AppError::keychain(e)
 }
@@ -240,6 +240,9 @@ impl Supervisor {
             .get_json::<AccountSecret>(keychain::ACCOUNT)
             .map_err(io_err)?
             .map(|s| Token::new(s.token));
+        let connect = connect_options(&options, &config);
+        // A CA file that cannot be used fails every request: say so now.
+        let bad_ca = connect.http_builder().err();
         let sup = Arc::new_cyclic(|me| Self {
             inner: Mutex::new(Inner {
                 config,
@@ -255,10 +258,14 @@ impl Supervisor {
             stopped: Notify::new(),
             keychain,
             options,
+            connect,
             me: me.clone(),
         });
         {
             let mut inner = sup.inner.lock().await;
+            if let Some(e) = bad_ca {
+                sup.note(&mut inner, ActivityKind::Info, e.to_string());
+            }
             let pools = inner.config.pools.clone();
             for pool in pools {
                 if let Err(e) = sup.launch(&mut inner, &pool).await {
@@ -296,6 +303,7 @@ impl Supervisor {
             .pools
             .iter()
             .map(|p| LocalPool {
+                coordinator: p.coordinator.clone(),
                 reference: p.reference.clone(),
                 runtime_id: p.runtime_id.clone(),
                 name: p.name.clone(),
@@ -403,11 +411,37 @@ impl Supervisor {
     }
 }
 
-fn account_client(inner: &Inner) -> AppResult<Client> {
-    match (&inner.config.account, &inner.account_token) {
-        (Some(account), Some(token)) => client(&account.coordinator, token.clone()),
-        _ => Err(AppError::not_signed_in()),
+impl Supervisor {
+    /// A client of `url` trusting the OS's roots and the CA file, if any;
+    /// its member requests are the desktop's in the coordinator's audit log.
+    fn client(&self, url: &str, token: Token) -> AppResult<Client> {
+        Client::with_options(url, token, &self.connect)
+            .map(|c| c.with_surface("desktop"))
+            .map_err(AppError::from)
     }
+
+    fn account_client_of(&self, inner: &Inner) -> AppResult<Client> {
+        match (&inner.config.account, &inner.account_token) {
+            (Some(account), Some(token)) => self.client(&account.coordinator, token.clone()),
+            _ => Err(AppError::not_signed_in()),
+        }
+    }
+}
+
+/// The CA file: the app's (`DROVER_CA_FILE`) or else the settings'
+/// `caFile`, a relative one read from the settings file's directory.
+fn connect_options(options: &Options, config: &Config) -> ClientOptions {
+    let mut connect = options.client.clone();
+    if connect.ca_file.is_none() {
+        connect.ca_file = config
+            .ca_file
+            .as_ref()
+            .map(|file| match options.config_path.parent() {
+                Some(dir) => dir.join(file),
+                None => file.clone(),
+            });
+    }
+    connect
 }
 
 fn already_signed_in(account: &Account) -> AppError {
@@ -443,4 +477,46 @@ fn sanitize(reference: &str) -> String {
             }
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn options(ca_file: Option<&str>) -> Options {
+        Options {
+            config_path: "/home/ann/.config/drover/desktop.json".into(),
+            device_name: "laptop".into(),
+            runner: RunnerSettings::default(),
+            hook: Box::new(|_| {}),
+            client: ClientOptions {
+                ca_file: ca_file.map(PathBuf::from),
+            },
+        }
+    }
+
+    #[test]
+    fn the_ca_file_is_the_environments_else_the_settings_next_to_them() {
+        let settings = |file: Option<&str>| Config {
+            ca_file: file.map(PathBuf::from),
+            ..Config::default()
+        };
+        let ca = |o: &Options, c: &Config| connect_options(o, c).ca_file;
+        assert_eq!(
+            ca(&options(None), &settings(Some("company-ca.pem"))),
+            Some("/home/ann/.config/drover/company-ca.pem".into())
+        );
+        assert_eq!(
+            ca(&options(None), &settings(Some("/etc/ssl/ca.pem"))),
+            Some("/etc/ssl/ca.pem".into())
+        );
+        assert_eq!(
+            ca(
+                &options(Some("/tmp/env-ca.pem")),
+                &settings(Some("company-ca.pem"))
+            ),
+            Some("/tmp/env-ca.pem".into())
+        );
+        assert_eq!(ca(&options(None), &settings(None)), None);
+    }
 }

@@ -56,7 +56,7 @@ impl Supervisor {
     /// the member opted out for it; either way the pool stays in the
     /// settings, and `refused` says why it is not lent.
     pub(super) async fn launch(&self, inner: &mut Inner, pool: &PoolConfig) -> AppResult<()> {
-        let base = client(&pool.coordinator, Token::new(""))?;
+        let base = self.client(&pool.coordinator, Token::new(""))?;
         let settings = self.settings_for(pool);
         let created = match Fleet::new(base.clone(), settings.clone()) {
             Err(e) if pool.kind == PoolKind::Workspace && no_sandbox(&e) => {
@@ -135,7 +135,7 @@ impl Supervisor {
         }
         match pool.kind {
             PoolKind::Personal => {
-                let member = account_client(inner)?;
+                let member = self.account_client_of(inner)?;
                 if member.base_url() != pool.coordinator {
                     return Err(AppError::invalid(format!(
                         "{} is on {}, but you are signed in to {}",
@@ -185,7 +185,7 @@ impl Supervisor {
                             ),
                         )
                     })?;
-                let base = client(&pool.coordinator, Token::new(""))?;
+                let base = self.client(&pool.coordinator, Token::new(""))?;
                 // As its runner will announce them (its sandbox included).
                 let capabilities = match inner.pools.get(&pool.reference) {
                     Some(running) => running.fleet.capabilities().to_vec(),
@@ -235,7 +235,7 @@ impl Supervisor {
         reference: &str,
         count: usize,
     ) -> AppResult<()> {
-        let member = account_client(inner)?;
+        let member = self.account_client_of(inner)?;
         let runtime = member
             .runtimes(Scope::Me)
             .await?
@@ -341,7 +341,7 @@ impl Supervisor {
                     continue;
                 }
             };
-            let result = match client(&d.coordinator, Token::new(saved.token)) {
+            let result = match self.client(&d.coordinator, Token::new(saved.token)) {
                 Ok(c) => c.leave().await,
                 Err(_) => Ok(()),
             };

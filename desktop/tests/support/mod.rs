@@ -146,6 +146,7 @@ pub async fn supervisor(dir: &TempDir) -> (Arc<Supervisor>, Arc<std::sync::Mutex
                 sink.lock().unwrap().push(format!("{title}: {body}"));
             }
         }),
+        client: Default::default(),
     })
     .await
     .expect("supervisor starts");

@@ -3,6 +3,7 @@
 
 import type { App, Tab } from "../app";
 import * as api from "../api";
+import { cleartextOf, isCleartext } from "../cleartext";
 import { h, when } from "../h";
 import type { PendingLink } from "../types";
 
@@ -50,6 +51,24 @@ export function header(app: App) {
       account ? h("span", { class: "muted", title: account.coordinator }, account.workspace) : null,
       h("span", { testid: "status", class: `status status-${status}`, title: STATUS_HINTS[status] }, status),
     ),
+  );
+}
+
+/**
+ * Shown on every tab while the app talks to a coordinator over plain
+ * http:// to another machine (the account's, or a lent pool's).
+ */
+export function cleartextNotice(app: App) {
+  const { account, pools } = app.state;
+  const urls = cleartextOf([account?.coordinator, ...pools.map((p) => p.coordinator)]);
+  if (!urls.length) return null;
+  return h(
+    "div",
+    { testid: "cleartext-notice", class: "notice warning", role: "status" },
+    h("strong", null, "Not encrypted: "),
+    "this app talks to ",
+    urls.map((u, i) => [i ? ", " : "", h("code", null, u)]),
+    " over plain http://. Its tokens, and your jobs' env and logs, travel in clear text: anyone on the network path can read them. Ask your admin for an https:// URL.",
   );
 }
 
@@ -111,6 +130,16 @@ export function linkDialog(app: App, link: PendingLink) {
         h("dt", null, "Pool"),
         h("dd", null, h("code", { testid: "link-pool" }, link.pool)),
       ),
+      isCleartext(link.coordinator)
+        ? h(
+            "p",
+            { testid: "link-cleartext", class: "warning" },
+            h("strong", null, "Not encrypted: "),
+            "this coordinator is plain http:// on another machine. Tokens would travel in clear text: ",
+            pair ? "this device's token" : "this machine's runner credentials",
+            " and your jobs' env and logs, readable by anyone on the network path. Prefer an https:// link.",
+          )
+        : null,
       link.linkPool
         ? h(
             "p",

@@ -11,12 +11,13 @@
 //!   `{"linked": true}`
 //! - `registrations` → `{"registrationTokens": N}` minted so far
 //!
-//! HOST is `github.com` or `ghe.test`. It exits when stdin closes.
+//! HOST is `github.com` or `ghe.test`. It exits when stdin closes. An
+//! `https://` URL's certificate may be signed by `DROVER_CA_FILE`'s CA.
 
 use std::io::{BufRead as _, Write as _};
 
 use drover_tests::fake_github::{self, FakeGithub, GHE, GithubApp};
-use drover_tests::runner_core::client::{Client, Token};
+use drover_tests::runner_core::client::{Client, ClientOptions, Token};
 use serde_json::{Value, json};
 
 fn answer(v: Value) {
@@ -47,7 +48,11 @@ async fn command(app: &GithubApp, line: &str) -> anyhow::Result<Value> {
         }
         ["link", h, id, url, token] => {
             let (fake, name) = host(app, h)?;
-            let client = Client::new(url, Token::new(token))?;
+            // DROVER_CA_FILE: a coordinator serving HTTPS with a private CA.
+            let options = ClientOptions {
+                ca_file: std::env::var_os("DROVER_CA_FILE").map(Into::into),
+            };
+            let client = Client::with_options(url, Token::new(token), &options)?;
             fake_github::link_with(url, &client, fake, name, id.parse()?).await;
             Ok(json!({ "linked": true }))
         }
