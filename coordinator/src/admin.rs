@@ -62,8 +62,8 @@ pub fn backup(database_url: &str, to: &Path, force: bool) -> Result<BackupReport
     if !database_url.starts_with("sqlite:") {
         return Err(BackupError::Refused(
             "admin backup copies a SQLite database; back up PostgreSQL with its own tools: \
-             pg_dump --format=custom --file=FILE \"$DATABASE_URL\" (restore with pg_restore; \
-             see the README, Backups)"
+             pg_dump --format=custom, restored with pg_restore (the README, Backups, has the \
+             commands)"
                 .into(),
         ));
     }
