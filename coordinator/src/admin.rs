@@ -1,11 +1,14 @@
 //! `drover-coordinator admin …`: operations run against the database directly.
 
+use std::path::Path;
+
 use drover_wire::MemberCredential;
 
 use crate::clock::{Clock, SystemClock};
 use crate::error::Result;
 use crate::ids::Secret;
 use crate::secrets::{self, KeySource};
+use crate::store::sqlite_backup::{self, BackupError, BackupReport};
 use crate::store::{Durability, Member, Role, Store};
 
 /// Creates a workspace and its first admin.
@@ -50,6 +53,26 @@ pub async fn rotate_secrets(
     let result = store.rotate_secrets().await;
     store.close().await;
     Ok((current, result?))
+}
+
+/// Copies the live SQLite database at `database_url` to the new file `to`
+/// (replacing it only with `force`); see `store::sqlite_backup`. On
+/// PostgreSQL, refused: its own tools do this (the README, Backups).
+pub fn backup(database_url: &str, to: &Path, force: bool) -> Result<BackupReport, BackupError> {
+    if !database_url.starts_with("sqlite:") {
+        return Err(BackupError::Refused(
+            "admin backup copies a SQLite database; back up PostgreSQL with its own tools: \
+             pg_dump --format=custom, restored with pg_restore (the README, Backups, has the \
+             commands)"
+                .into(),
+        ));
+    }
+    let Some(file) = sqlite_backup::sqlite_file(database_url) else {
+        return Err(BackupError::Refused(
+            "an in-memory database has nothing to back up".into(),
+        ));
+    };
+    sqlite_backup::backup(&file, to, force)
 }
 
 /// What the CLI prints: the member and their token, shown once.

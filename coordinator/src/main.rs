@@ -16,6 +16,7 @@ use drover_coordinator::clock::SystemClock;
 use drover_coordinator::retention::{self, Retention};
 use drover_coordinator::secrets::KeySource;
 use drover_coordinator::server::{self, ServeLimits};
+use drover_coordinator::store::sqlite_backup::BackupError;
 use drover_coordinator::store::{Durability, Role};
 
 /// The Drover coordinator: pools, dispatch, jobs, billing.
@@ -388,6 +389,21 @@ enum AdminCommand {
         #[command(flatten)]
         secrets: SecretKeys,
     },
+    /// Copy the SQLite database, while the coordinator serves, to a new file
+    /// (checked with PRAGMA integrity_check). Job env in the copy stays
+    /// sealed: keep the secret key file backed up separately.
+    /// Exit status: 0 written and checked; 1 failed (nothing left at FILE);
+    /// 2 refused (FILE exists, a PostgreSQL URL: use pg_dump).
+    Backup {
+        #[command(flatten)]
+        database: Database,
+        /// The new file to write.
+        #[arg(long, value_name = "FILE")]
+        to: PathBuf,
+        /// Replace FILE if it exists.
+        #[arg(long)]
+        force: bool,
+    },
 }
 
 #[derive(Args)]
@@ -537,6 +553,33 @@ async fn main() -> anyhow::Result<()> {
             let url = database_url(&database)?;
             let (key, jobs) = admin::rotate_secrets(&url, &secrets.source()?).await?;
             println!("re-sealed the env of {jobs} jobs with secret key {key:?}");
+        }
+        Command::Admin(AdminCommand::Backup {
+            database,
+            to,
+            force,
+        }) => {
+            let url = database_url(&database)?;
+            match admin::backup(&url, &to, force) {
+                Ok(r) => {
+                    println!(
+                        "wrote {}: {} bytes, {} jobs, integrity check ok, in {} ms",
+                        r.file.display(),
+                        r.bytes,
+                        r.jobs,
+                        r.took.as_millis()
+                    );
+                    eprintln!(
+                        "(job env in the copy is sealed: restoring it needs the secret key file too, \
+                         which is not in the copy; keep it backed up apart)"
+                    );
+                }
+                Err(BackupError::Refused(why)) => {
+                    eprintln!("Error: {why}");
+                    std::process::exit(2);
+                }
+                Err(BackupError::Failed(e)) => return Err(e),
+            }
         }
     }
     Ok(())

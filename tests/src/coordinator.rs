@@ -178,6 +178,41 @@ impl Coordinator {
         c
     }
 
+    /// A coordinator on a copy of the SQLite database `file`, as a restore
+    /// does it: the file copied into a fresh directory, then served.
+    pub async fn start_on_copy(file: &Path, options: CoordinatorOptions) -> Self {
+        assert_eq!(options.backend, Backend::Sqlite, "a SQLite file");
+        let dir = TempDir::new("restored");
+        let path = dir.path().join("drover.db");
+        std::fs::copy(file, &path).expect("copy the database file");
+        let log = dir.path().join("coordinator.log");
+        let mut c = Self {
+            child: None,
+            url: String::new(),
+            addr: "127.0.0.1:0".into(),
+            database: format!("sqlite://{}", path.display()),
+            owned_database: None,
+            options,
+            log,
+            dir,
+        };
+        c.spawn().await;
+        c
+    }
+
+    /// `drover-coordinator admin backup --database <this one's> --to FILE`
+    /// and `extra` flags, to run.
+    pub fn backup_command(&self, to: &Path, extra: &[&str]) -> Command {
+        let mut command = Command::new(bin("drover-coordinator"));
+        command
+            .args(["admin", "backup", "--database", &self.database])
+            .arg("--to")
+            .arg(to)
+            .args(extra)
+            .env_remove("DROVER_DATABASE_URL");
+        command
+    }
+
     /// Another coordinator process on the same (PostgreSQL) database.
     pub async fn replica(&self) -> Self {
         self.replica_with(self.options.clone()).await

@@ -38,6 +38,7 @@ mod runners;
 mod schema_tests;
 pub mod signals;
 mod sqlite;
+pub mod sqlite_backup;
 mod sqlite_writer;
 mod submit;
 #[cfg(test)]
