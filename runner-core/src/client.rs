@@ -30,6 +30,11 @@ pub enum ClientError {
     /// An answer we could not read.
     #[error("unexpected answer from the coordinator: {0}")]
     Decode(String),
+    /// `426`: this client and the coordinator share no protocol
+    /// (`UPGRADE_REQUIRED`: install the version the message names;
+    /// `COORDINATOR_TOO_OLD`: upgrade the coordinator). Retrying cannot help.
+    #[error("{message}")]
+    VersionSkew { code: ErrorCode, message: String },
 }
 
 impl ClientError {
@@ -39,13 +44,13 @@ impl ClientError {
         match self {
             Self::Transport(_) => true,
             Self::Api { status, .. } => *status >= 500 || *status == 429,
-            Self::Decode(_) => false,
+            Self::Decode(_) | Self::VersionSkew { .. } => false,
         }
     }
 
     pub fn code(&self) -> Option<ErrorCode> {
         match self {
-            Self::Api { code, .. } => Some(*code),
+            Self::Api { code, .. } | Self::VersionSkew { code, .. } => Some(*code),
             _ => None,
         }
     }
@@ -83,6 +88,27 @@ pub struct Client {
 fn transport(e: reqwest::Error) -> ClientError {
     // reqwest's messages name the URL but never headers, so no token leaks.
     ClientError::Transport(e.to_string())
+}
+
+/// A `426` answer: the coordinator's words, or (from something else that
+/// answered 426) what this client speaks and where to look.
+fn version_skew(body: &[u8]) -> ClientError {
+    match serde_json::from_slice::<ErrorBody>(body) {
+        Ok(e) => ClientError::VersionSkew {
+            code: match e.error.code {
+                ErrorCode::Unknown => ErrorCode::UpgradeRequired,
+                code => code,
+            },
+            message: e.error.message,
+        },
+        Err(_) => ClientError::VersionSkew {
+            code: ErrorCode::UpgradeRequired,
+            message: format!(
+                "the coordinator does not serve this client ({}, protocol {PROTOCOL_VERSION}); its /healthz says which version it is",
+                wire::CLIENT_ID
+            ),
+        },
+    }
 }
 
 /// What `Client::audit` asks for (all optional).
@@ -176,6 +202,7 @@ impl Client {
             .request(method, format!("{}{path}", self.base))
             .bearer_auth(self.token.expose())
             .header(PROTOCOL_HEADER, PROTOCOL_VERSION)
+            .header(wire::CLIENT_HEADER, wire::CLIENT_ID)
             .timeout(timeout);
         match self.surface {
             Some(surface) => req.header(wire::SURFACE_HEADER, surface),
@@ -190,6 +217,9 @@ impl Client {
         }
         let status = resp.status().as_u16();
         let body = resp.bytes().await.map_err(transport)?;
+        if status == StatusCode::UPGRADE_REQUIRED.as_u16() {
+            return Err(version_skew(&body));
+        }
         Err(match serde_json::from_slice::<ErrorBody>(&body) {
             Ok(e) => ClientError::Api {
                 status,
@@ -903,6 +933,7 @@ pub fn read_offer(lease: Option<&serde_json::Value>) -> Result<Option<Offer>, Cl
 pub fn status_of(e: &ClientError) -> Option<StatusCode> {
     match e {
         ClientError::Api { status, .. } => StatusCode::from_u16(*status).ok(),
+        ClientError::VersionSkew { .. } => Some(StatusCode::UPGRADE_REQUIRED),
         _ => None,
     }
 }
