@@ -21,10 +21,24 @@ use drover_coordinator::store::{Durability, Role};
 
 /// The Drover coordinator: pools, dispatch, jobs, billing.
 #[derive(Parser)]
-#[command(name = "drover-coordinator", version)]
+#[command(name = "drover-coordinator", version = version_text())]
 struct Cli {
     #[command(subcommand)]
     command: Command,
+}
+
+/// `--version`: this build's version and the wire protocols it serves
+/// (as `/healthz` says).
+fn version_text() -> &'static str {
+    use drover_wire::{OLDEST_PROTOCOL, PROTOCOL_VERSION, VERSION};
+    static TEXT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    TEXT.get_or_init(|| {
+        if OLDEST_PROTOCOL == PROTOCOL_VERSION {
+            format!("{VERSION} (serves protocol {PROTOCOL_VERSION})")
+        } else {
+            format!("{VERSION} (serves protocols {OLDEST_PROTOCOL} to {PROTOCOL_VERSION})")
+        }
+    })
 }
 
 #[derive(Subcommand)]

@@ -38,7 +38,9 @@ impl AppError {
 impl From<ClientError> for AppError {
     fn from(e: ClientError) -> Self {
         match &e {
-            ClientError::Api { code, message, .. } => Self::new(code.as_str(), message.clone()),
+            ClientError::Api { code, message, .. } | ClientError::VersionSkew { code, message } => {
+                Self::new(code.as_str(), message.clone())
+            }
             ClientError::Transport(_) => Self::new("UNREACHABLE", e.to_string()),
             ClientError::Tls { .. } => Self::new("TLS", e.to_string()),
             ClientError::NotDrover { .. } => Self::new("NOT_DROVER", e.to_string()),

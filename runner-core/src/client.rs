@@ -51,6 +51,11 @@ pub enum ClientError {
         status: u16,
         what: String,
     },
+    /// `426`: this client and the coordinator share no protocol
+    /// (`UPGRADE_REQUIRED`: install the version the message names;
+    /// `COORDINATOR_TOO_OLD`: upgrade the coordinator). Retrying cannot help.
+    #[error("{message}")]
+    VersionSkew { code: ErrorCode, message: String },
 }
 
 impl ClientError {
@@ -62,13 +67,13 @@ impl ClientError {
             Self::Api { status, .. } => *status >= 500 || *status == 429,
             // A proxy in front of a coordinator that is restarting.
             Self::NotDrover { status, .. } => matches!(status, 502..=504),
-            Self::Decode(_) | Self::Config(_) | Self::Tls { .. } => false,
+            Self::Decode(_) | Self::Config(_) | Self::Tls { .. } | Self::VersionSkew { .. } => false,
         }
     }
 
     pub fn code(&self) -> Option<ErrorCode> {
         match self {
-            Self::Api { code, .. } => Some(*code),
+            Self::Api { code, .. } | Self::VersionSkew { code, .. } => Some(*code),
             _ => None,
         }
     }
@@ -105,6 +110,27 @@ pub struct Client {
 
 fn transport(e: reqwest::Error) -> ClientError {
     crate::tls::classify(e)
+}
+
+/// A `426` answer: the coordinator's words, or (from something else that
+/// answered 426) what this client speaks and where to look.
+fn version_skew(body: &[u8]) -> ClientError {
+    match serde_json::from_slice::<ErrorBody>(body) {
+        Ok(e) => ClientError::VersionSkew {
+            code: match e.error.code {
+                ErrorCode::Unknown => ErrorCode::UpgradeRequired,
+                code => code,
+            },
+            message: e.error.message,
+        },
+        Err(_) => ClientError::VersionSkew {
+            code: ErrorCode::UpgradeRequired,
+            message: format!(
+                "the coordinator does not serve this client ({}, protocol {PROTOCOL_VERSION}); its /healthz says which version it is",
+                wire::CLIENT_ID
+            ),
+        },
+    }
 }
 
 /// What `Client::audit` asks for (all optional).
@@ -205,6 +231,7 @@ impl Client {
             .request(method, format!("{}{path}", self.base))
             .bearer_auth(self.token.expose())
             .header(PROTOCOL_HEADER, PROTOCOL_VERSION)
+            .header(wire::CLIENT_HEADER, wire::CLIENT_ID)
             .timeout(timeout);
         match self.surface {
             Some(surface) => req.header(wire::SURFACE_HEADER, surface),
@@ -224,6 +251,9 @@ impl Client {
             return Ok(resp);
         }
         let body = resp.bytes().await.map_err(transport)?;
+        if status == StatusCode::UPGRADE_REQUIRED {
+            return Err(version_skew(&body));
+        }
         Err(match serde_json::from_slice::<ErrorBody>(&body) {
             Ok(e) if !status.is_success() => ClientError::Api {
                 status: status.as_u16(),
@@ -937,6 +967,7 @@ pub fn read_offer(lease: Option<&serde_json::Value>) -> Result<Option<Offer>, Cl
 pub fn status_of(e: &ClientError) -> Option<StatusCode> {
     match e {
         ClientError::Api { status, .. } => StatusCode::from_u16(*status).ok(),
+        ClientError::VersionSkew { .. } => Some(StatusCode::UPGRADE_REQUIRED),
         _ => None,
     }
 }

@@ -40,10 +40,18 @@ Exit codes:
   runner exits 0 once drained (SIGTERM or ctrl-c), 1 when it could not
        go on (e.g. revoked)";
 
+/// `--version`: this build's version and the wire protocol it speaks (the
+/// `drover-protocol` header every request carries).
+fn version_text() -> &'static str {
+    use runner_core::wire::{PROTOCOL_VERSION, VERSION};
+    static TEXT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    TEXT.get_or_init(|| format!("{VERSION} (protocol {PROTOCOL_VERSION})"))
+}
+
 #[derive(Parser)]
 #[command(
     name = "drover",
-    version,
+    version = version_text(),
     about = "Drover: run jobs on machines you own",
     after_help = EXIT_CODES
 )]

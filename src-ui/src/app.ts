@@ -22,7 +22,7 @@ import type {
   Usage,
   UsageReport,
 } from "./types";
-import { header, errorLine, activity, linkDialog, cleartextNotice } from "./views/frame";
+import { header, errorLine, activity, linkDialog, cleartextNotice, versionBanner } from "./views/frame";
 import { accountPanel } from "./views/account";
 import { machinePanel } from "./views/machine";
 import { poolsPanel } from "./views/pools";
@@ -30,6 +30,12 @@ import { workspacePanel } from "./views/workspace";
 import type { GithubDialog } from "./views/github";
 
 export type Tab = "account" | "machine" | "pools" | "workspace";
+
+/**
+ * The coordinator's refusals of a client of another version (426): this app
+ * is older than the coordinator serves, or newer than it knows.
+ */
+export const VERSION_SKEW = ["UPGRADE_REQUIRED", "COORDINATOR_TOO_OLD"];
 
 const EMPTY: AppState = {
   status: "signedOut",
@@ -93,6 +99,8 @@ export class App {
   state: AppState = EMPTY;
   tab: Tab = "account";
   error: ApiError | null = null;
+  /** A version refusal from the coordinator: a banner until the account changes. */
+  skew: ApiError | null = null;
   remote: Remote = { ...NOTHING };
   /** What was typed and not saved, by field key, so that a re-render keeps it. */
   drafts = new Map<string, string>();
@@ -133,7 +141,10 @@ export class App {
     const changed = who(next) !== who(this.state);
     if (!this.state.account !== !next.account) this.tab = next.account ? "machine" : "account";
     this.state = next;
-    if (changed) this.remote = { ...NOTHING };
+    if (changed) {
+      this.remote = { ...NOTHING };
+      this.skew = null;
+    }
     if (!this.tabs().includes(this.tab)) this.tab = "machine";
     this.render();
     if (changed) void this.load();
@@ -209,7 +220,9 @@ export class App {
     try {
       ok(await run());
     } catch (e) {
-      this.error = api.toApiError(e);
+      const error = api.toApiError(e);
+      if (VERSION_SKEW.includes(error.code)) this.skew = error;
+      else this.error = error;
     } finally {
       this.busy.delete(key);
       this.render();
@@ -295,8 +308,7 @@ export class App {
     };
     const notice = cleartextNotice(this);
     this.root.replaceChildren(
-      header(this),
-      ...(notice ? [notice] : []),
+      ...[header(this), versionBanner(this), notice].filter((el) => el !== null),
       h(
         "div",
         { class: "body" },

@@ -197,7 +197,7 @@ pub async fn wait_state(client: &Client, id: &str, state: JobState) -> Job {
 /// The error code of a failed call.
 pub fn code<T: std::fmt::Debug>(r: Result<T, ClientError>) -> wire::ErrorCode {
     match r {
-        Err(ClientError::Api { code, .. }) => code,
+        Err(ClientError::Api { code, .. } | ClientError::VersionSkew { code, .. }) => code,
         other => panic!("expected an API error, got {other:?}"),
     }
 }

@@ -439,7 +439,7 @@ async fn bad_input_gets_a_stable_error_code_and_changes_nothing() {
         .http
         .post(format!("{}/v1/runner/lease", c.url))
         .bearer_auth(&runner.token)
-        .header("drover-protocol", "99")
+        .header("drover-protocol", "one")
         .json(&json!({"waitMs": 0}))
         .send()
         .await

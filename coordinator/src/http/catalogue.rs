@@ -116,6 +116,15 @@ const CI_LINK_NOT_FOUND: Resp = Resp {
     reply: Reply::Error("NOT_FOUND"),
 };
 
+/// What every operation but `/healthz` answers a client of another
+/// protocol (the `version` layer, before routing); `openapi.rs` adds it to
+/// each of them.
+pub const VERSION_SKEW: Resp = Resp {
+    status: 426,
+    description: r#"The `drover-protocol` header names a protocol this coordinator does not serve: older than the oldest it serves (code `UPGRADE_REQUIRED`; the message names the `drover` version to install), or newer than it knows (code `COORDINATOR_TOO_OLD`: upgrade the coordinator, or use a `drover` of its version). `/healthz` reports the range. Requests without the header are served."#,
+    reply: Reply::Error("UPGRADE_REQUIRED"),
+};
+
 const OVERLOADED: Resp = Resp {
     status: 503,
     description: r#"The coordinator is overloaded (too many connections, large bodies or member reads in flight, or a busy database); retry after `Retry-After` seconds (code `OVERLOADED`)."#,
@@ -1189,7 +1198,7 @@ pub static OPS: &[Op] = &[
             },
             Resp {
                 status: 400,
-                description: r#"The JSON body is malformed, has unknown or missing fields or wrong types, the name or a capability is invalid, the ref breaks the grammar (`INVALID_REF`), or the `drover-protocol` header names a version other than 1 (code `BAD_REQUEST`, `INVALID_REF`, `UNSUPPORTED_PROTOCOL`)."#,
+                description: r#"The JSON body is malformed, has unknown or missing fields or wrong types, the name or a capability is invalid, the ref breaks the grammar (`INVALID_REF`), or the `drover-protocol` header is not a number (code `BAD_REQUEST`, `INVALID_REF`, `UNSUPPORTED_PROTOCOL`)."#,
                 reply: Reply::Error("BAD_REQUEST"),
             },
             Resp {
@@ -1233,7 +1242,7 @@ pub static OPS: &[Op] = &[
             },
             Resp {
                 status: 400,
-                description: r#"The `drover-protocol` header names a version other than 1 (code `UNSUPPORTED_PROTOCOL`)."#,
+                description: r#"The `drover-protocol` header is not a number (code `UNSUPPORTED_PROTOCOL`)."#,
                 reply: Reply::Error("UNSUPPORTED_PROTOCOL"),
             },
             Resp {
@@ -1278,7 +1287,7 @@ pub static OPS: &[Op] = &[
             },
             Resp {
                 status: 400,
-                description: r#"The JSON body is malformed, has unknown or missing fields or wrong types, a capability is invalid, `slots` is outside 1..=256, or the `drover-protocol` header names a version other than 1 (code `BAD_REQUEST`, `UNSUPPORTED_PROTOCOL`)."#,
+                description: r#"The JSON body is malformed, has unknown or missing fields or wrong types, a capability is invalid, `slots` is outside 1..=256, or the `drover-protocol` header is not a number (code `BAD_REQUEST`, `UNSUPPORTED_PROTOCOL`)."#,
                 reply: Reply::Error("BAD_REQUEST"),
             },
             RUNNER_UNAUTHORIZED,
@@ -1309,7 +1318,7 @@ pub static OPS: &[Op] = &[
             },
             Resp {
                 status: 400,
-                description: r#"The `drover-protocol` header names a version other than 1 (code `UNSUPPORTED_PROTOCOL`)."#,
+                description: r#"The `drover-protocol` header is not a number (code `UNSUPPORTED_PROTOCOL`)."#,
                 reply: Reply::Error("UNSUPPORTED_PROTOCOL"),
             },
             Resp {
@@ -1346,7 +1355,7 @@ pub static OPS: &[Op] = &[
             },
             Resp {
                 status: 400,
-                description: r#"The JSON body is malformed, has unknown or missing fields or wrong types, or the `drover-protocol` header names a version other than 1 (code `BAD_REQUEST`, `UNSUPPORTED_PROTOCOL`)."#,
+                description: r#"The JSON body is malformed, has unknown or missing fields or wrong types, or the `drover-protocol` header is not a number (code `BAD_REQUEST`, `UNSUPPORTED_PROTOCOL`)."#,
                 reply: Reply::Error("BAD_REQUEST"),
             },
             RUNNER_UNAUTHORIZED,
@@ -1386,7 +1395,7 @@ pub static OPS: &[Op] = &[
             },
             Resp {
                 status: 400,
-                description: r#"The JSON body is malformed, has unknown or missing fields or wrong types, or the `drover-protocol` header names a version other than 1 (code `BAD_REQUEST`, `UNSUPPORTED_PROTOCOL`)."#,
+                description: r#"The JSON body is malformed, has unknown or missing fields or wrong types, or the `drover-protocol` header is not a number (code `BAD_REQUEST`, `UNSUPPORTED_PROTOCOL`)."#,
                 reply: Reply::Error("BAD_REQUEST"),
             },
             RUNNER_UNAUTHORIZED,
@@ -1426,7 +1435,7 @@ pub static OPS: &[Op] = &[
             },
             Resp {
                 status: 400,
-                description: r#"The JSON body is malformed, has unknown or missing fields or wrong types, `seq` is too large, or the `drover-protocol` header names a version other than 1 (code `BAD_REQUEST`, `UNSUPPORTED_PROTOCOL`)."#,
+                description: r#"The JSON body is malformed, has unknown or missing fields or wrong types, `seq` is too large, or the `drover-protocol` header is not a number (code `BAD_REQUEST`, `UNSUPPORTED_PROTOCOL`)."#,
                 reply: Reply::Error("BAD_REQUEST"),
             },
             RUNNER_UNAUTHORIZED,
@@ -1466,7 +1475,7 @@ pub static OPS: &[Op] = &[
             },
             Resp {
                 status: 400,
-                description: r#"The JSON body is malformed, has unknown or missing fields or wrong types, or the `drover-protocol` header names a version other than 1 (code `BAD_REQUEST`, `UNSUPPORTED_PROTOCOL`)."#,
+                description: r#"The JSON body is malformed, has unknown or missing fields or wrong types, or the `drover-protocol` header is not a number (code `BAD_REQUEST`, `UNSUPPORTED_PROTOCOL`)."#,
                 reply: Reply::Error("BAD_REQUEST"),
             },
             RUNNER_UNAUTHORIZED,
@@ -1541,8 +1550,8 @@ pub static OPS: &[Op] = &[
         path: "/healthz",
         tag: "meta",
         auth: Auth::Public,
-        summary: r#"Liveness (the process serves HTTP), and the long-polls waiting now"#,
-        description: r#"Answers 200 while the process runs, whatever the database does: for a liveness probe (restart the coordinator if it fails). No credential."#,
+        summary: r#"Liveness (the process serves HTTP), its version and protocols, and the long-polls waiting now"#,
+        description: r#"Answers 200 while the process runs, whatever the database does: for a liveness probe (restart the coordinator if it fails). Also the one route served whatever `drover-protocol` a request names, so a client of any version can read which protocols this coordinator serves. No credential."#,
         params: "",
         query: None,
         body: None,
@@ -1551,7 +1560,7 @@ pub static OPS: &[Op] = &[
                 status: 200,
                 description: r#"The coordinator is up."#,
                 reply: Reply::Raw(
-                    r#"{"application/json": {"schema": {"type": "object", "required": ["status", "waitingLeases"], "properties": {"status": {"type": "string", "const": "ok"}, "waitingLeases": {"type": "integer", "minimum": 0, "description": "Lease long-polls waiting for a job."}, "waitingHeartbeats": {"type": "integer", "minimum": 0, "description": "Leases whose heartbeat is waiting for a cancel."}, "followedLogs": {"type": "integer", "minimum": 0, "description": "Jobs whose log is being followed."}, "otherReplicas": {"type": "boolean", "description": "PostgreSQL: another replica listens for this one's signals (looked for a few times a second; while none does, this one sends none). Always false on SQLite."}}}}}"#,
+                    r#"{"application/json": {"schema": {"type": "object", "required": ["status", "version", "protocol", "waitingLeases"], "properties": {"status": {"type": "string", "const": "ok"}, "version": {"type": "string", "description": "This coordinator's version, e.g. `0.1.0`: the `drover` to install when it answers `426 UPGRADE_REQUIRED`."}, "protocol": {"type": "object", "required": ["oldest", "newest"], "properties": {"oldest": {"type": "integer", "minimum": 0, "description": "The oldest `drover-protocol` served; an older one is answered `426 UPGRADE_REQUIRED`."}, "newest": {"type": "integer", "minimum": 0, "description": "The newest `drover-protocol` known; a newer one is answered `426 COORDINATOR_TOO_OLD`."}}}, "waitingLeases": {"type": "integer", "minimum": 0, "description": "Lease long-polls waiting for a job."}, "waitingHeartbeats": {"type": "integer", "minimum": 0, "description": "Leases whose heartbeat is waiting for a cancel."}, "followedLogs": {"type": "integer", "minimum": 0, "description": "Jobs whose log is being followed."}, "otherReplicas": {"type": "boolean", "description": "PostgreSQL: another replica listens for this one's signals (looked for a few times a second; while none does, this one sends none). Always false on SQLite."}}}}}"#,
                 ),
             },
             Resp {

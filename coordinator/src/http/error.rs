@@ -27,6 +27,7 @@ pub fn status_of(code: ErrorCode) -> StatusCode {
         ErrorCode::PairingCodeUsed | ErrorCode::PairingCodeExpired => StatusCode::GONE,
         ErrorCode::LeaseLimit | ErrorCode::RateLimited => StatusCode::TOO_MANY_REQUESTS,
         ErrorCode::CapabilityMismatch => StatusCode::UNPROCESSABLE_ENTITY,
+        ErrorCode::UpgradeRequired | ErrorCode::CoordinatorTooOld => StatusCode::UPGRADE_REQUIRED,
         ErrorCode::Overloaded | ErrorCode::NotReady => StatusCode::SERVICE_UNAVAILABLE,
         ErrorCode::GithubNotConfigured => StatusCode::CONFLICT,
         ErrorCode::GithubError => StatusCode::BAD_GATEWAY,

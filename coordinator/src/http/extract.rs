@@ -6,7 +6,7 @@ use axum::extract::rejection::QueryRejection;
 use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, header};
-use drover_wire::{ErrorCode, PROTOCOL_HEADER, PROTOCOL_VERSION, SURFACE_HEADER};
+use drover_wire::{ErrorCode, SURFACE_HEADER};
 use futures_util::StreamExt as _;
 use serde::de::DeserializeOwned;
 use tokio::sync::OwnedSemaphorePermit;
@@ -287,23 +287,6 @@ async fn ci_principal(parts: &Parts, token: &Secret, state: &AppState) -> Result
     }
 }
 
-fn check_protocol(parts: &Parts) -> Result<(), Error> {
-    match parts.headers.get(PROTOCOL_HEADER) {
-        None => Ok(()),
-        Some(v)
-            if v.to_str().ok().and_then(|v| v.parse::<u32>().ok()) == Some(PROTOCOL_VERSION) =>
-        {
-            Ok(())
-        }
-        Some(v) => Err(Error::api(
-            ErrorCode::UnsupportedProtocol,
-            format!(
-                "runner protocol {v:?} is not supported; this coordinator speaks {PROTOCOL_VERSION}"
-            ),
-        )),
-    }
-}
-
 /// A runner's credential (`rnr_…`), on the runner protocol.
 pub struct AuthRunner(pub RunnerAuth);
 
@@ -311,7 +294,6 @@ impl FromRequestParts<AppState> for AuthRunner {
     type Rejection = Error;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Error> {
-        check_protocol(parts)?;
         let token = bearer(parts)?;
         let (hash, now) = (token.hash(), state.clock.now_ms());
         if let Some(r) = state.runners.get(&hash, now) {
@@ -334,7 +316,6 @@ impl FromRequestParts<AppState> for AuthJoin {
     type Rejection = Error;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Error> {
-        check_protocol(parts)?;
         match principal(parts, state).await? {
             Principal::Join {
                 runtime_id,

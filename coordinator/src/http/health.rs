@@ -56,12 +56,15 @@ pub fn router() -> Router<AppState> {
         .route("/metrics", get(metrics))
 }
 
-/// Liveness, how many long-polls are waiting right now, and whether another
-/// replica listens for this one's signals.
+/// Liveness, this build's version and the protocols it serves (see
+/// `version`), how many long-polls are waiting right now, and whether
+/// another replica listens for this one's signals.
 async fn healthz(State(st): State<AppState>) -> axum::Json<serde_json::Value> {
     let (heartbeats, follows) = st.hub.subscribed();
     axum::Json(serde_json::json!({
         "status": "ok",
+        "version": drover_wire::VERSION,
+        "protocol": drover_wire::ProtocolRange::this_build(),
         "waitingLeases": st.hub.waiting(),
         "waitingHeartbeats": heartbeats,
         "followedLogs": follows,

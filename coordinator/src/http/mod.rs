@@ -22,6 +22,7 @@ pub mod rate_limit;
 mod runner_cache;
 mod runners;
 mod runtimes;
+mod version;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -227,6 +228,7 @@ pub fn runner_router(state: AppState) -> Router {
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .layer(middleware::from_fn(envelope_errors))
+        .layer(middleware::from_fn(version::refuse_skew))
         .with_state(state)
 }
 
@@ -253,5 +255,6 @@ pub fn router(state: AppState) -> Router {
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .layer(middleware::from_fn(envelope_errors))
+        .layer(middleware::from_fn(version::refuse_skew))
         .with_state(state)
 }

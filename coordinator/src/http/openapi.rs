@@ -8,7 +8,7 @@ use schemars::SchemaGenerator;
 use schemars::generate::SchemaSettings;
 use serde_json::{Map, Value, json};
 
-use super::catalogue::{Auth, OPS, Op, Reply, SchemaFn, schema};
+use super::catalogue::{Auth, OPS, Op, Reply, SchemaFn, VERSION_SKEW, schema};
 
 /// What is not an operation: the title, the tags, the security schemes and
 /// the shared header parameters.
@@ -17,7 +17,7 @@ const FRAME: &str = r#"{
   "info": {
     "title": "Drover",
     "version": "1",
-    "description": "Drover coordinator: submit jobs to pools of self-hosted runners, manage pools, runners and the workspace budget, and the runner wire protocol (version 1).\n\nEvery error, including those from the HTTP layer (a malformed request line, path or header such as a bad `Content-Length`: 400 `BAD_REQUEST`; request headers over 64 KiB: 431 `PAYLOAD_TOO_LARGE`; a method the route does not take: 405 `METHOD_NOT_ALLOWED`), is answered in the `ErrorBody` envelope.\n\nRequest bodies are JSON objects (an array or any other JSON value is refused with 400 `BAD_REQUEST`) sent with `Content-Type: application/json`. Integer fields take any number without a fractional part (`3` and `3.0` alike, as JSON Schema's `integer` does); `3.5` is refused.\n\nUnder load the coordinator sheds work rather than queue it: 503 `OVERLOADED` with a `Retry-After` header (seconds) when it has too many connections open (the last tenth of its connections serve only the runner protocol, one request each), when large request bodies (over 128 KiB) in flight exceed its body memory, when too many member reads (`GET`) are in flight (the runner protocol is not counted), or when its database stays busy. A request's headers must arrive within the header timeout (which also closes idle keep-alive connections) and its body within the body timeout (else 408 `REQUEST_TIMEOUT`, and the connection closes)."
+    "description": "Drover coordinator: submit jobs to pools of self-hosted runners, manage pools, runners and the workspace budget, and the runner wire protocol (version 1).\n\nEvery error, including those from the HTTP layer (a malformed request line, path or header such as a bad `Content-Length`: 400 `BAD_REQUEST`; request headers over 64 KiB: 431 `PAYLOAD_TOO_LARGE`; a method the route does not take: 405 `METHOD_NOT_ALLOWED`), is answered in the `ErrorBody` envelope.\n\nVersions: the `drover` CLI, runners and the desktop app send `drover-protocol` (the wire protocol they speak) and `drover-client` (`drover/<version>`) on every request. A protocol outside the range `/healthz` reports is refused on every other route with 426: `UPGRADE_REQUIRED` (the client is older; the message names the version to install) or `COORDINATOR_TOO_OLD` (the client is newer). Requests without the header are served.\n\nRequest bodies are JSON objects (an array or any other JSON value is refused with 400 `BAD_REQUEST`) sent with `Content-Type: application/json`. Integer fields take any number without a fractional part (`3` and `3.0` alike, as JSON Schema's `integer` does); `3.5` is refused.\n\nUnder load the coordinator sheds work rather than queue it: 503 `OVERLOADED` with a `Retry-After` header (seconds) when it has too many connections open (the last tenth of its connections serve only the runner protocol, one request each), when large request bodies (over 128 KiB) in flight exceed its body memory, when too many member reads (`GET`) are in flight (the runner protocol is not counted), or when its database stays busy. A request's headers must arrive within the header timeout (which also closes idle keep-alive connections) and its body within the body timeout (else 408 `REQUEST_TIMEOUT`, and the connection closes)."
   },
   "tags": [
     {
@@ -88,12 +88,10 @@ const FRAME: &str = r#"{
         "name": "drover-protocol",
         "in": "header",
         "required": false,
-        "description": "The runner wire protocol version the runner speaks. Optional; when present it must be `1`, else 400 `UNSUPPORTED_PROTOCOL`.",
+        "description": "The wire protocol version the client speaks; runner-core's client (the runner, the `drover` CLI, the desktop app) sends it on every request, with `drover-client: drover/<version>`. Optional; every route but `/healthz` checks it when present: not a number, 400 `UNSUPPORTED_PROTOCOL`; older than this coordinator serves, 426 `UPGRADE_REQUIRED`; newer than it knows, 426 `COORDINATOR_TOO_OLD` (`/healthz` reports the range).",
         "schema": {
           "type": "integer",
-          "enum": [
-            1
-          ]
+          "minimum": 0
         }
       },
       "LeaseId": {
@@ -231,7 +229,8 @@ fn operation(op: &Op, g: &mut SchemaGenerator) -> Value {
         o["requestBody"] = b;
     }
     let mut responses = Map::new();
-    for r in op.responses {
+    let skew = (op.path != "/healthz").then_some(&VERSION_SKEW);
+    for r in op.responses.iter().chain(skew) {
         let mut resp = json!({"description": r.description});
         let content = match &r.reply {
             Reply::Empty => None,

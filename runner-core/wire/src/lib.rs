@@ -17,10 +17,49 @@ pub mod text;
 
 pub use github::*;
 
-/// Version of the runner wire protocol (`/v1/runner/...`), sent by runners in
-/// the [`PROTOCOL_HEADER`] header. The coordinator refuses versions it does not speak.
+/// Version of the wire protocol (the runner protocol `/v1/runner/...` and the
+/// member API alike) this build speaks: the newest a coordinator of this build
+/// serves. Every request of runner-core's client (the runner, the CLI, the
+/// desktop app) carries it in the [`PROTOCOL_HEADER`] header. Raise it when a
+/// change would break an older peer (a new required field, a changed
+/// meaning), not for additions an older peer ignores.
 pub const PROTOCOL_VERSION: u32 = 1;
+/// The oldest protocol a coordinator of this build still serves. A client
+/// older than this is answered `426 UPGRADE_REQUIRED`, one newer than
+/// [`PROTOCOL_VERSION`] `426 COORDINATOR_TOO_OLD`; a request without the
+/// header (curl, scripts, browsers, MCP clients) is served.
+pub const OLDEST_PROTOCOL: u32 = 1;
 pub const PROTOCOL_HEADER: &str = "drover-protocol";
+/// The client's name and version, `drover/0.1.0` ([`CLIENT_ID`]): what the
+/// coordinator's refusals and logs name. Informative only; the protocol
+/// number decides.
+pub const CLIENT_HEADER: &str = "drover-client";
+/// This build's version (the workspace's): the coordinator's, the `drover`
+/// CLI's and the desktop app's are one number.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// What this build sends as [`CLIENT_HEADER`]: `drover/<version>`.
+pub const CLIENT_ID: &str = concat!("drover/", env!("CARGO_PKG_VERSION"));
+
+/// The protocol range a coordinator serves, as `/healthz` reports it.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct ProtocolRange {
+    /// The oldest protocol served ([`OLDEST_PROTOCOL`]).
+    pub oldest: u32,
+    /// The newest protocol known ([`PROTOCOL_VERSION`]).
+    pub newest: u32,
+}
+
+impl ProtocolRange {
+    /// This build's range.
+    pub const fn this_build() -> Self {
+        Self {
+            oldest: OLDEST_PROTOCOL,
+            newest: PROTOCOL_VERSION,
+        }
+    }
+}
 
 /// Which surface a member request comes from, for the audit log: `cli`,
 /// `desktop` or `rest` (the default when it is absent). The clients set it.
@@ -139,8 +178,14 @@ pub enum ErrorCode {
     PayloadTooLarge,
     /// The workspace's budget is spent.
     BudgetExceeded,
-    /// The runner speaks a protocol version the coordinator does not.
+    /// The `drover-protocol` header is not a protocol number.
     UnsupportedProtocol,
+    /// 426: the client speaks a protocol older than the oldest this
+    /// coordinator serves; the message names the version to install.
+    UpgradeRequired,
+    /// 426: the client speaks a protocol newer than this coordinator knows;
+    /// the message says to upgrade the coordinator (or use its version).
+    CoordinatorTooOld,
     /// The coordinator is busy (too many requests, connections or bodies in
     /// flight); try again after the `Retry-After` header's seconds.
     Overloaded,
@@ -198,6 +243,8 @@ impl ErrorCode {
             Self::PayloadTooLarge => "PAYLOAD_TOO_LARGE",
             Self::BudgetExceeded => "BUDGET_EXCEEDED",
             Self::UnsupportedProtocol => "UNSUPPORTED_PROTOCOL",
+            Self::UpgradeRequired => "UPGRADE_REQUIRED",
+            Self::CoordinatorTooOld => "COORDINATOR_TOO_OLD",
             Self::Overloaded => "OVERLOADED",
             Self::NotReady => "NOT_READY",
             Self::MethodNotAllowed => "METHOD_NOT_ALLOWED",

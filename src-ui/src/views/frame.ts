@@ -106,6 +106,25 @@ export function errorLine(app: App) {
   );
 }
 
+/**
+ * The coordinator refused this app's version: what to upgrade, in the
+ * coordinator's own words (as `drover` prints them). Nothing when it did not.
+ */
+export function versionBanner(app: App) {
+  const e = app.skew;
+  if (!e) return null;
+  const title =
+    e.code === "COORDINATOR_TOO_OLD"
+      ? "The coordinator is older than this app"
+      : "This app is too old for the coordinator";
+  return h(
+    "div",
+    { testid: "version-banner", class: "banner", role: "alert", "data-code": e.code },
+    h("strong", null, title),
+    h("span", { testid: "version-banner-message" }, e.message),
+  );
+}
+
 export function linkDialog(app: App, link: PendingLink) {
   const pair = link.kind === "pair";
   return h(
