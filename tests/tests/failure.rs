@@ -705,7 +705,6 @@ async fn a_runner_back_after_a_restart_is_not_held_by_a_lease_it_gave_up() {
     c.options.lease_ttl_ms = 20_000;
     c.restart().await;
     let leases = || r.lines().iter().filter(|l| l.contains(": leased ")).count();
-    assert_eq!(leases(), 1);
     eventually(
         "the runner to take work again",
         Duration::from_secs(2),
