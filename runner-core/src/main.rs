@@ -571,6 +571,11 @@ where
     }
 }
 
+/// For [`until_reachable`]: a client error is its own cause.
+fn itself(e: &runner_core::client::ClientError) -> Option<&runner_core::client::ClientError> {
+    Some(e)
+}
+
 async fn run_runners(cli: &Cli, args: &RunnerArgs) -> anyhow::Result<ExitCode> {
     isolation::harden_process().context("making the runner's memory unreadable to its jobs")?;
     if let Some(path) = &cli.token_file {
@@ -644,7 +649,7 @@ async fn run_runners(cli: &Cli, args: &RunnerArgs) -> anyhow::Result<ExitCode> {
                 &cli.url,
                 settings_backoff,
                 || client.hello(&capabilities),
-                |e| Some(e),
+                itself,
             )
             .await
             .context("checking the runner token")?;
