@@ -243,8 +243,10 @@ impl Application {
         let left = limits.shutdown_timeout.saturating_sub(stopping.elapsed());
         // What the last requests announced goes out to the other replicas.
         let _ = tokio::time::timeout(left, state.store.flush_signals(&state.replica)).await;
+        // What `serve` left of the deadline (`server::closing_reserve`):
+        // the process exits within the deadline, closed or not.
         let left = limits.shutdown_timeout.saturating_sub(stopping.elapsed());
-        if tokio::time::timeout(left.max(Duration::from_millis(500)), state.store.close())
+        if tokio::time::timeout(left, state.store.close())
             .await
             .is_err()
         {

@@ -352,8 +352,9 @@ struct Limits {
     /// until --body-timeout-ms closes its connection.
     #[arg(long, env = "DROVER_MAX_READS_PER_MEMBER", default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=100_000))]
     max_reads_per_member: u32,
-    /// On SIGTERM, requests in flight get this many milliseconds to end;
-    /// then the coordinator exits anyway.
+    /// On SIGTERM the coordinator exits within this many milliseconds:
+    /// requests in flight get them (less up to 0.5 s to close the
+    /// database); connections that never sent a whole request close at once.
     #[arg(long, env = "DROVER_SHUTDOWN_TIMEOUT_MS", default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(0..=600_000))]
     shutdown_timeout_ms: u64,
 }

@@ -2,18 +2,23 @@
 //! `axum::serve` lacks against hostile or heavy load. A connection cap below
 //! the open-files limit (connections past it are answered 503 and closed at
 //! once; its last tenth serves only the runner protocol, so a flood of member
-//! connections cannot keep runners out), a header timeout (which also ends
-//! idle keep-alive connections), and a shutdown deadline. Body timeouts and
-//! budgets live in `http::extract`. Each request learns its peer address.
+//! connections cannot keep runners out; at the cap, a new connection takes
+//! the slot of the oldest one that has not sent a request in a second, so
+//! silent clients cannot either), a header timeout (which also ends idle
+//! keep-alive connections), and a shutdown deadline (connections that never
+//! sent a whole request close at once). Body timeouts and budgets live in
+//! `http::extract`. Each request learns its peer address.
 //!
 //! (Over 500 lines: the accept loop and what it wraps each connection in
 //! (the write timeout and error envelope of `EnvelopedErrors`, the peer
 //! address) are one piece, read together.)
 
+use std::collections::BTreeMap;
 use std::io;
 use std::net::SocketAddr;
 use std::pin::{Pin, pin};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, ready};
 use std::time::{Duration, Instant};
 
@@ -24,7 +29,7 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{Semaphore, watch};
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, watch};
 
 /// File descriptors kept for everything but client connections: the
 /// database pools, the listener, log and database files.
@@ -33,6 +38,11 @@ const RESERVED_FDS: u64 = 128;
 /// Largest request head (request line and headers), and so the most a
 /// connection's read buffer grows to.
 const MAX_HEAD_BYTES: usize = 64 * 1024;
+
+/// At the connection cap, a connection that has sent no whole request head
+/// for this long (or half the header timeout, if shorter) gives its slot
+/// to a new one: clients that connect and stay silent cannot hold the cap.
+const EVICTABLE_AFTER: Duration = Duration::from_secs(1);
 
 /// What the server lets connections do. Flags and defaults are in `main.rs`.
 #[derive(Debug, Clone)]
@@ -55,8 +65,9 @@ pub struct ServeLimits {
     /// Large answers (job lists, a job, log batches) one principal is sent
     /// at once; more wait `read_wait`, then get 429.
     pub max_reads_per_member: usize,
-    /// After a shutdown signal, in-flight requests get this long; then the
-    /// process exits whatever is still open.
+    /// After a shutdown signal, in-flight requests get this long, less
+    /// `closing_reserve` for the database; then the process exits whatever
+    /// is still open.
     pub shutdown_timeout: Duration,
 }
 
@@ -148,6 +159,8 @@ pub async fn serve(
     let mut shutdown = pin!(shutdown);
     let mut last_shed_warning: Option<Instant> = None;
     let trimmer = tokio::spawn(crate::trim::run());
+    let fresh = Arc::new(FreshConnections::default());
+    let evictable_after = EVICTABLE_AFTER.min(limits.header_timeout / 2);
     loop {
         let (tcp, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
@@ -163,7 +176,11 @@ pub async fn serve(
             _ = &mut shutdown => break,
         };
         crate::metrics::get().connections.inc();
-        let Ok(slot) = slots.clone().try_acquire_owned() else {
+        let slot = match slots.clone().try_acquire_owned() {
+            Ok(slot) => Some(slot),
+            Err(_) => fresh.evict_oldest(evictable_after),
+        };
+        let Some(slot) = slot else {
             // A TLS client could not read a plain 503: it is just closed.
             if tls.is_none() {
                 shed(tcp);
@@ -186,13 +203,16 @@ pub async fn serve(
         } else {
             (http.clone(), &routers.all)
         };
+        let me = fresh.add(slot);
         let service = WithPeer {
             inner: TowerToHyperService::new(router.clone()),
             peer,
+            fresh: (fresh.clone(), me.clone()),
         };
         let mut stopping = stop.subscribe();
         let write_timeout = limits.body_timeout;
         let (conn_tls, handshake_timeout) = (tls.clone(), limits.header_timeout);
+        let fresh = fresh.clone();
         tokio::spawn(async move {
             let accepted = crate::tls::Stream::accept(
                 tcp,
@@ -210,9 +230,13 @@ pub async fn serve(
             let done = tokio::select! {
                 r = conn.as_mut() => Some(r),
                 _ = stopping.wait_for(|s| *s) => None,
+                // Evicted at the cap: its slot went to a new connection.
+                _ = me.evicted.notified() => Some(Ok(())),
             };
             let result = match done {
                 Some(r) => r,
+                // No request yet (perhaps half a head): nothing to finish.
+                None if me.close_if_fresh() => Ok(()),
                 None => {
                     // Finish the request in flight, if any, then close.
                     conn.as_mut().graceful_shutdown();
@@ -229,7 +253,8 @@ pub async fn serve(
                 }
                 tracing::debug!(%error, "connection ended with an error");
             }
-            drop(slot);
+            fresh.remove(&me);
+            drop(me.slot.lock().expect("slot").take());
             crate::trim::released();
         });
     }
@@ -242,7 +267,10 @@ pub async fn serve(
         tracing::info!(connections = open, "waiting for open connections");
     }
     let all = u32::try_from(limits.max_connections).unwrap_or(u32::MAX);
-    let closed = tokio::time::timeout(limits.shutdown_timeout, slots.acquire_many(all)).await;
+    let wait = limits
+        .shutdown_timeout
+        .saturating_sub(closing_reserve(limits.shutdown_timeout));
+    let closed = tokio::time::timeout(wait, slots.acquire_many(all)).await;
     if closed.is_err() {
         tracing::warn!(
             connections = limits.max_connections - slots.available_permits(),
@@ -252,11 +280,19 @@ pub async fn serve(
     stopping
 }
 
+/// The part of the shutdown deadline kept for closing the database after
+/// the connections: a fifth, at most half a second.
+pub fn closing_reserve(shutdown_timeout: Duration) -> Duration {
+    (shutdown_timeout / 5).min(Duration::from_millis(500))
+}
+
 /// Tells each request of a connection which address it came from, as
 /// `ConnectInfo<SocketAddr>` (what `axum::serve` would add).
+/// It also marks the connection as served: no longer fresh.
 struct WithPeer<S> {
     inner: S,
     peer: SocketAddr,
+    fresh: (Arc<FreshConnections>, Arc<Connection>),
 }
 
 impl<S, B> hyper::service::Service<hyper::Request<B>> for WithPeer<S>
@@ -268,8 +304,92 @@ where
     type Future = S::Future;
 
     fn call(&self, mut req: hyper::Request<B>) -> Self::Future {
+        let (fresh, me) = &self.fresh;
+        if me
+            .state
+            .compare_exchange(FRESH, SERVED, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
+        {
+            fresh.remove(me);
+        }
         req.extensions_mut().insert(ConnectInfo(self.peer));
         self.inner.call(req)
+    }
+}
+
+/// Has not yet sent a whole request head.
+const FRESH: u8 = 0;
+/// Has sent one: it is served to the end, and closes as hyper decides.
+const SERVED: u8 = 1;
+/// Closed while fresh (evicted, or shutting down).
+const CLOSED: u8 = 2;
+
+/// One accepted connection, as the accept loop and its task see it.
+struct Connection {
+    id: u64,
+    opened: Instant,
+    state: AtomicU8,
+    /// Its place under the cap, until it closes or is evicted.
+    slot: Mutex<Option<OwnedSemaphorePermit>>,
+    /// Told to close: its slot was given to another connection.
+    evicted: Notify,
+}
+
+impl Connection {
+    /// Closes it if no request head has come yet; whether it did.
+    fn close_if_fresh(&self) -> bool {
+        self.state
+            .compare_exchange(FRESH, CLOSED, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
+    }
+}
+
+/// The connections still fresh, oldest first.
+#[derive(Default)]
+struct FreshConnections {
+    next_id: std::sync::atomic::AtomicU64,
+    open: Mutex<BTreeMap<u64, Arc<Connection>>>,
+}
+
+impl FreshConnections {
+    fn add(&self, slot: OwnedSemaphorePermit) -> Arc<Connection> {
+        let c = Arc::new(Connection {
+            id: self.next_id.fetch_add(1, Ordering::Relaxed),
+            opened: Instant::now(),
+            state: AtomicU8::new(FRESH),
+            slot: Mutex::new(Some(slot)),
+            evicted: Notify::new(),
+        });
+        self.open
+            .lock()
+            .expect("fresh connections")
+            .insert(c.id, c.clone());
+        c
+    }
+
+    fn remove(&self, c: &Connection) {
+        self.open.lock().expect("fresh connections").remove(&c.id);
+    }
+
+    /// Closes the oldest connection that has been fresh for `after` and
+    /// returns its slot; `None` if there is none.
+    fn evict_oldest(&self, after: Duration) -> Option<OwnedSemaphorePermit> {
+        let mut open = self.open.lock().expect("fresh connections");
+        loop {
+            let entry = open.first_entry()?;
+            if entry.get().opened.elapsed() < after {
+                // The others are younger still.
+                return None;
+            }
+            let c = entry.remove();
+            // One that has just sent its head is served, not evicted.
+            if c.close_if_fresh()
+                && let Some(slot) = c.slot.lock().expect("slot").take()
+            {
+                c.evicted.notify_one();
+                return Some(slot);
+            }
+        }
     }
 }
 

@@ -824,8 +824,19 @@ impl Client {
     /// this runner cannot read is answered as [`Offer::Unreadable`] rather
     /// than as an error, so the runner can give it back and go on.
     pub async fn offer(&self, wait: Duration) -> Result<Option<Offer>, ClientError> {
+        self.offer_holding(wait, None).await
+    }
+
+    /// [`Client::offer`], saying which leases this runner still holds
+    /// (`held`): the coordinator first releases the others it counts for it.
+    pub async fn offer_holding(
+        &self,
+        wait: Duration,
+        held: Option<Vec<String>>,
+    ) -> Result<Option<Offer>, ClientError> {
         let body = wire::LeaseRequest {
             wait_ms: wait.as_millis() as u64,
+            held,
         };
         let resp: serde_json::Value = self
             .call(

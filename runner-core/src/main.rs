@@ -14,7 +14,9 @@ use runner_core::backoff::Backoff;
 use runner_core::client::{
     Client, ClientOptions, RunnerListing, Scope, Token, cleartext_warning, idempotency_key,
 };
-use runner_core::credentials::{CredentialStore as _, FileStore, credential_key, join_or_load};
+use runner_core::credentials::{
+    CredentialStore as _, FileStore, JoinError, credential_key, join_or_load,
+};
 use runner_core::fleet::Fleet;
 use runner_core::isolation::{self, Isolation, Sandbox};
 use runner_core::runner::{Credential, EventKind, RunnerSettings};
@@ -558,8 +560,63 @@ fn job_exit_code(job: &runner_core::wire::Job) -> u8 {
     }
 }
 
+/// Refuses a token file that others may read or write, as ssh refuses a
+/// readable private key: a runner's token runs jobs in its pool.
+fn private_token_file(path: &std::path::Path) -> anyhow::Result<()> {
+    use std::os::unix::fs::PermissionsExt as _;
+    let meta = std::fs::metadata(path)
+        .with_context(|| format!("reading --token-file {}", path.display()))?;
+    let mode = meta.permissions().mode() & 0o777;
+    if mode & 0o077 != 0 {
+        bail!(
+            "--token-file {file} is too open (mode {mode:04o}: its group or others may read or change it); \
+             the token must be readable by its owner only (as ssh wants of a key). Run: chmod 600 {file}",
+            file = path.display()
+        );
+    }
+    Ok(())
+}
+
+/// Calls `f` until the coordinator answers, saying on stderr while it
+/// waits: a runner started before its coordinator (at boot, say) waits for
+/// it, with backoff, rather than exiting. `transient` picks the errors
+/// that mean "not reachable yet" out of `f`'s.
+async fn until_reachable<T, E, Fut>(
+    url: &str,
+    max_backoff: Duration,
+    mut f: impl FnMut() -> Fut,
+    transient: impl Fn(&E) -> Option<&runner_core::client::ClientError>,
+) -> Result<T, E>
+where
+    Fut: Future<Output = Result<T, E>>,
+{
+    let mut backoff = Backoff::new(Duration::from_millis(500), max_backoff);
+    loop {
+        match f().await {
+            Err(e) if transient(&e).is_some_and(|c| c.is_recoverable()) => {
+                let pause = backoff.next_delay();
+                eprintln!(
+                    "drover: coordinator at {url} not reachable ({}); retrying in {:.1}s",
+                    transient(&e).expect("transient"),
+                    pause.as_secs_f64()
+                );
+                tokio::time::sleep(pause).await;
+            }
+            r => return r,
+        }
+    }
+}
+
+/// For [`until_reachable`]: a client error is its own cause.
+fn itself(e: &runner_core::client::ClientError) -> Option<&runner_core::client::ClientError> {
+    Some(e)
+}
+
 async fn run_runners(cli: &Cli, args: &RunnerArgs) -> anyhow::Result<ExitCode> {
     isolation::harden_process().context("making the runner's memory unreadable to its jobs")?;
+    if let Some(path) = &cli.token_file {
+        private_token_file(path)?;
+    }
     let token = token(cli)?;
     let client = client(cli, token.clone())?;
     let mut capabilities = runner_core::host::detect_capabilities();
@@ -582,6 +639,7 @@ async fn run_runners(cli: &Cli, args: &RunnerArgs) -> anyhow::Result<ExitCode> {
         },
         ..RunnerSettings::default()
     };
+    let settings_backoff = settings.max_backoff;
     let (mut fleet, mut events) = Fleet::new(client.clone(), settings)?;
     // With `sandbox=…` as this host gives it.
     let capabilities = fleet.capabilities().to_vec();
@@ -597,9 +655,16 @@ async fn run_runners(cli: &Cli, args: &RunnerArgs) -> anyhow::Result<ExitCode> {
                 .unwrap_or_else(runner_core::host::hostname);
             for i in 0..usize::from(args.runners) {
                 let name = format!("{prefix}-{i}");
-                let credential =
-                    join_or_load(&store, &client, &token, reference, &name, i, &capabilities)
-                        .await?;
+                let credential = until_reachable(
+                    &cli.url,
+                    settings_backoff,
+                    || join_or_load(&store, &client, &token, reference, &name, i, &capabilities),
+                    |e| match e {
+                        JoinError::Join { source, .. } => Some(source),
+                        _ => None,
+                    },
+                )
+                .await?;
                 saved_in.insert(
                     credential.runner_id.clone(),
                     store.describe(&credential_key(reference, i)),
@@ -616,10 +681,14 @@ async fn run_runners(cli: &Cli, args: &RunnerArgs) -> anyhow::Result<ExitCode> {
                     "--runners needs --join: a paired runner token is one runner (use --max-concurrent for more slots)"
                 );
             }
-            let me = client
-                .hello(&capabilities)
-                .await
-                .context("checking the runner token")?;
+            let me = until_reachable(
+                &cli.url,
+                settings_backoff,
+                || client.hello(&capabilities),
+                itself,
+            )
+            .await
+            .context("checking the runner token")?;
             fleet.add(Credential {
                 runner_id: me.runner_id,
                 token,

@@ -3,13 +3,16 @@
 //! Over 500 lines because the lease → heartbeat → complete loop and its
 //! events read best in one place; the job's process lives in `exec`.
 
+use std::collections::HashSet;
 use std::fmt;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use drover_wire::{Complete, JobState, Lease, LeaseRequest, LogChunk, LogStream, Outcome};
+use drover_wire::{
+    Complete, ErrorCode, JobState, Lease, LeaseRequest, LogChunk, LogStream, Outcome,
+};
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
@@ -128,6 +131,12 @@ pub enum EventKind {
         error: String,
     },
     Reconnected,
+    /// The coordinator counts every slot of this runner as taken
+    /// (`LEASE_LIMIT`): the runner tells it which leases it still holds,
+    /// and asks again.
+    Waiting {
+        reason: String,
+    },
     Draining,
     Stopped {
         error: Option<String>,
@@ -169,6 +178,10 @@ impl fmt::Display for Event {
             }
             EventKind::Disconnected { error } => write!(f, "disconnected: {error}; retrying"),
             EventKind::Reconnected => write!(f, "reconnected"),
+            EventKind::Waiting { reason } => write!(
+                f,
+                "waiting for a free slot: {reason}; telling the coordinator which leases this runner still holds, and asking again"
+            ),
             EventKind::Draining => write!(f, "draining: finishing running jobs"),
             EventKind::Stopped { error: None } => write!(f, "stopped"),
             EventKind::Stopped { error: Some(e) } => write!(f, "stopped: {e}"),
@@ -219,6 +232,19 @@ pub struct Runner {
     status: Arc<Mutex<RunnerStatus>>,
     /// The last call to the coordinator failed for a transient reason.
     disconnected: AtomicBool,
+    /// The leases this runner holds: jobs it runs, results it has to report.
+    held: Mutex<HashSet<String>>,
+    /// The next lease request says which leases those are (at start, and
+    /// after a call failed or the coordinator said all slots are taken: it
+    /// may count leases this runner gave up, e.g. after its restart).
+    report_held: AtomicBool,
+    /// One such report at a time, so none leaves out a lease another
+    /// report just brought.
+    reporting: tokio::sync::Mutex<()>,
+    /// A coordinator that predates `held` refused it: no more reports.
+    held_unknown: AtomicBool,
+    /// A `Waiting` event was sent since the last lease call that succeeded.
+    waiting: AtomicBool,
 }
 
 impl Runner {
@@ -244,6 +270,11 @@ impl Runner {
             events,
             status: Arc::new(Mutex::new(status)),
             disconnected: AtomicBool::new(false),
+            held: Mutex::default(),
+            report_held: AtomicBool::new(true),
+            reporting: tokio::sync::Mutex::new(()),
+            held_unknown: AtomicBool::new(false),
+            waiting: AtomicBool::new(false),
         }
     }
 
@@ -274,6 +305,15 @@ impl Runner {
     /// link go down or come back emits Disconnected or Reconnected, once.
     fn link<T>(&self, result: &Result<T, ClientError>) {
         match result {
+            // Not a link failure: the coordinator says every slot is taken.
+            Err(e) if e.code() == Some(ErrorCode::LeaseLimit) => {
+                self.report_held.store(true, Ordering::Release);
+                if !self.waiting.swap(true, Ordering::AcqRel) {
+                    self.emit(EventKind::Waiting {
+                        reason: e.to_string(),
+                    });
+                }
+            }
             Ok(_) => {
                 if self.disconnected.swap(false, Ordering::AcqRel) {
                     self.set_status(|s| s.online = true);
@@ -281,6 +321,7 @@ impl Runner {
                 }
             }
             Err(e) if e.is_recoverable() => {
+                self.report_held.store(true, Ordering::Release);
                 if !self.disconnected.swap(true, Ordering::AcqRel) {
                     self.set_status(|s| s.online = false);
                     self.emit(EventKind::Disconnected {
@@ -388,8 +429,11 @@ impl Runner {
             }
         }
         let leased = tokio::select! {
-            r = self.client.offer(self.settings.lease_wait) => {
+            r = self.ask_for_work() => {
                 self.link(&r);
+                if r.is_ok() {
+                    self.waiting.store(false, Ordering::Release);
+                }
                 r?
             }
             _ = drain.wait_for(|d| *d) => return Ok(Step::Drained),
@@ -429,6 +473,7 @@ impl Runner {
                 }
             };
             if *controls.drain.borrow() || *controls.kill.borrow() {
+                self.unhold(&lease.lease_id);
                 self.emit(EventKind::Abandoned { job: lease.job.id });
                 break;
             }
@@ -454,6 +499,11 @@ impl Runner {
         let Some(lease) = lease else {
             return;
         };
+        self.report_refusal(&lease, &error, controls).await;
+        self.unhold(&lease);
+    }
+
+    async fn report_refusal(&self, lease: &str, error: &str, controls: &Controls) {
         let done = Complete {
             outcome: Outcome::Failed,
             exit_code: None,
@@ -463,7 +513,7 @@ impl Runner {
         let mut backoff = self.backoff();
         let mut kill = controls.kill.clone();
         for _ in 0..10 {
-            let r = self.client.complete(&lease, &done).await;
+            let r = self.client.complete(lease, &done).await;
             self.link(&r);
             match r {
                 Err(e) if e.is_recoverable() => {
@@ -477,8 +527,72 @@ impl Runner {
         }
     }
 
-    /// Runs one job to the end; returns the next job if the complete leased one.
+    /// Asks for a job: a long-poll; or, when the coordinator should hear
+    /// which leases this runner holds, a quick look that says so (one at a
+    /// time, and any lease it brings is held before the next report).
+    async fn ask_for_work(&self) -> Result<Option<Offer>, ClientError> {
+        let wait = self.settings.lease_wait;
+        let long_poll = || async {
+            let r = self.client.offer(wait).await;
+            if let Ok(offer) = &r {
+                self.hold(offer.as_ref());
+            }
+            r
+        };
+        if !self.report_held.load(Ordering::Acquire) || self.held_unknown.load(Ordering::Acquire) {
+            return long_poll().await;
+        }
+        let one = self.reporting.lock().await;
+        if !self.report_held.load(Ordering::Acquire) {
+            drop(one);
+            return long_poll().await;
+        }
+        let held: Vec<String> = self.held.lock().expect("held").iter().cloned().collect();
+        match self.client.offer_holding(Duration::ZERO, Some(held)).await {
+            Ok(offer) => {
+                self.report_held.store(false, Ordering::Release);
+                self.hold(offer.as_ref());
+                Ok(offer)
+            }
+            // A coordinator that predates `held` refuses the field.
+            Err(ClientError::Api {
+                code: ErrorCode::BadRequest,
+                ..
+            }) => {
+                self.held_unknown.store(true, Ordering::Release);
+                drop(one);
+                long_poll().await
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Counts the lease an answer brought as held.
+    fn hold(&self, offer: Option<&Offer>) {
+        let id = match offer {
+            Some(Offer::Lease(lease)) => Some(&lease.lease_id),
+            Some(Offer::Unreadable { lease_id, .. }) => lease_id.as_ref(),
+            None => None,
+        };
+        if let Some(id) = id {
+            self.held.lock().expect("held").insert(id.clone());
+        }
+    }
+
+    fn unhold(&self, lease: &str) {
+        self.held.lock().expect("held").remove(lease);
+    }
+
+    /// Runs one job to the end; returns the next job if the complete leased
+    /// one. The lease is not held any more after.
     async fn run_job(self: &Arc<Self>, lease: Lease, controls: &Controls) -> Option<Offer> {
+        let id = lease.lease_id.clone();
+        let next = self.run_job_inner(lease, controls).await;
+        self.unhold(&id);
+        next
+    }
+
+    async fn run_job_inner(self: &Arc<Self>, lease: Lease, controls: &Controls) -> Option<Offer> {
         let job = lease.job.clone();
         let ttl = Duration::from_millis(lease.ttl_ms);
         self.emit(EventKind::Leased {
@@ -600,8 +714,12 @@ impl Runner {
             outcome: result.outcome,
             exit_code: result.exit_code,
             error: result.error,
-            next: (!*controls.drain.borrow() && !*controls.pause.borrow())
-                .then_some(LeaseRequest { wait_ms: 0 }),
+            next: (!*controls.drain.borrow() && !*controls.pause.borrow()).then_some(
+                LeaseRequest {
+                    wait_ms: 0,
+                    held: None,
+                },
+            ),
         };
         let mut next = None;
         let mut backoff = self.backoff();
@@ -613,6 +731,7 @@ impl Runner {
             let asked = done.next.take().is_some();
             match r {
                 Ok((r, offer)) => {
+                    self.hold(offer.as_ref());
                     next = offer;
                     break EventKind::Finished {
                         job: job.id,

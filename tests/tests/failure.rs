@@ -677,6 +677,48 @@ async fn runners_survive_a_coordinator_restart_and_no_job_is_lost() {
     assert_eq!(admin.client.usage().await.unwrap().jobs_charged, 12);
 }
 
+/// A runner whose coordinator was killed stops its job before the lease
+/// could lapse; the coordinator comes back and (on SQLite) gives that lease
+/// a fresh TTL, 20 s here. The runner says which leases it still holds
+/// (none), so the stale one is released at once and the runner takes work
+/// again within 2 s, rather than being refused `LEASE_LIMIT` for 20 s.
+#[tokio::test]
+async fn a_runner_back_after_a_restart_is_not_held_by_a_lease_it_gave_up() {
+    let mut c = Coordinator::start_with(CoordinatorOptions {
+        lease_ttl_ms: 3000,
+        ..Default::default()
+    })
+    .await;
+    let admin = c.bootstrap("acme", "admin@acme.test");
+    let runner = pair(&admin, Scope::Workspace, None, "r", &[]).await;
+    let r = RunnerProcess::paired(&c.url, &runner.token, &[]);
+    c.wait_for_waiting(1).await;
+    let job = admin
+        .client
+        .submit(&script_job("self:ws", "sleep 600"))
+        .await
+        .unwrap();
+    wait_state(&admin.client, &job.id, JobState::Running).await;
+
+    c.kill9().await;
+    r.wait_for_lines("lost the lease", 1).await;
+    c.options.lease_ttl_ms = 20_000;
+    c.restart().await;
+    let leases = || r.lines().iter().filter(|l| l.contains(": leased ")).count();
+    eventually(
+        "the runner to take work again",
+        Duration::from_secs(2),
+        || {
+            let n = leases();
+            async move { (n >= 2).then_some(()) }
+        },
+    )
+    .await;
+    // What it took is the job it had to stop, given back to the queue.
+    let again = admin.client.job(&job.id).await.unwrap();
+    assert_eq!(again.attempt, 2, "{again:?}");
+}
+
 #[tokio::test]
 async fn tokens_never_reach_logs_or_the_database() {
     let mut c = Coordinator::start().await;

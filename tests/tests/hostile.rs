@@ -330,6 +330,84 @@ async fn sigterm_exits_within_the_deadline_with_clients_connected() {
     drop((held, slow, upload));
 }
 
+/// SIGTERM closes connections that sent only part of a request head at
+/// once: there is no request to finish, so they do not hold the process
+/// until its shutdown deadline (10 s here).
+#[tokio::test]
+async fn sigterm_closes_half_sent_heads_at_once() {
+    let mut c = start(&[
+        "--shutdown-timeout-ms",
+        "10000",
+        "--header-timeout-ms",
+        "60000",
+    ])
+    .await;
+    let mut half = Vec::new();
+    for head in [
+        &b"GET /hea"[..],
+        b"POST /v1/jobs HTTP/1.1\r\nHost: x\r\n",
+        b"",
+    ] {
+        let mut s = TcpStream::connect(addr(&c)).await.expect("connect");
+        s.write_all(head).await.unwrap();
+        half.push(s);
+    }
+    // Served after them, so they were accepted before it.
+    let health = raw(
+        &c,
+        b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+    )
+    .await;
+    assert!(health.starts_with("HTTP/1.1 200"), "{health}");
+    let t = Instant::now();
+    let status = c.stop().await;
+    let took = t.elapsed();
+    assert!(status.success(), "{status:?}");
+    assert!(
+        took < Duration::from_secs(3),
+        "took {took:?} to exit with only half-sent heads open"
+    );
+    for s in &mut half {
+        assert!(
+            read_to_close(s, Duration::from_secs(1)).await.is_some(),
+            "a half-sent head left open"
+        );
+    }
+}
+
+/// With every connection taken by clients that never send a request head,
+/// a runner still gets its lease: the oldest silent connection gives up
+/// its slot (once it has been silent for a second).
+#[tokio::test]
+async fn silent_connections_at_the_cap_do_not_keep_runners_out() {
+    let c = start(&["--max-connections", "20", "--header-timeout-ms", "60000"]).await;
+    let admin = c.bootstrap("acme", "admin@acme.test");
+    let runner = pair(&admin, Scope::Workspace, None, "r", &[]).await;
+    let mut silent = Vec::new();
+    for _ in 0..20 {
+        silent.push(TcpStream::connect(addr(&c)).await.expect("connect"));
+    }
+    let filled = Instant::now();
+    let lease = format!(
+        "POST /v1/runner/lease HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {}\r\nContent-Type: application/json\r\nContent-Length: 12\r\nConnection: close\r\n\r\n{{\"waitMs\":0}}",
+        runner.token
+    );
+    let answer = eventually("a runner's lease", Duration::from_secs(5), || async {
+        let answer = raw(&c, lease.as_bytes()).await;
+        answer.starts_with("HTTP/1.1 200").then_some(answer)
+    })
+    .await;
+    let took = filled.elapsed();
+    assert!(answer.ends_with(r#"{"lease":null}"#), "{answer}");
+    assert!(
+        took < Duration::from_secs(3),
+        "the lease took {took:?} with the cap full of silent connections"
+    );
+    // The oldest silent connection was closed to make room.
+    let oldest = read_to_close(&mut silent[0], Duration::from_secs(1)).await;
+    assert_eq!(oldest.as_deref(), Some(""), "the oldest silent connection");
+}
+
 #[tokio::test]
 async fn requests_are_judged_as_the_schema_says_and_errors_are_enveloped() {
     let c = Coordinator::start().await;

@@ -574,7 +574,10 @@ async fn complete_can_lease_the_next_job_in_the_same_call() {
         );
     }
     let and_next = Complete {
-        next: Some(LeaseRequest { wait_ms: 0 }),
+        next: Some(LeaseRequest {
+            wait_ms: 0,
+            held: None,
+        }),
         ..succeeded()
     };
 

@@ -6,6 +6,7 @@
 //! (Over 500 lines: one self-contained test per network fault, sharing the fault proxy's setup.)
 
 use std::collections::BTreeMap;
+use std::os::unix::fs::PermissionsExt as _;
 use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
@@ -321,6 +322,43 @@ async fn a_revoked_runner_rejoins_with_a_fresh_join_token_or_says_which_file_to_
     );
 }
 
+/// A runner started before its coordinator (at boot, say) waits for it,
+/// saying so, and joins once it is up.
+#[tokio::test]
+async fn a_runner_started_before_its_coordinator_waits_for_it() {
+    let mut c = Coordinator::start().await;
+    let admin = c.bootstrap("acme", "admin@acme.test");
+    let runner = pair(&admin, Scope::Workspace, None, "r", &[]).await;
+    let join = ws_join_token(&admin, "default").await;
+    let state = TempDir::new("state");
+    c.stop().await;
+    // A paired runner, and one that joins with a join token.
+    let paired = RunnerProcess::paired(&c.url, &runner.token, &[]);
+    let joined = RunnerProcess::join(&c.url, "self:ws", &join.token, 1, state.path(), &[]);
+    let waiting = format!("coordinator at {} not reachable (", c.url);
+    paired.wait_for_lines(&waiting, 2).await;
+    joined.wait_for_lines(&waiting, 2).await;
+    assert!(
+        paired.lines().iter().any(|l| l.contains("; retrying in ")),
+        "{:?}",
+        paired.lines()
+    );
+    c.restart().await;
+    paired.wait_for_lines(": online", 1).await;
+    joined.wait_for_lines(": online", 1).await;
+    for _ in 0..2 {
+        let job = admin
+            .client
+            .submit(&script_job("self:ws", "echo hi"))
+            .await
+            .unwrap();
+        assert_eq!(
+            wait_done(&admin.client, &job.id).await.state,
+            JobState::Succeeded
+        );
+    }
+}
+
 #[tokio::test]
 async fn tokens_and_secrets_stay_off_the_command_line() {
     let c = Coordinator::start().await;
@@ -328,10 +366,34 @@ async fn tokens_and_secrets_stay_off_the_command_line() {
     let join = ws_join_token(&admin, "default").await;
     let dir = TempDir::new("secrets");
 
-    // A runner given its join token in a file.
+    // A runner given its join token in a file: only one its owner alone may
+    // read and write, as ssh wants of a key.
     let token_file = dir.path().join("join-token");
     std::fs::write(&token_file, format!("{}\n", join.token)).unwrap();
     let state = dir.path().join("state");
+    for mode in [0o644, 0o660, 0o606] {
+        std::fs::set_permissions(&token_file, std::fs::Permissions::from_mode(mode)).unwrap();
+        let mut refused = RunnerProcess::spawn(
+            &c.url,
+            &[
+                "--join",
+                "self:ws",
+                "--token-file",
+                &token_file.display().to_string(),
+                "--state-dir",
+                &state.display().to_string(),
+            ],
+        );
+        let status = refused.wait_exit().await;
+        assert!(!status.success(), "mode {mode:o} accepted");
+        let chmod = format!("chmod 600 {}", token_file.display());
+        assert!(
+            refused.lines().iter().any(|l| l.contains(&chmod)),
+            "{:?}",
+            refused.lines()
+        );
+    }
+    std::fs::set_permissions(&token_file, std::fs::Permissions::from_mode(0o600)).unwrap();
     let _r = RunnerProcess::spawn(
         &c.url,
         &[

@@ -1339,7 +1339,7 @@ pub static OPS: &[Op] = &[
         tag: "runner protocol",
         auth: Auth::Runner,
         summary: r#"Long-poll for a job"#,
-        description: r#"Answers at once with a lease when a job the runner can run is queued (jobs pinned to it first, then its pool's queue, by priority then first-in first-out); otherwise waits up to `waitMs` (at most 30000) and answers `{"lease": null}`. A runner holds at most as many leases, and keeps at most as many lease requests waiting, as the slots it declared in hello; beyond that this answers `429 LEASE_LIMIT` at once."#,
+        description: r#"Answers at once with a lease when a job the runner can run is queued (jobs pinned to it first, then its pool's queue, by priority then first-in first-out); otherwise waits up to `waitMs` (at most 30000) and answers `{"lease": null}`. A runner holds at most as many leases, and keeps at most as many lease requests waiting, as the slots it declared in hello; beyond that this answers `429 LEASE_LIMIT` at once. With `held` (the leases the runner still holds: after it restarted, or reconnected having stopped its jobs), every other lease it holds is first released as if it had expired, so those no longer count against its slots."#,
         params: r##"[{"$ref": "#/components/parameters/DroverProtocol"}]"##,
         query: None,
         body: Some(Body {

@@ -139,6 +139,9 @@ async fn next_lease(
     let deadline = arrived + Duration::from_millis(req.wait_ms.min(MAX_LEASE_WAIT_MS));
     let m = metrics::get();
     touch(st, r).await?;
+    if let Some(held) = &req.held {
+        release_unheld(st, r, held).await?;
+    }
     if req.wait_ms == 0 {
         // One look, no wait: nothing to register (so a runner asking for
         // its next job along with a complete never counts as waiting).
@@ -217,6 +220,42 @@ async fn next_lease(
         guard.consume();
         (since, waited) = (tokio::time::Instant::now(), true);
     }
+}
+
+/// The runner holds only `held`: what else it holds is released at once,
+/// as an expired lease would be (re-queued, or ended when out of attempts
+/// or cancelled), rather than counting against its slots until it expires
+/// (after a restart every lease got a fresh TTL).
+async fn release_unheld(st: &AppState, r: &RunnerAuth, held: &[String]) -> Result<()> {
+    if held.len() > wire::MAX_SLOTS as usize {
+        return Err(Error::api(
+            ErrorCode::BadRequest,
+            format!(
+                "held names {} leases; a runner holds at most {}",
+                held.len(),
+                wire::MAX_SLOTS
+            ),
+        ));
+    }
+    let released = st
+        .store
+        .release_unheld(&r.runner_id, held, st.now())
+        .await?;
+    let mut signals = Vec::new();
+    for (job, wake) in released {
+        tracing::info!(
+            job = %job,
+            runner = %r.runner_id,
+            requeued = wake.is_some(),
+            "released a lease its runner no longer holds"
+        );
+        signals.push(Signal::Job {
+            job: job.to_string(),
+        });
+        signals.extend(wake.map(Signal::from));
+    }
+    st.announce(signals);
+    Ok(())
 }
 
 /// Renews the lease, then waits up to `waitMs` (at most half the TTL) for

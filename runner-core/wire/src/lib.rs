@@ -709,6 +709,13 @@ pub struct LeaseRequest {
     /// How long the coordinator may hold the request open waiting for a job.
     #[serde(deserialize_with = "integer::required")]
     pub wait_ms: u64,
+    /// The leases this runner still holds (jobs it runs, or whose result it
+    /// has yet to report). When given, the coordinator first releases every
+    /// other lease it counts for this runner, as if it had expired: a
+    /// runner that restarted, or reconnected after losing its leases, so
+    /// gets its slots back at once. At most `MAX_SLOTS` ids.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub held: Option<Vec<String>>,
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone)]

@@ -323,7 +323,10 @@ async fn prequeue(admin: &Member, jobs: usize) {
 /// A successful result that also asks for the next queued job (no wait).
 fn and_next() -> drover_tests::runner_core::wire::Complete {
     drover_tests::runner_core::wire::Complete {
-        next: Some(drover_tests::runner_core::wire::LeaseRequest { wait_ms: 0 }),
+        next: Some(drover_tests::runner_core::wire::LeaseRequest {
+            wait_ms: 0,
+            held: None,
+        }),
         ..succeeded()
     }
 }

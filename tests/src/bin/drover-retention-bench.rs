@@ -165,7 +165,10 @@ async fn open_loop(
                     },
                 };
                 let next = drover_tests::runner_core::wire::Complete {
-                    next: Some(drover_tests::runner_core::wire::LeaseRequest { wait_ms: 0 }),
+                    next: Some(drover_tests::runner_core::wire::LeaseRequest {
+                        wait_ms: 0,
+                        held: None,
+                    }),
                     ..succeeded()
                 };
                 let done = client.complete(&lease.lease_id, &next).await.unwrap();

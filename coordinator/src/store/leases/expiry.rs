@@ -182,6 +182,46 @@ impl Store {
         }
     }
 
+    /// Releases, as expiry would, every lease `runner` holds but `kept`:
+    /// the runner said it holds only those (after a restart, or a
+    /// disconnection that made it stop its jobs), so the others would only
+    /// count against its slots until they expired.
+    pub async fn release_unheld(
+        &self,
+        runner: &RunnerId,
+        kept: &[String],
+        now: i64,
+    ) -> Result<Vec<(JobId, Option<Wake>)>> {
+        const HELD: &str = "SELECT id, lease_id FROM jobs
+             WHERE lease_runner_id = $1 AND state IN ('leased', 'running') ORDER BY id";
+        let gone = |rows: Vec<(String, Option<String>)>| -> Vec<String> {
+            rows.into_iter()
+                .filter(|(_, lease)| lease.as_ref().is_none_or(|l| !kept.contains(l)))
+                .map(|(job, _)| job)
+                .collect()
+        };
+        // Mostly nothing to release: look without taking the writer.
+        let rows = sqlx::query_as(HELD)
+            .bind(runner.as_str())
+            .fetch_all(&self.reader)
+            .await?;
+        if gone(rows).is_empty() {
+            return Ok(Vec::new());
+        }
+        let d = self.dialect;
+        let mut tx = self.writer.begin().await?;
+        let rows = sqlx::query_as(&format!("{HELD} {}", d.lock_for_update))
+            .bind(runner.as_str())
+            .fetch_all(&mut *tx)
+            .await?;
+        let mut out = Vec::new();
+        for chunk in gone(rows).chunks(RELEASE_CHUNK) {
+            out.extend(release(&mut tx, d, chunk, now).await?);
+        }
+        tx.commit().await?;
+        Ok(out)
+    }
+
     /// On start-up: the coordinator was away, so no runner could heartbeat.
     /// Give every live lease a fresh TTL instead of punishing its runner.
     pub async fn extend_live_leases(&self, now: i64, ttl_ms: u64) -> Result<u64> {
