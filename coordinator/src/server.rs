@@ -221,7 +221,8 @@ pub async fn serve(
                 &mut stopping,
             );
             let Some(stream) = accepted.await else {
-                drop(slot);
+                fresh.remove(&me);
+                drop(me.slot.lock().expect("slot").take());
                 crate::trim::released();
                 return;
             };

@@ -67,7 +67,9 @@ impl ClientError {
             Self::Api { status, .. } => *status >= 500 || *status == 429,
             // A proxy in front of a coordinator that is restarting.
             Self::NotDrover { status, .. } => matches!(status, 502..=504),
-            Self::Decode(_) | Self::Config(_) | Self::Tls { .. } | Self::VersionSkew { .. } => false,
+            Self::Decode(_) | Self::Config(_) | Self::Tls { .. } | Self::VersionSkew { .. } => {
+                false
+            }
         }
     }
 

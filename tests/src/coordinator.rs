@@ -195,6 +195,7 @@ impl Coordinator {
             options,
             log,
             dir,
+            http: std::sync::OnceLock::new(),
         };
         c.spawn().await;
         c
