@@ -84,3 +84,20 @@ impl std::fmt::Debug for AppConfig {
             .finish_non_exhaustive()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ghe_hosts_parse() {
+        let h = Host::parse("GHE.example.com=https://ghe.example.com/api/v3/").unwrap();
+        assert_eq!(h.name, "ghe.example.com");
+        assert_eq!(h.api, "https://ghe.example.com/api/v3");
+        assert_eq!(h.web, "https://ghe.example.com");
+        assert!(Host::parse("github.com=https://x").is_err());
+        assert!(Host::parse("ghe.example.com").is_err());
+        assert!(Host::parse("a b=https://x").is_err());
+        assert!(Host::parse("ghe=ftp://x").is_err());
+    }
+}

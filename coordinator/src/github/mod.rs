@@ -469,18 +469,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn ghe_hosts_parse() {
-        let h = Host::parse("GHE.example.com=https://ghe.example.com/api/v3/").unwrap();
-        assert_eq!(h.name, "ghe.example.com");
-        assert_eq!(h.api, "https://ghe.example.com/api/v3");
-        assert_eq!(h.web, "https://ghe.example.com");
-        assert!(Host::parse("github.com=https://x").is_err());
-        assert!(Host::parse("ghe.example.com").is_err());
-        assert!(Host::parse("a b=https://x").is_err());
-        assert!(Host::parse("ghe=ftp://x").is_err());
-    }
-
-    #[test]
     fn link_headers_and_times() {
         let mut h = reqwest::header::HeaderMap::new();
         h.insert(
