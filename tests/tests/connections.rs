@@ -4,10 +4,9 @@
 
 use std::time::{Duration, Instant};
 
-use drover_tests::raw::{addr, raw, read_to_close, status_and_code};
+use drover_tests::raw::{addr, raw, read_to_close};
 use drover_tests::runner_core::client::Scope;
 use drover_tests::*;
-use serde_json::json;
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::TcpStream;
 
