@@ -54,9 +54,20 @@ pub fn own_work_root(root: &Path, user: Option<JobUser>) -> Result<(), Isolation
     if meta.uid() != me {
         return Err(not_own(format!("it belongs to uid {}", meta.uid())));
     }
-    let mode = if user.is_some() { 0o711 } else { 0o700 };
-    if meta.mode() & 0o7777 != mode {
-        std::fs::set_permissions(&absolute, std::fs::Permissions::from_mode(mode)).map_err(made)?;
+    // With a job user, others may pass through (not list) to reach the job
+    // directories, each 0700 and its job's. Without one, 0711 is left as it
+    // is: another runner sharing this root may have a job user, and taking
+    // its mode away under it would break its jobs (job directories stay
+    // 0700 either way).
+    let mode = meta.mode() & 0o7777;
+    let wanted = match user {
+        Some(_) => 0o711,
+        None if mode == 0o711 => 0o711,
+        None => 0o700,
+    };
+    if mode != wanted {
+        std::fs::set_permissions(&absolute, std::fs::Permissions::from_mode(wanted))
+            .map_err(made)?;
     }
     Ok(())
 }
