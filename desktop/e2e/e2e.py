@@ -466,7 +466,8 @@ def step4_workspace(r):
     # headless runner keeps its own files).
     box = os.path.join(r.run, "build-box")
     os.makedirs(box)
-    with open(os.path.join(box, "token"), "w") as f:
+    # 0600: the runner refuses a token file others may read.
+    with open(os.open(os.path.join(box, "token"), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as f:
         f.write(token)
     box_env = dict(r.env, HOME=box, XDG_DATA_HOME=box, XDG_CONFIG_HOME=box)
     headless = r.procs.start("build-box", [r.exe("drover"), "runner", "--url", r.url, "--token-file", os.path.join(box, "token")], env=box_env)
