@@ -1,7 +1,7 @@
 //! The store under a greedy runner, a lost answer, a bad bootstrap and
-//! look-alike names (issue 8): each test fails without its fix.
+//! look-alike names: each test fails without its fix.
 //!
-//! (Over 500 lines: one self-contained test per store failure that issue 8 fixed.)
+//! (Over 500 lines: one self-contained test per store failure it guards against.)
 
 use std::process::Command;
 use std::time::{Duration, Instant};

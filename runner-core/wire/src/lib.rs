@@ -529,8 +529,8 @@ pub struct CreateJoinToken {
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct JoinToken {
-    /// `jt_…`: how it is listed and revoked (coordinators before issue 24
-    /// do not send it).
+    /// `jt_…`: how it is listed and revoked (older coordinators do not
+    /// send it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub id: Option<String>,
     /// Shown once.
@@ -538,8 +538,8 @@ pub struct JoinToken {
     pub runtime: Runtime,
     /// Unix time in milliseconds.
     pub expires_at: i64,
-    /// `drover://join?url=…&ref=…&token=…` (coordinators before issue 10
-    /// do not send it).
+    /// `drover://join?url=…&ref=…&token=…` (older coordinators do
+    /// not send it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub link: Option<String>,
 }
