@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use sqlx::AnyPool;
 
-use super::tests::{TestDatabase, on_postgres};
+use super::tests::{TestDatabase, needs};
 use super::{Durability, Store};
 
 /// A column's type, as one of a few kinds.
@@ -192,10 +192,9 @@ fn differences(sqlite: &Schema, postgres: &Schema) -> Vec<String> {
 }
 
 #[tokio::test]
-async fn sqlite_and_postgres_migrations_build_the_same_schema() {
-    if !on_postgres() {
-        return; // Runs in the PostgreSQL pass, which has both databases.
-    }
+async fn sqlite_and_postgres_migrations_build_the_same_schema_on_postgres() {
+    // The PostgreSQL pass has both databases.
+    needs(true);
     let sqlite_db = {
         // A SQLite database beside the PostgreSQL one, migrated the same way.
         let dir = std::env::temp_dir().join(format!("drover-schema-{}", std::process::id()));
