@@ -126,6 +126,24 @@ pub const VERSION_SKEW: Resp = Resp {
     reply: Reply::Error(ErrorCode::UpgradeRequired),
 };
 
+/// Every member operation reads `drover-surface` (for the audit log) and
+/// refuses a value it does not know.
+pub const BAD_SURFACE: Resp = Resp {
+    status: 400,
+    description: r#"A `drover-surface` header other than `rest`, `cli` or `desktop` (code `BAD_REQUEST`)."#,
+    reply: Reply::Error(ErrorCode::BadRequest),
+};
+
+/// The answers an operation has by its kind, besides its own: a version
+/// refusal on every route but `/healthz`, and on a member operation that
+/// documents no `400` of its own, the refused `drover-surface` header.
+pub fn implied(op: &Op) -> impl Iterator<Item = &'static Resp> {
+    let skew = (op.path != "/healthz").then_some(&VERSION_SKEW);
+    let surface = (op.auth == Auth::Member && !op.responses.iter().any(|r| r.status == 400))
+        .then_some(&BAD_SURFACE);
+    skew.into_iter().chain(surface)
+}
+
 const OVERLOADED: Resp = Resp {
     status: 503,
     description: r#"The coordinator is overloaded (too many connections, large bodies or member reads in flight, or a busy database); retry after `Retry-After` seconds (code `OVERLOADED`)."#,

@@ -8,7 +8,7 @@ use schemars::SchemaGenerator;
 use schemars::generate::SchemaSettings;
 use serde_json::{Map, Value, json};
 
-use super::catalogue::{Auth, OPS, Op, Reply, SchemaFn, VERSION_SKEW, schema};
+use super::catalogue::{Auth, OPS, Op, Reply, SchemaFn, implied, schema};
 
 /// What is not an operation: the title, the tags, the security schemes and
 /// the shared header parameters.
@@ -215,6 +215,10 @@ fn operation(op: &Op, g: &mut SchemaGenerator) -> Value {
             }));
         }
     }
+    let surface = json!({"$ref": "#/components/parameters/Surface"});
+    if op.auth == Auth::Member && !params.contains(&surface) {
+        params.push(surface);
+    }
     if !params.is_empty() {
         o["parameters"] = Value::Array(params);
     }
@@ -229,8 +233,7 @@ fn operation(op: &Op, g: &mut SchemaGenerator) -> Value {
         o["requestBody"] = b;
     }
     let mut responses = Map::new();
-    let skew = (op.path != "/healthz").then_some(&VERSION_SKEW);
-    for r in op.responses.iter().chain(skew) {
+    for r in op.responses.iter().chain(implied(op)) {
         let mut resp = json!({"description": r.description});
         let content = match &r.reply {
             Reply::Empty => None,
@@ -300,7 +303,7 @@ mod tests {
         };
         let mut checked = 0;
         for op in OPS {
-            for r in op.responses.iter().chain([&VERSION_SKEW]) {
+            for r in op.responses.iter().chain(implied(op)) {
                 let at = format!("{} {} {}", op.method, op.path, r.status);
                 if let Reply::Error(code) = r.reply {
                     assert_eq!(status_of(code).as_u16(), r.status, "{at}: {code:?}");
