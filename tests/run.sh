@@ -80,10 +80,10 @@ cargo build --workspace --bins
 # The HTTPS tests (tests/tests/tls.rs) run the CLI as a user builds it, on its
 # own: a feature only the workspace build enables (TLS, once) cannot hide.
 # The shared target dir keeps both builds of a dependency whose features differ.
-step "install the CLI as a user does (cargo install --path runner-core)"
+step "install the CLI as a user does (cargo install --path runner-core/cli)"
 target=${CARGO_TARGET_DIR:-target}
 case $target in /*) ;; *) target=$PWD/$target ;; esac
-cargo install --quiet --locked --force --debug --path runner-core \
+cargo install --quiet --locked --force --debug --path runner-core/cli \
   --root "$target/installed" --target-dir "$target"
 export DROVER_INSTALLED_CLI=$target/installed/bin/drover
 step "front-end unit tests (npm test)"
