@@ -5,7 +5,7 @@ Usage: python3 bench/readme.py RESULTS_MD PEERS_JSONL [README]
 RESULTS_MD is the report bench/run.sh wrote (bench/results/<time>.md: its
 JSON lines and bench/cli.py's table); PEERS_JSONL the peers' lines of the
 same run. Rewrites what README (default README.md) holds between
-`<!-- bench:start -->` and `<!-- bench:end -->`: the targets of issue 13 and
+`<!-- bench:start -->` and `<!-- bench:end -->`: the performance targets and
 whether this run met them, and Drover next to each peer, workload by
 workload. Nothing in between is edited by hand.
 """
@@ -132,7 +132,7 @@ def render(results_path, peers_path):
 
     out = [f"From `{results_path}` and `{peers_path}` (this machine, one run of `bench/run.sh`;",
            "written by `bench/readme.py`):", "",
-           "| target (issue 13) | this run | |", "|---|---|---|"]
+           "| target | this run | |", "|---|---|---|"]
     out += [f"| {a} | {b} | {c} |" for a, b, c in rows]
     names = list(peers)
     for label, b in (("SQLite NORMAL", lite), ("PostgreSQL", pg)):

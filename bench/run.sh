@@ -26,7 +26,7 @@ missing() { echo "bench/run.sh: $*" >&2; exit 1; }
 . tests/postgres.sh
 ensure_postgres
 step "building in release"
-cargo build --release --quiet -p drover-coordinator -p runner-core -p drover-tests --bins
+cargo build --release --quiet -p drover-coordinator -p drover -p drover-tests --bins
 mkdir -p bench/results
 stamp=$(date -u +%Y-%m-%dT%H%M%SZ)
 out="bench/results/$stamp.md"

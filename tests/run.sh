@@ -55,17 +55,19 @@ ensure_e2e_venv
 # MCP parity (tests/tests/mcp.rs) drives /mcp with an independent client:
 # the official Python SDK, pinned, in its own venv. The CI tests
 # (tests/tests/ci.rs) check the rendered workflow against GitHub's published
-# schema with check-jsonschema, pinned, in the same venv.
+# schema with check-jsonschema, pinned, in the same venv. The conformance
+# test (tests/tests/conformance.rs) runs Schemathesis, pinned, from it too.
 mcp_venv=${CARGO_TARGET_DIR:-target}/mcp-venv
-if ! "$mcp_venv/bin/python" -c 'import mcp, check_jsonschema' 2>/dev/null; then
-  step "creating a Python venv with the MCP client (mcp) and check-jsonschema from PyPI in $mcp_venv"
+if ! "$mcp_venv/bin/python" -c 'import mcp, check_jsonschema, schemathesis' 2>/dev/null; then
+  step "creating a Python venv with the MCP client (mcp), check-jsonschema and schemathesis from PyPI in $mcp_venv"
   python3 -m venv "$mcp_venv" \
     || missing "python3 cannot create a venv: run 'sudo apt-get install python3-venv'"
-  "$mcp_venv/bin/pip" install -q --disable-pip-version-check 'mcp==2.3.0' 'check-jsonschema==0.39.0'
+  "$mcp_venv/bin/pip" install -q --disable-pip-version-check 'mcp==2.3.0' 'check-jsonschema==0.39.0' 'schemathesis==4.32.5'
 fi
 case $mcp_venv in /*) ;; *) mcp_venv=$PWD/$mcp_venv ;; esac
 export DROVER_MCP_PYTHON=$mcp_venv/bin/python
 export DROVER_CHECK_JSONSCHEMA=$mcp_venv/bin/check-jsonschema
+export DROVER_SCHEMATHESIS=$mcp_venv/bin/schemathesis
 
 # The desktop crate embeds src-ui/dist at compile time: build it first.
 ensure_ui_built
@@ -78,19 +80,21 @@ cargo build --workspace --bins
 # The HTTPS tests (tests/tests/tls.rs) run the CLI as a user builds it, on its
 # own: a feature only the workspace build enables (TLS, once) cannot hide.
 # The shared target dir keeps both builds of a dependency whose features differ.
-step "install the CLI as a user does (cargo install --path runner-core)"
+step "install the CLI as a user does (cargo install --path runner-core/cli)"
 target=${CARGO_TARGET_DIR:-target}
 case $target in /*) ;; *) target=$PWD/$target ;; esac
-cargo install --quiet --locked --force --debug --path runner-core \
+cargo install --quiet --locked --force --debug --path runner-core/cli \
   --root "$target/installed" --target-dir "$target"
 export DROVER_INSTALLED_CLI=$target/installed/bin/drover
 step "front-end unit tests (npm test)"
 npm test
 step "tests on SQLite"
-DROVER_TEST_DATABASE=sqlite cargo nextest run --workspace --no-fail-fast -E 'not binary(replicas)'
+# A test whose name ends in _on_postgres or _on_sqlite runs only in that pass.
+DROVER_TEST_DATABASE=sqlite cargo nextest run --workspace --no-fail-fast \
+  -E 'not binary(replicas) & not test(/_on_postgres$/)'
 step "tests on PostgreSQL (the store's own tests too, and the schema check), and several replicas sharing it"
 DROVER_TEST_DATABASE=postgres cargo nextest run --workspace --no-fail-fast \
-  -E 'package(drover-tests) | (package(drover-coordinator) & test(/^store::/))'
+  -E '(package(drover-tests) | (package(drover-coordinator) & test(/^store::/))) & not test(/_on_sqlite$/)'
 step "the server package: built, installed (dpkg -i), its units verified, run, purged (tests/package.sh)"
 tests/package.sh "${CARGO_TARGET_DIR:-target}/debug"
 step "desktop app end to end, in a real window (npm run e2e)"

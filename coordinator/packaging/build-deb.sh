@@ -26,7 +26,7 @@ case "${1:-}" in
 esac
 for bin in drover-coordinator drover; do
     [ -x "$bin_dir/$bin" ] ||
-        die "$bin_dir/$bin is missing: build it first (cargo build$build -p drover-coordinator -p runner-core)"
+        die "$bin_dir/$bin is missing: build it first (cargo build$build -p drover-coordinator -p drover)"
 done
 for tool in dpkg-deb dpkg objdump; do
     command -v "$tool" >/dev/null || die "$tool is missing (apt-get install dpkg binutils)"

@@ -95,6 +95,7 @@ fn long_files_say_why() {
         "coordinator/src",
         "coordinator/tests",
         "runner-core/src",
+        "runner-core/cli/src",
         "runner-core/wire/src",
         "tests/src",
         "tests/tests",

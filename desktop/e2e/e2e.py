@@ -9,7 +9,7 @@ inside `dbus-run-session`, then ends and reaps whatever was left. The
 inner run makes a throwaway CA and a server certificate (openssl), starts
 gnome-keyring (Secret Service, throwaway password), Xvfb, trayer, the
 coordinator serving HTTPS with that certificate and tauri-driver, and goes
-through issue 10's steps (see main()). Everything trusts the CA through
+through the steps of main(). Everything trusts the CA through
 DROVER_CA_FILE, never the system's store. Screenshots, logs and the memory
 figure go to DIR.
 """
@@ -503,7 +503,7 @@ def step4_workspace(r):
 
 def step4_people(r):
     """As the admin: invite a member and remove them, the month's usage,
-    and the audit log naming the desktop as the surface (issue 11)."""
+    and the audit log naming the desktop as the surface."""
     log("4b. as an admin: members, usage by month, the audit log")
     email = "newbie@e2e.test"
     r.type("ws-invite-email", email)
@@ -547,7 +547,7 @@ def step4_people(r):
 
 
 def step4_github(r):
-    """As the admin: the GitHub dialog (issue 12) against the fake GitHub:
+    """As the admin: the GitHub dialog against the fake GitHub:
     the install link while the App is installed nowhere, then the picker
     with search and the GHE badge, an organization-level runner with a
     group and a label, and its script."""
@@ -601,7 +601,7 @@ SANDBOX_BUILD = "built in its own directory"
 
 
 def step6_sandbox(r):
-    """Issue 24: a workspace job on the app's runner is someone else's: it
+    """A workspace job on the app's runner is someone else's: it
     runs sandboxed. It cannot read a file in the user's home or the app's
     settings, ask the Secret Service for drover's items, call the session
     bus (the app's own address given), or read the app's /proc entries;

@@ -31,7 +31,7 @@ if [ -z "${DROVER_E2E_APP:-}" ]; then
 fi
 app=${DROVER_E2E_APP:-$target/release/drover-desktop}
 step "the CLI, the coordinator and the fake GitHub (cargo build --bins)"
-cargo build --bins -p runner-core -p drover-coordinator -p drover-tests
+cargo build --bins -p drover -p drover-coordinator -p drover-tests
 
 out=${DROVER_E2E_OUT:-$target/e2e}
 rm -rf "$out"

@@ -444,7 +444,7 @@ fn a_join_link_lends_this_machine_to_a_workspace_pool() {
 }
 
 /// The confirm dialog names the pool the coordinator says a join token
-/// joins, not the link's own `ref=` text (issue 24, point 7), and a link
+/// joins, not the link's own `ref=` text, and a link
 /// whose token was revoked is refused before any dialog.
 #[test]
 fn a_join_link_is_shown_with_the_pool_its_token_really_joins() {

@@ -1,4 +1,4 @@
-//! Large answers (issue 24): job lists carry previews and end at a byte
+//! Large answers: job lists carry previews and end at a byte
 //! budget, with a cursor that loses nothing; large answers are capped per
 //! principal; stalled readers of the largest answer one member can make
 //! keep the coordinator's memory bounded, and it comes back after them.
@@ -92,7 +92,7 @@ async fn stalled_get(c: &Coordinator, token: &str, path: &str) -> (String, TcpSt
 
 #[tokio::test]
 async fn stalled_readers_of_the_largest_list_keep_memory_bounded_and_it_comes_back() {
-    // The reproduction of issue 24: 64 jobs with a 1 MiB command each, then
+    // The attack as it was found: 64 jobs with a 1 MiB command each, then
     // 100 readers of GET /v1/jobs?limit=1000 that read 64 bytes and stop.
     // Each used to hold its 64 MiB answer: 30 of them took 2 GiB.
     let c = start(&[]).await;

@@ -1,4 +1,4 @@
-//! CI links and CI without stored secrets (issue 12): a linked repository's
+//! CI links and CI without stored secrets: a linked repository's
 //! GitHub Actions OIDC token is a CI principal of the workspace. The fake
 //! GitHub (`drover_tests::fake_github`) plays the OIDC issuer, its JWKS and
 //! the Actions runtime's token endpoint; the rendered workflow is checked

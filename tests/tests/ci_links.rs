@@ -1,4 +1,4 @@
-//! CI links, scoped (issue 24): a link pins GitHub's id of the repository
+//! CI links, scoped: a link pins GitHub's id of the repository
 //! when it is made (read through the App) and again when it is remade;
 //! it restricts which refs and events may act, and refuses pull requests
 //! unless it lists them; its jobs go only to the link's pool; and the OIDC issuer's JWKS is fetched a bounded

@@ -1,4 +1,4 @@
-//! What the desktop app (issue 10) needs of the coordinator besides pairing:
+//! What the desktop app needs of the coordinator besides pairing:
 //! who a token belongs to (`GET /v1/me`, `drover whoami`), a runner
 //! revoking itself (`POST /v1/runner/leave`) with only its own credential,
 //! and the limit on wrong pairing codes.

@@ -1,5 +1,5 @@
-//! GitHub Actions co-registration through the workspace's GitHub App
-//! (issue 12), against a fake GitHub (`drover_tests::fake_github`): linking
+//! GitHub Actions co-registration through the workspace's GitHub App,
+//! against a fake GitHub (`drover_tests::fake_github`): linking
 //! installations, repository- and organization-level registration, GHE hosts,
 //! the install script (checked with `sh -n`, `bash -n`, shellcheck and a dry
 //! run), token caching and refresh, and revocation removing the GitHub runner.

@@ -1,4 +1,4 @@
-//! The GitHub install script separates the two workers (issue 24): the
+//! The GitHub install script separates the two workers: the
 //! Actions runner runs as `drover-actions`, the Drover runner as root with
 //! `--sandbox bwrap --job-user drover-job`, and each one's credentials are
 //! 0600 files of its own user in a 0700 directory.

@@ -1,4 +1,4 @@
-//! Linking a GitHub App installation proves ownership (issue 24): the
+//! Linking a GitHub App installation proves ownership: the
 //! GitHub user who finishes the install must administer the installation's
 //! account, not merely reach it. Against the fake GitHub, whose
 //! `/user/installations` lists an organization's installation to every

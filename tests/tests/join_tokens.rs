@@ -1,4 +1,4 @@
-//! Join tokens as a managed credential (issue 24): minted with a lifetime
+//! Join tokens as a managed credential: minted with a lifetime
 //! (a day by default, 30 at most), listed with who minted them and their
 //! use (never the token), revoked one by one, and revoked with the member
 //! who minted them, with the invites they created. On real coordinator
@@ -234,7 +234,7 @@ async fn join_tokens_are_listed_with_their_use_and_revoked_at_once() {
     assert_eq!(two_hours.expires_at - two_hours.created_at, 2 * 3_600_000);
 }
 
-/// The attack of issue 24, point 2, as written: an admin mints a 30-day
+/// The attack as it was found: an admin mints a 30-day
 /// join token and an invite, is removed, then joins a runner with the old
 /// token (which would hand it every member's workspace jobs).
 #[tokio::test]

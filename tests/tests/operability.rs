@@ -271,14 +271,15 @@ async fn metrics_show_queues_runners_latencies_and_batches() {
 /// PostgreSQL: a signal from one replica to another is timed, and a broken
 /// link to the database is counted when it is made again.
 #[tokio::test]
-async fn replica_signal_lag_and_reconnects_are_measured() {
+async fn replica_signal_lag_and_reconnects_are_measured_on_postgres() {
     let dir = TempDir::new("lag");
     let token = "scrape-me-0123456789";
     let options = start_options(&dir, token);
-    if options.backend != Backend::Postgres {
-        // SQLite has one coordinator: no replicas, no signals between them.
-        return;
-    }
+    // SQLite has one coordinator: no replicas, no signals between them.
+    assert!(
+        options.backend == Backend::Postgres,
+        "replicas share a PostgreSQL database: this test runs in the PostgreSQL pass"
+    );
     let a = Coordinator::start_with(options.clone()).await;
     let b = a.replica().await;
     let admin = a.bootstrap("acme", "admin@acme.test");

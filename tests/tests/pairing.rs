@@ -1,4 +1,4 @@
-//! Pairing a device with one click (issue 10, coordinator side): one-time
+//! Pairing a device with one click (the coordinator's side): one-time
 //! pairing codes and their links, redeemed once for a device's member token;
 //! the member's tokens, listed and revoked; the coordinator's public URL in
 //! pairing and join links.

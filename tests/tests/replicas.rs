@@ -461,7 +461,7 @@ async fn a_member_removed_on_one_replica_is_refused_at_once_on_another() {
 
 /// Join tokens and invites revoked through one replica are refused on
 /// their next use through another: one revoked by id, the others with the
-/// admin who minted them (issue 24).
+/// admin who minted them.
 #[tokio::test]
 async fn a_join_token_or_invite_revoked_on_one_replica_is_refused_on_another() {
     let a = primary(20_000).await;

@@ -1,6 +1,6 @@
-//! Retention (issue 9): finished jobs older than `serve --retain-finished`
+//! Retention: finished jobs older than `serve --retain-finished`
 //! are purged in the background, with their logs and idempotency keys, in
-//! small batches that leave the database free for leases; and (issue 10)
+//! small batches that leave the database free for leases; and
 //! pairing codes a day past their expiry. Jobs are aged
 //! with the coordinator's clock seam (`DROVER_CLOCK_SKEW_MS`) or seeded
 //! directly into the database with an old finish time.

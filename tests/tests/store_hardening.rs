@@ -1,7 +1,7 @@
 //! The store under a greedy runner, a lost answer, a bad bootstrap and
-//! look-alike names (issue 8): each test fails without its fix.
+//! look-alike names: each test fails without its fix.
 //!
-//! (Over 500 lines: one self-contained test per store failure that issue 8 fixed.)
+//! (Over 500 lines: one self-contained test per store failure it guards against.)
 
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -235,17 +235,15 @@ async fn thousands_of_expiring_leases_do_not_stall_a_submit() {
             .expect("a number")
     };
     let under_way = |n: usize| 0 < n && n < jobs;
-    let (mut slowest, mut during) = (Duration::ZERO, 0);
+    let mut during = 0;
     let start = Instant::now();
     let mut before = leased().await;
     while before > 0 {
-        let sent = Instant::now();
         admin
             .client
             .submit(&script_job("self:ws", "true"))
             .await
             .unwrap();
-        slowest = slowest.max(sent.elapsed());
         let after = leased().await;
         during += usize::from(under_way(before) && under_way(after));
         before = after;
@@ -254,10 +252,8 @@ async fn thousands_of_expiring_leases_do_not_stall_a_submit() {
             "the leases did not all expire in time"
         );
     }
-    eprintln!(
-        "{during} submits while expiry was under way; slowest submit {slowest:?}; all expired after {:?}",
-        start.elapsed()
-    );
+    // On PostgreSQL the chunks may all go between two looks: there the
+    // test holds that submits go on and every lease expires in time.
     if Backend::from_env() == Backend::Sqlite {
         assert!(during > 0, "no submit was written while the leases expired");
     }

@@ -1,6 +1,6 @@
 //! HTTPS end to end: a coordinator serving TLS itself (`--tls-cert`,
 //! `--tls-key`) with a throwaway CA's certificate, and the `drover` CLI as a
-//! user builds it (`cargo install --path runner-core`; tests/run.sh
+//! user builds it (`cargo install --path runner-core/cli`; tests/run.sh
 //! installs it and sets `DROVER_INSTALLED_CLI`), so TLS that only the
 //! workspace build would enable cannot hide. Errors name their cause: a
 //! wrong CA, an expired certificate, a name mismatch, a refused
@@ -13,13 +13,13 @@ use drover_tests::runner_core::wire::JobState;
 use drover_tests::*;
 use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
 
-/// The `drover` binary `cargo install --path runner-core` made.
+/// The `drover` binary `cargo install --path runner-core/cli` made.
 fn installed_cli() -> PathBuf {
     let path = std::env::var_os("DROVER_INSTALLED_CLI")
         .map(PathBuf::from)
         .expect(
             "DROVER_INSTALLED_CLI is not set: tests/run.sh installs the CLI as a user does \
-         (cargo install --path runner-core --root …) and sets it to that `drover` binary",
+         (cargo install --path runner-core/cli --root …) and sets it to that `drover` binary",
         );
     assert!(
         path.is_file(),

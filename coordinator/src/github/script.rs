@@ -88,7 +88,7 @@ fi
 for tool in curl tar sha256sum systemctl runuser useradd; do need "$tool"; done
 need bwrap bubblewrap
 DROVER_BIN=${DROVER_BIN:-$(command -v drover || true)}
-[ -n "$DROVER_BIN" ] || die "drover is not on PATH: install it (cargo install --path runner-core), or set DROVER_BIN"
+[ -n "$DROVER_BIN" ] || die "drover is not on PATH: install it (cargo install --path runner-core/cli), or set DROVER_BIN"
 
 # 1. Three users, so that neither worker reaches the other's credentials:
 #    - $ACTIONS_USER runs the GitHub Actions runner and its workflow jobs;

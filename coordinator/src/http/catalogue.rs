@@ -8,7 +8,7 @@
 //! Over 500 lines: it is a table, one entry per operation with the prose of
 //! its documentation, and holds no logic.
 
-use drover_wire as wire;
+use drover_wire::{self as wire, ErrorCode};
 use schemars::{JsonSchema, Schema, SchemaGenerator};
 
 use super::{billing, ci, github, jobs, members};
@@ -70,8 +70,9 @@ pub enum Reply {
     Json(SchemaFn),
     /// JSON, or CSV with `Accept: text/csv`.
     JsonOrCsv(SchemaFn),
-    /// The `ErrorBody` envelope with this code.
-    Error(&'static str),
+    /// The `ErrorBody` envelope with this code (its status is the one
+    /// `error::status_of` gives it; a test holds them together).
+    Error(ErrorCode),
     /// An OpenAPI content object (JSON): for text, HTML, and the probes.
     Raw(&'static str),
 }
@@ -94,26 +95,26 @@ pub fn by_tool(name: &str) -> Option<&'static Op> {
 const GITHUB_NOT_CONFIGURED: Resp = Resp {
     status: 409,
     description: r#"This coordinator has no GitHub App configured (code `GITHUB_NOT_CONFIGURED`)."#,
-    reply: Reply::Error("GITHUB_NOT_CONFIGURED"),
+    reply: Reply::Error(ErrorCode::GithubNotConfigured),
 };
 
 const GITHUB_ERROR: Resp = Resp {
     status: 502,
     description: r#"GitHub refused or failed a call the coordinator made; the message says what GitHub answered (code `GITHUB_ERROR`)."#,
-    reply: Reply::Error("GITHUB_ERROR"),
+    reply: Reply::Error(ErrorCode::GithubError),
 };
 
 /// The refusals of the routes that name one CI link.
 const CI_LINK_BAD_NAME: Resp = Resp {
     status: 400,
     description: r#"A repository GitHub would not name, or an unknown host (code `BAD_REQUEST`)."#,
-    reply: Reply::Error("BAD_REQUEST"),
+    reply: Reply::Error(ErrorCode::BadRequest),
 };
 
 const CI_LINK_NOT_FOUND: Resp = Resp {
     status: 404,
     description: r#"This workspace does not link that repository (code `NOT_FOUND`)."#,
-    reply: Reply::Error("NOT_FOUND"),
+    reply: Reply::Error(ErrorCode::NotFound),
 };
 
 /// What every operation but `/healthz` answers a client of another
@@ -122,65 +123,83 @@ const CI_LINK_NOT_FOUND: Resp = Resp {
 pub const VERSION_SKEW: Resp = Resp {
     status: 426,
     description: r#"The `drover-protocol` header names a protocol this coordinator does not serve: older than the oldest it serves (code `UPGRADE_REQUIRED`; the message names the `drover` version to install), or newer than it knows (code `COORDINATOR_TOO_OLD`: upgrade the coordinator, or use a `drover` of its version). `/healthz` reports the range. Requests without the header are served."#,
-    reply: Reply::Error("UPGRADE_REQUIRED"),
+    reply: Reply::Error(ErrorCode::UpgradeRequired),
 };
+
+/// Every member operation reads `drover-surface` (for the audit log) and
+/// refuses a value it does not know.
+pub const BAD_SURFACE: Resp = Resp {
+    status: 400,
+    description: r#"A `drover-surface` header other than `rest`, `cli` or `desktop` (code `BAD_REQUEST`)."#,
+    reply: Reply::Error(ErrorCode::BadRequest),
+};
+
+/// The answers an operation has by its kind, besides its own: a version
+/// refusal on every route but `/healthz`, and on a member operation that
+/// documents no `400` of its own, the refused `drover-surface` header.
+pub fn implied(op: &Op) -> impl Iterator<Item = &'static Resp> {
+    let skew = (op.path != "/healthz").then_some(&VERSION_SKEW);
+    let surface = (op.auth == Auth::Member && !op.responses.iter().any(|r| r.status == 400))
+        .then_some(&BAD_SURFACE);
+    skew.into_iter().chain(surface)
+}
 
 const OVERLOADED: Resp = Resp {
     status: 503,
     description: r#"The coordinator is overloaded (too many connections, large bodies or member reads in flight, or a busy database); retry after `Retry-After` seconds (code `OVERLOADED`)."#,
-    reply: Reply::Error("OVERLOADED"),
+    reply: Reply::Error(ErrorCode::Overloaded),
 };
 /// The cap on large answers per principal (`http::heavy`).
 const TOO_MANY_LARGE_ANSWERS: Resp = Resp {
     status: 429,
     description: r#"Too many large answers (job lists, jobs, log batches) are in flight to this member or CI principal (`--max-reads-per-member`, 8 by default; a client that stops reading holds its turn until the body timeout); retry after `Retry-After` seconds (code `RATE_LIMITED`)."#,
-    reply: Reply::Error("RATE_LIMITED"),
+    reply: Reply::Error(ErrorCode::RateLimited),
 };
 const INTERNAL: Resp = Resp {
     status: 500,
     description: r#"Something failed inside the coordinator; details are in its log only (code `INTERNAL`)."#,
-    reply: Reply::Error("INTERNAL"),
+    reply: Reply::Error(ErrorCode::Internal),
 };
 const NOT_MEMBER_TOKEN: Resp = Resp {
     status: 403,
     description: r#"The token is not a member API token (code `FORBIDDEN`)."#,
-    reply: Reply::Error("FORBIDDEN"),
+    reply: Reply::Error(ErrorCode::Forbidden),
 };
 const UNAUTHORIZED: Resp = Resp {
     status: 401,
     description: r#"No `Authorization: Bearer` header, or an unknown, expired or revoked token (code `UNAUTHORIZED`)."#,
-    reply: Reply::Error("UNAUTHORIZED"),
+    reply: Reply::Error(ErrorCode::Unauthorized),
 };
 const BODY_TIMEOUT: Resp = Resp {
     status: 408,
     description: r#"The request body did not arrive within the body timeout; the connection closes (code `REQUEST_TIMEOUT`)."#,
-    reply: Reply::Error("REQUEST_TIMEOUT"),
+    reply: Reply::Error(ErrorCode::RequestTimeout),
 };
 const BODY_TOO_LARGE: Resp = Resp {
     status: 413,
     description: r#"The request body exceeds 1 MiB (code `PAYLOAD_TOO_LARGE`)."#,
-    reply: Reply::Error("PAYLOAD_TOO_LARGE"),
+    reply: Reply::Error(ErrorCode::PayloadTooLarge),
 };
 const NOT_ADMIN: Resp = Resp {
     status: 403,
     description: r#"The token is not a member API token, or the member is not an admin (code `FORBIDDEN`)."#,
-    reply: Reply::Error("FORBIDDEN"),
+    reply: Reply::Error(ErrorCode::Forbidden),
 };
 /// The 403 of the job routes, which a CI token may call too.
 const JOB_FORBIDDEN: Resp = Resp {
     status: 403,
     description: r#"The token is neither a member API token nor a linked repository's CI token (code `FORBIDDEN`), or it is the CI token of a run whose ref or event its CI link does not allow, or of a job for a pool other than the link's runtime (code `CI_NOT_ALLOWED`)."#,
-    reply: Reply::Error("FORBIDDEN"),
+    reply: Reply::Error(ErrorCode::Forbidden),
 };
 const NOT_RUNNER_TOKEN: Resp = Resp {
     status: 403,
     description: r#"The token is not a runner token (code `FORBIDDEN`)."#,
-    reply: Reply::Error("FORBIDDEN"),
+    reply: Reply::Error(ErrorCode::Forbidden),
 };
 const RUNNER_UNAUTHORIZED: Resp = Resp {
     status: 401,
     description: r#"No `Authorization: Bearer` header, an unknown token, or the runner was revoked (code `UNAUTHORIZED`)."#,
-    reply: Reply::Error("UNAUTHORIZED"),
+    reply: Reply::Error(ErrorCode::Unauthorized),
 };
 
 pub static OPS: &[Op] = &[
@@ -214,37 +233,37 @@ pub static OPS: &[Op] = &[
             Resp {
                 status: 400,
                 description: r#"The JSON body is malformed, has unknown or missing fields or wrong types, a field is out of range (command/script, env, requires, timeoutSeconds, priority, maxAttempts, image), the `Idempotency-Key` is not 1-255 printable ASCII characters, or the runtime ref breaks the grammar (`INVALID_REF`) (code `BAD_REQUEST`, `INVALID_REF`)."#,
-                reply: Reply::Error("BAD_REQUEST"),
+                reply: Reply::Error(ErrorCode::BadRequest),
             },
             UNAUTHORIZED,
             Resp {
                 status: 402,
                 description: r#"The target is workspace-owned and the workspace budget is spent (code `BUDGET_EXCEEDED`)."#,
-                reply: Reply::Error("BUDGET_EXCEEDED"),
+                reply: Reply::Error(ErrorCode::BudgetExceeded),
             },
             JOB_FORBIDDEN,
             Resp {
                 status: 404,
                 description: r#"The ref names no pool or runner the caller can see, or the pool has no runner (`NO_RUNNERS`) (code `NOT_FOUND`, `NO_RUNNERS`)."#,
-                reply: Reply::Error("NOT_FOUND"),
+                reply: Reply::Error(ErrorCode::NotFound),
             },
             BODY_TIMEOUT,
             Resp {
                 status: 409,
                 description: r#"The `Idempotency-Key` was used in the last 24 hours with a different body (code `CONFLICT`)."#,
-                reply: Reply::Error("CONFLICT"),
+                reply: Reply::Error(ErrorCode::Conflict),
             },
             BODY_TOO_LARGE,
             Resp {
                 status: 422,
                 description: r#"The ref pins a runner that lacks a capability in `requires` (code `CAPABILITY_MISMATCH`)."#,
-                reply: Reply::Error("CAPABILITY_MISMATCH"),
+                reply: Reply::Error(ErrorCode::CapabilityMismatch),
             },
             TOO_MANY_LARGE_ANSWERS,
             Resp {
                 status: 500,
                 description: r#"Something failed inside the coordinator; details are in its log only. When the write may or may not have happened the message says so: retry with the same `Idempotency-Key` (code `INTERNAL`)."#,
-                reply: Reply::Error("INTERNAL"),
+                reply: Reply::Error(ErrorCode::Internal),
             },
             OVERLOADED,
         ],
@@ -270,7 +289,7 @@ pub static OPS: &[Op] = &[
             Resp {
                 status: 400,
                 description: r#"Unknown `state`, `limit` outside 1..=1000, a `before` that is not a page's `nextBefore`, or an unknown query parameter (code `BAD_REQUEST`)."#,
-                reply: Reply::Error("BAD_REQUEST"),
+                reply: Reply::Error(ErrorCode::BadRequest),
             },
             UNAUTHORIZED,
             JOB_FORBIDDEN,
@@ -300,13 +319,13 @@ pub static OPS: &[Op] = &[
             Resp {
                 status: 401,
                 description: r#"No `Authorization: Bearer` header, or an unknown, expired or revoked token (code `UNAUTHORIZED`)."#,
-                reply: Reply::Error("UNAUTHORIZED"),
+                reply: Reply::Error(ErrorCode::Unauthorized),
             },
             JOB_FORBIDDEN,
             Resp {
                 status: 404,
                 description: r#"No such job, or one the caller may not see (code `NOT_FOUND`)."#,
-                reply: Reply::Error("NOT_FOUND"),
+                reply: Reply::Error(ErrorCode::NotFound),
             },
             TOO_MANY_LARGE_ANSWERS,
             INTERNAL,
@@ -334,18 +353,18 @@ pub static OPS: &[Op] = &[
             Resp {
                 status: 401,
                 description: r#"No `Authorization: Bearer` header, or an unknown, expired or revoked token (code `UNAUTHORIZED`)."#,
-                reply: Reply::Error("UNAUTHORIZED"),
+                reply: Reply::Error(ErrorCode::Unauthorized),
             },
             JOB_FORBIDDEN,
             Resp {
                 status: 404,
                 description: r#"No such job, or one the caller may not see (code `NOT_FOUND`)."#,
-                reply: Reply::Error("NOT_FOUND"),
+                reply: Reply::Error(ErrorCode::NotFound),
             },
             Resp {
                 status: 409,
                 description: r#"The job already finished in a state other than `cancelled` (code `CONFLICT`)."#,
-                reply: Reply::Error("CONFLICT"),
+                reply: Reply::Error(ErrorCode::Conflict),
             },
             TOO_MANY_LARGE_ANSWERS,
             INTERNAL,
@@ -375,14 +394,14 @@ pub static OPS: &[Op] = &[
             Resp {
                 status: 400,
                 description: r#"`follow` is not a boolean, or an unknown query parameter (code `BAD_REQUEST`)."#,
-                reply: Reply::Error("BAD_REQUEST"),
+                reply: Reply::Error(ErrorCode::BadRequest),
             },
             UNAUTHORIZED,
             JOB_FORBIDDEN,
             Resp {
                 status: 404,
                 description: r#"No such job, or one the caller may not see (code `NOT_FOUND`)."#,
-                reply: Reply::Error("NOT_FOUND"),
+                reply: Reply::Error(ErrorCode::NotFound),
             },
             TOO_MANY_LARGE_ANSWERS,
             INTERNAL,
@@ -414,7 +433,7 @@ pub static OPS: &[Op] = &[
             Resp {
                 status: 400,
                 description: r#"The JSON body is malformed, has unknown or missing fields or wrong types, or the name is invalid (code `BAD_REQUEST`)."#,
-                reply: Reply::Error("BAD_REQUEST"),
+                reply: Reply::Error(ErrorCode::BadRequest),
             },
             UNAUTHORIZED,
             NOT_MEMBER_TOKEN,
@@ -422,7 +441,7 @@ pub static OPS: &[Op] = &[
             Resp {
                 status: 409,
                 description: r#"A pool with this name already exists for this owner (code `CONFLICT`)."#,
-                reply: Reply::Error("CONFLICT"),
+                reply: Reply::Error(ErrorCode::Conflict),
             },
             BODY_TOO_LARGE,
             INTERNAL,
@@ -450,7 +469,7 @@ pub static OPS: &[Op] = &[
             Resp {
                 status: 401,
                 description: r#"No `Authorization: Bearer` header, or an unknown, expired or revoked token (code `UNAUTHORIZED`)."#,
-                reply: Reply::Error("UNAUTHORIZED"),
+                reply: Reply::Error(ErrorCode::Unauthorized),
             },
             NOT_MEMBER_TOKEN,
             INTERNAL,
@@ -482,14 +501,14 @@ pub static OPS: &[Op] = &[
             Resp {
                 status: 400,
                 description: r#"The JSON body is malformed, has unknown or missing fields or wrong types, or `ttlSeconds` is outside 1..=2592000 (code `BAD_REQUEST`)."#,
-                reply: Reply::Error("BAD_REQUEST"),
+                reply: Reply::Error(ErrorCode::BadRequest),
             },
             UNAUTHORIZED,
             NOT_MEMBER_TOKEN,
             Resp {
                 status: 404,
                 description: r#"No pool with this name or id for this owner (code `NOT_FOUND`)."#,
-                reply: Reply::Error("NOT_FOUND"),
+                reply: Reply::Error(ErrorCode::NotFound),
             },
             BODY_TIMEOUT,
             BODY_TOO_LARGE,
@@ -522,7 +541,7 @@ pub static OPS: &[Op] = &[
             Resp {
                 status: 400,
                 description: r#"The JSON body is malformed, has unknown or missing fields or wrong types, or the name is invalid (code `BAD_REQUEST`)."#,
-                reply: Reply::Error("BAD_REQUEST"),
+                reply: Reply::Error(ErrorCode::BadRequest),
             },
             UNAUTHORIZED,
             NOT_ADMIN,
@@ -530,7 +549,7 @@ pub static OPS: &[Op] = &[
             Resp {
                 status: 409,
                 description: r#"A pool with this name already exists for this owner (code `CONFLICT`)."#,
-                reply: Reply::Error("CONFLICT"),
+                reply: Reply::Error(ErrorCode::Conflict),
             },
             BODY_TOO_LARGE,
             INTERNAL,
@@ -558,7 +577,7 @@ pub static OPS: &[Op] = &[
             Resp {
                 status: 401,
                 description: r#"No `Authorization: Bearer` header, or an unknown, expired or revoked token (code `UNAUTHORIZED`)."#,
-                reply: Reply::Error("UNAUTHORIZED"),
+                reply: Reply::Error(ErrorCode::Unauthorized),
             },
             NOT_MEMBER_TOKEN,
             INTERNAL,
@@ -590,14 +609,14 @@ pub static OPS: &[Op] = &[
             Resp {
                 status: 400,
                 description: r#"The JSON body is malformed, has unknown or missing fields or wrong types, or `ttlSeconds` is outside 1..=2592000 (code `BAD_REQUEST`)."#,
-                reply: Reply::Error("BAD_REQUEST"),
+                reply: Reply::Error(ErrorCode::BadRequest),
             },
             UNAUTHORIZED,
             NOT_ADMIN,
             Resp {
                 status: 404,
                 description: r#"No pool with this name or id for this owner (code `NOT_FOUND`)."#,
-                reply: Reply::Error("NOT_FOUND"),
+                reply: Reply::Error(ErrorCode::NotFound),
             },
             BODY_TIMEOUT,
             BODY_TOO_LARGE,
@@ -652,7 +671,7 @@ pub static OPS: &[Op] = &[
             Resp {
                 status: 404,
                 description: r#"No join token with this id for the caller's personal pools (code `NOT_FOUND`)."#,
-                reply: Reply::Error("NOT_FOUND"),
+                reply: Reply::Error(ErrorCode::NotFound),
             },
             INTERNAL,
             OVERLOADED,
@@ -705,7 +724,7 @@ pub static OPS: &[Op] = &[
             Resp {
                 status: 404,
                 description: r#"No join token with this id for the workspace-owned pools (code `NOT_FOUND`)."#,
-                reply: Reply::Error("NOT_FOUND"),
+                reply: Reply::Error(ErrorCode::NotFound),
             },
             INTERNAL,
             OVERLOADED,
@@ -736,14 +755,14 @@ pub static OPS: &[Op] = &[
             Resp {
                 status: 400,
                 description: r#"The JSON body is malformed, has unknown or missing fields or wrong types, or the name or a label is invalid (code `BAD_REQUEST`)."#,
-                reply: Reply::Error("BAD_REQUEST"),
+                reply: Reply::Error(ErrorCode::BadRequest),
             },
             UNAUTHORIZED,
             NOT_MEMBER_TOKEN,
             Resp {
                 status: 404,
                 description: r#"No pool with this name or id for this owner (code `NOT_FOUND`)."#,
-                reply: Reply::Error("NOT_FOUND"),
+                reply: Reply::Error(ErrorCode::NotFound),
             },
             BODY_TIMEOUT,
             BODY_TOO_LARGE,
@@ -772,7 +791,7 @@ pub static OPS: &[Op] = &[
             Resp {
                 status: 401,
                 description: r#"No `Authorization: Bearer` header, or an unknown, expired or revoked token (code `UNAUTHORIZED`)."#,
-                reply: Reply::Error("UNAUTHORIZED"),
+                reply: Reply::Error(ErrorCode::Unauthorized),
             },
             NOT_MEMBER_TOKEN,
             INTERNAL,
@@ -800,13 +819,13 @@ pub static OPS: &[Op] = &[
             Resp {
                 status: 401,
                 description: r#"No `Authorization: Bearer` header, or an unknown, expired or revoked token (code `UNAUTHORIZED`)."#,
-                reply: Reply::Error("UNAUTHORIZED"),
+                reply: Reply::Error(ErrorCode::Unauthorized),
             },
             NOT_MEMBER_TOKEN,
             Resp {
                 status: 404,
                 description: r#"No live personal runner with this id in the caller's scope (code `NOT_FOUND`)."#,
-                reply: Reply::Error("NOT_FOUND"),
+                reply: Reply::Error(ErrorCode::NotFound),
             },
             INTERNAL,
             OVERLOADED,
@@ -837,14 +856,14 @@ pub static OPS: &[Op] = &[
             Resp {
                 status: 400,
                 description: r#"The JSON body is malformed, has unknown or missing fields or wrong types, or the name or a label is invalid (code `BAD_REQUEST`)."#,
-                reply: Reply::Error("BAD_REQUEST"),
+                reply: Reply::Error(ErrorCode::BadRequest),
             },
             UNAUTHORIZED,
             NOT_ADMIN,
             Resp {
                 status: 404,
                 description: r#"No pool with this name or id for this owner (code `NOT_FOUND`)."#,
-                reply: Reply::Error("NOT_FOUND"),
+                reply: Reply::Error(ErrorCode::NotFound),
             },
             BODY_TIMEOUT,
             BODY_TOO_LARGE,
@@ -873,7 +892,7 @@ pub static OPS: &[Op] = &[
             Resp {
                 status: 401,
                 description: r#"No `Authorization: Bearer` header, or an unknown, expired or revoked token (code `UNAUTHORIZED`)."#,
-                reply: Reply::Error("UNAUTHORIZED"),
+                reply: Reply::Error(ErrorCode::Unauthorized),
             },
             NOT_MEMBER_TOKEN,
             INTERNAL,
@@ -906,13 +925,13 @@ pub static OPS: &[Op] = &[
             Resp {
                 status: 401,
                 description: r#"No `Authorization: Bearer` header, or an unknown, expired or revoked token (code `UNAUTHORIZED`)."#,
-                reply: Reply::Error("UNAUTHORIZED"),
+                reply: Reply::Error(ErrorCode::Unauthorized),
             },
             NOT_ADMIN,
             Resp {
                 status: 404,
                 description: r#"No live workspace-owned runner with this id in the caller's scope (code `NOT_FOUND`)."#,
-                reply: Reply::Error("NOT_FOUND"),
+                reply: Reply::Error(ErrorCode::NotFound),
             },
             INTERNAL,
             OVERLOADED,
@@ -939,7 +958,7 @@ pub static OPS: &[Op] = &[
             Resp {
                 status: 401,
                 description: r#"No `Authorization: Bearer` header, or an unknown, expired or revoked token (code `UNAUTHORIZED`)."#,
-                reply: Reply::Error("UNAUTHORIZED"),
+                reply: Reply::Error(ErrorCode::Unauthorized),
             },
             NOT_MEMBER_TOKEN,
             INTERNAL,
@@ -971,7 +990,7 @@ pub static OPS: &[Op] = &[
             Resp {
                 status: 400,
                 description: r#"The JSON body is malformed, has unknown or missing fields or wrong types, or `limitSeconds` is too large (code `BAD_REQUEST`)."#,
-                reply: Reply::Error("BAD_REQUEST"),
+                reply: Reply::Error(ErrorCode::BadRequest),
             },
             UNAUTHORIZED,
             NOT_ADMIN,
@@ -1002,7 +1021,7 @@ pub static OPS: &[Op] = &[
             Resp {
                 status: 401,
                 description: r#"No `Authorization: Bearer` header, or an unknown, expired or revoked token (code `UNAUTHORIZED`)."#,
-                reply: Reply::Error("UNAUTHORIZED"),
+                reply: Reply::Error(ErrorCode::Unauthorized),
             },
             NOT_MEMBER_TOKEN,
             INTERNAL,
@@ -1030,7 +1049,7 @@ pub static OPS: &[Op] = &[
             Resp {
                 status: 401,
                 description: r#"No `Authorization: Bearer` header, or an unknown, expired or revoked token (code `UNAUTHORIZED`)."#,
-                reply: Reply::Error("UNAUTHORIZED"),
+                reply: Reply::Error(ErrorCode::Unauthorized),
             },
             NOT_MEMBER_TOKEN,
             INTERNAL,
@@ -1058,7 +1077,7 @@ pub static OPS: &[Op] = &[
             Resp {
                 status: 401,
                 description: r#"No `Authorization: Bearer` header, or an unknown, expired or revoked token (code `UNAUTHORIZED`)."#,
-                reply: Reply::Error("UNAUTHORIZED"),
+                reply: Reply::Error(ErrorCode::Unauthorized),
             },
             NOT_MEMBER_TOKEN,
             INTERNAL,
@@ -1090,24 +1109,24 @@ pub static OPS: &[Op] = &[
             Resp {
                 status: 400,
                 description: r#"The JSON body is malformed, or `deviceName` is empty, over 64 characters or holds control characters (code `BAD_REQUEST`)."#,
-                reply: Reply::Error("BAD_REQUEST"),
+                reply: Reply::Error(ErrorCode::BadRequest),
             },
             Resp {
                 status: 404,
                 description: r#"No such pairing code (unknown or malformed; code `NOT_FOUND`)."#,
-                reply: Reply::Error("NOT_FOUND"),
+                reply: Reply::Error(ErrorCode::NotFound),
             },
             BODY_TIMEOUT,
             Resp {
                 status: 410,
                 description: r#"The code was already redeemed (code `PAIRING_CODE_USED`), or is older than ten minutes (code `PAIRING_CODE_EXPIRED`)."#,
-                reply: Reply::Error("PAIRING_CODE_USED"),
+                reply: Reply::Error(ErrorCode::PairingCodeUsed),
             },
             BODY_TOO_LARGE,
             Resp {
                 status: 429,
                 description: r#"Too many wrong pairing codes from this client address; retry after `Retry-After` seconds (code `RATE_LIMITED`)."#,
-                reply: Reply::Error("RATE_LIMITED"),
+                reply: Reply::Error(ErrorCode::RateLimited),
             },
             INTERNAL,
             OVERLOADED,
@@ -1134,7 +1153,7 @@ pub static OPS: &[Op] = &[
             Resp {
                 status: 401,
                 description: r#"No `Authorization: Bearer` header, or an unknown, expired or revoked token (code `UNAUTHORIZED`)."#,
-                reply: Reply::Error("UNAUTHORIZED"),
+                reply: Reply::Error(ErrorCode::Unauthorized),
             },
             NOT_MEMBER_TOKEN,
             INTERNAL,
@@ -1162,13 +1181,13 @@ pub static OPS: &[Op] = &[
             Resp {
                 status: 401,
                 description: r#"No `Authorization: Bearer` header, or an unknown, expired or revoked token (code `UNAUTHORIZED`)."#,
-                reply: Reply::Error("UNAUTHORIZED"),
+                reply: Reply::Error(ErrorCode::Unauthorized),
             },
             NOT_MEMBER_TOKEN,
             Resp {
                 status: 404,
                 description: r#"No token with this id among the caller's (another member's token is not found either; code `NOT_FOUND`)."#,
-                reply: Reply::Error("NOT_FOUND"),
+                reply: Reply::Error(ErrorCode::NotFound),
             },
             INTERNAL,
             OVERLOADED,
@@ -1199,22 +1218,22 @@ pub static OPS: &[Op] = &[
             Resp {
                 status: 400,
                 description: r#"The JSON body is malformed, has unknown or missing fields or wrong types, the name or a capability is invalid, the ref breaks the grammar (`INVALID_REF`), or the `drover-protocol` header is not a number (code `BAD_REQUEST`, `INVALID_REF`, `UNSUPPORTED_PROTOCOL`)."#,
-                reply: Reply::Error("BAD_REQUEST"),
+                reply: Reply::Error(ErrorCode::BadRequest),
             },
             Resp {
                 status: 401,
                 description: r#"No `Authorization: Bearer` header, or an unknown, expired or revoked join token (code `UNAUTHORIZED`)."#,
-                reply: Reply::Error("UNAUTHORIZED"),
+                reply: Reply::Error(ErrorCode::Unauthorized),
             },
             Resp {
                 status: 403,
                 description: r#"The token is not a join token (code `FORBIDDEN`)."#,
-                reply: Reply::Error("FORBIDDEN"),
+                reply: Reply::Error(ErrorCode::Forbidden),
             },
             Resp {
                 status: 404,
                 description: r#"The ref does not name the join token's pool, or that pool no longer exists (code `NOT_FOUND`)."#,
-                reply: Reply::Error("NOT_FOUND"),
+                reply: Reply::Error(ErrorCode::NotFound),
             },
             BODY_TIMEOUT,
             BODY_TOO_LARGE,
@@ -1243,22 +1262,22 @@ pub static OPS: &[Op] = &[
             Resp {
                 status: 400,
                 description: r#"The `drover-protocol` header is not a number (code `UNSUPPORTED_PROTOCOL`)."#,
-                reply: Reply::Error("UNSUPPORTED_PROTOCOL"),
+                reply: Reply::Error(ErrorCode::UnsupportedProtocol),
             },
             Resp {
                 status: 401,
                 description: r#"No `Authorization: Bearer` header, or an unknown, expired or revoked join token (code `UNAUTHORIZED`)."#,
-                reply: Reply::Error("UNAUTHORIZED"),
+                reply: Reply::Error(ErrorCode::Unauthorized),
             },
             Resp {
                 status: 403,
                 description: r#"The token is not a join token (code `FORBIDDEN`)."#,
-                reply: Reply::Error("FORBIDDEN"),
+                reply: Reply::Error(ErrorCode::Forbidden),
             },
             Resp {
                 status: 404,
                 description: r#"The join token's pool no longer exists (code `NOT_FOUND`)."#,
-                reply: Reply::Error("NOT_FOUND"),
+                reply: Reply::Error(ErrorCode::NotFound),
             },
             INTERNAL,
         ],
@@ -1288,7 +1307,7 @@ pub static OPS: &[Op] = &[
             Resp {
                 status: 400,
                 description: r#"The JSON body is malformed, has unknown or missing fields or wrong types, a capability is invalid, `slots` is outside 1..=256, or the `drover-protocol` header is not a number (code `BAD_REQUEST`, `UNSUPPORTED_PROTOCOL`)."#,
-                reply: Reply::Error("BAD_REQUEST"),
+                reply: Reply::Error(ErrorCode::BadRequest),
             },
             RUNNER_UNAUTHORIZED,
             NOT_RUNNER_TOKEN,
@@ -1319,12 +1338,12 @@ pub static OPS: &[Op] = &[
             Resp {
                 status: 400,
                 description: r#"The `drover-protocol` header is not a number (code `UNSUPPORTED_PROTOCOL`)."#,
-                reply: Reply::Error("UNSUPPORTED_PROTOCOL"),
+                reply: Reply::Error(ErrorCode::UnsupportedProtocol),
             },
             Resp {
                 status: 401,
                 description: r#"No `Authorization: Bearer` header, an unknown token, or the runner was revoked already (code `UNAUTHORIZED`)."#,
-                reply: Reply::Error("UNAUTHORIZED"),
+                reply: Reply::Error(ErrorCode::Unauthorized),
             },
             NOT_RUNNER_TOKEN,
             INTERNAL,
@@ -1356,7 +1375,7 @@ pub static OPS: &[Op] = &[
             Resp {
                 status: 400,
                 description: r#"The JSON body is malformed, has unknown or missing fields or wrong types, or the `drover-protocol` header is not a number (code `BAD_REQUEST`, `UNSUPPORTED_PROTOCOL`)."#,
-                reply: Reply::Error("BAD_REQUEST"),
+                reply: Reply::Error(ErrorCode::BadRequest),
             },
             RUNNER_UNAUTHORIZED,
             NOT_RUNNER_TOKEN,
@@ -1365,7 +1384,7 @@ pub static OPS: &[Op] = &[
             Resp {
                 status: 429,
                 description: r#"The runner already holds as many leases as its slots, or has a lease request waiting for each of them; it should finish a job (or wait) and ask again. Nothing was leased (code `LEASE_LIMIT`)."#,
-                reply: Reply::Error("LEASE_LIMIT"),
+                reply: Reply::Error(ErrorCode::LeaseLimit),
             },
             INTERNAL,
             OVERLOADED,
@@ -1396,7 +1415,7 @@ pub static OPS: &[Op] = &[
             Resp {
                 status: 400,
                 description: r#"The JSON body is malformed, has unknown or missing fields or wrong types, or the `drover-protocol` header is not a number (code `BAD_REQUEST`, `UNSUPPORTED_PROTOCOL`)."#,
-                reply: Reply::Error("BAD_REQUEST"),
+                reply: Reply::Error(ErrorCode::BadRequest),
             },
             RUNNER_UNAUTHORIZED,
             NOT_RUNNER_TOKEN,
@@ -1404,7 +1423,7 @@ pub static OPS: &[Op] = &[
             Resp {
                 status: 409,
                 description: r#"The lease is no longer held by this runner (expired, re-queued or revoked) (code `LEASE_LOST`)."#,
-                reply: Reply::Error("LEASE_LOST"),
+                reply: Reply::Error(ErrorCode::LeaseLost),
             },
             BODY_TOO_LARGE,
             INTERNAL,
@@ -1436,7 +1455,7 @@ pub static OPS: &[Op] = &[
             Resp {
                 status: 400,
                 description: r#"The JSON body is malformed, has unknown or missing fields or wrong types, `seq` is too large, or the `drover-protocol` header is not a number (code `BAD_REQUEST`, `UNSUPPORTED_PROTOCOL`)."#,
-                reply: Reply::Error("BAD_REQUEST"),
+                reply: Reply::Error(ErrorCode::BadRequest),
             },
             RUNNER_UNAUTHORIZED,
             NOT_RUNNER_TOKEN,
@@ -1444,7 +1463,7 @@ pub static OPS: &[Op] = &[
             Resp {
                 status: 409,
                 description: r#"The lease is no longer held by this runner (expired, re-queued or revoked) (code `LEASE_LOST`)."#,
-                reply: Reply::Error("LEASE_LOST"),
+                reply: Reply::Error(ErrorCode::LeaseLost),
             },
             BODY_TOO_LARGE,
             INTERNAL,
@@ -1476,7 +1495,7 @@ pub static OPS: &[Op] = &[
             Resp {
                 status: 400,
                 description: r#"The JSON body is malformed, has unknown or missing fields or wrong types, or the `drover-protocol` header is not a number (code `BAD_REQUEST`, `UNSUPPORTED_PROTOCOL`)."#,
-                reply: Reply::Error("BAD_REQUEST"),
+                reply: Reply::Error(ErrorCode::BadRequest),
             },
             RUNNER_UNAUTHORIZED,
             NOT_RUNNER_TOKEN,
@@ -1484,7 +1503,7 @@ pub static OPS: &[Op] = &[
             Resp {
                 status: 409,
                 description: r#"The lease is no longer held by this runner (expired, re-queued or revoked) (code `LEASE_LOST`)."#,
-                reply: Reply::Error("LEASE_LOST"),
+                reply: Reply::Error(ErrorCode::LeaseLost),
             },
             BODY_TOO_LARGE,
             INTERNAL,
@@ -1512,7 +1531,7 @@ pub static OPS: &[Op] = &[
             Resp {
                 status: 503,
                 description: r#"The coordinator is overloaded (too many connections, large bodies or member reads in flight, or a busy database); retry after `Retry-After` seconds (code `OVERLOADED`)."#,
-                reply: Reply::Error("OVERLOADED"),
+                reply: Reply::Error(ErrorCode::Overloaded),
             },
         ],
     },
@@ -1539,7 +1558,7 @@ pub static OPS: &[Op] = &[
             Resp {
                 status: 503,
                 description: r#"The coordinator is overloaded (too many connections, large bodies or member reads in flight, or a busy database); retry after `Retry-After` seconds (code `OVERLOADED`)."#,
-                reply: Reply::Error("OVERLOADED"),
+                reply: Reply::Error(ErrorCode::Overloaded),
             },
         ],
     },
@@ -1566,7 +1585,7 @@ pub static OPS: &[Op] = &[
             Resp {
                 status: 503,
                 description: r#"The coordinator is overloaded (too many connections, large bodies or member reads in flight, or a busy database); retry after `Retry-After` seconds (code `OVERLOADED`)."#,
-                reply: Reply::Error("OVERLOADED"),
+                reply: Reply::Error(ErrorCode::Overloaded),
             },
         ],
     },
@@ -1593,7 +1612,7 @@ pub static OPS: &[Op] = &[
             Resp {
                 status: 503,
                 description: r#"Not ready (code `NOT_READY`; the message says why, naming migration versions at most), or overloaded (code `OVERLOADED`, with `Retry-After`)."#,
-                reply: Reply::Error("NOT_READY"),
+                reply: Reply::Error(ErrorCode::NotReady),
             },
         ],
     },
@@ -1620,7 +1639,7 @@ pub static OPS: &[Op] = &[
             Resp {
                 status: 401,
                 description: r#"`--metrics-token-file` is set and the bearer token is missing or wrong (code `UNAUTHORIZED`)."#,
-                reply: Reply::Error(""),
+                reply: Reply::Error(ErrorCode::Unauthorized),
             },
             OVERLOADED,
         ],
@@ -1646,7 +1665,7 @@ pub static OPS: &[Op] = &[
             Resp {
                 status: 401,
                 description: r#"No `Authorization: Bearer` header, or an unknown, expired or revoked token (code `UNAUTHORIZED`)."#,
-                reply: Reply::Error("UNAUTHORIZED"),
+                reply: Reply::Error(ErrorCode::Unauthorized),
             },
             NOT_ADMIN,
             INTERNAL,
@@ -1678,14 +1697,14 @@ pub static OPS: &[Op] = &[
             Resp {
                 status: 400,
                 description: r#"Not a JSON object of this shape, or an invalid email or role (code `BAD_REQUEST`)."#,
-                reply: Reply::Error("BAD_REQUEST"),
+                reply: Reply::Error(ErrorCode::BadRequest),
             },
             UNAUTHORIZED,
             NOT_ADMIN,
             Resp {
                 status: 409,
                 description: r#"Already an active member of this workspace (code `CONFLICT`)."#,
-                reply: Reply::Error("CONFLICT"),
+                reply: Reply::Error(ErrorCode::Conflict),
             },
             INTERNAL,
             OVERLOADED,
@@ -1716,19 +1735,19 @@ pub static OPS: &[Op] = &[
             Resp {
                 status: 400,
                 description: r#"Not a JSON object of this shape, or an invalid email or role (code `BAD_REQUEST`)."#,
-                reply: Reply::Error("BAD_REQUEST"),
+                reply: Reply::Error(ErrorCode::BadRequest),
             },
             UNAUTHORIZED,
             NOT_ADMIN,
             Resp {
                 status: 404,
                 description: r#"No current member with this id in the caller's workspace (code `NOT_FOUND`)."#,
-                reply: Reply::Error("NOT_FOUND"),
+                reply: Reply::Error(ErrorCode::NotFound),
             },
             Resp {
                 status: 409,
                 description: r#"The change would leave the workspace without an admin (code `LAST_ADMIN`)."#,
-                reply: Reply::Error("LAST_ADMIN"),
+                reply: Reply::Error(ErrorCode::LastAdmin),
             },
             INTERNAL,
             OVERLOADED,
@@ -1755,18 +1774,18 @@ pub static OPS: &[Op] = &[
             Resp {
                 status: 401,
                 description: r#"No `Authorization: Bearer` header, or an unknown, expired or revoked token (code `UNAUTHORIZED`)."#,
-                reply: Reply::Error("UNAUTHORIZED"),
+                reply: Reply::Error(ErrorCode::Unauthorized),
             },
             NOT_ADMIN,
             Resp {
                 status: 404,
                 description: r#"No current member with this id in the caller's workspace (code `NOT_FOUND`)."#,
-                reply: Reply::Error("NOT_FOUND"),
+                reply: Reply::Error(ErrorCode::NotFound),
             },
             Resp {
                 status: 409,
                 description: r#"The change would leave the workspace without an admin (code `LAST_ADMIN`)."#,
-                reply: Reply::Error("LAST_ADMIN"),
+                reply: Reply::Error(ErrorCode::LastAdmin),
             },
             INTERNAL,
             OVERLOADED,
@@ -1793,7 +1812,7 @@ pub static OPS: &[Op] = &[
             Resp {
                 status: 400,
                 description: r#"An unknown parameter or action, or a bad limit or cursor (code `BAD_REQUEST`)."#,
-                reply: Reply::Error("BAD_REQUEST"),
+                reply: Reply::Error(ErrorCode::BadRequest),
             },
             UNAUTHORIZED,
             NOT_ADMIN,
@@ -1822,7 +1841,7 @@ pub static OPS: &[Op] = &[
             Resp {
                 status: 400,
                 description: r#"A month not `YYYY-MM`, a `by` not pool, member or runner, or an unknown parameter (code `BAD_REQUEST`)."#,
-                reply: Reply::Error("BAD_REQUEST"),
+                reply: Reply::Error(ErrorCode::BadRequest),
             },
             UNAUTHORIZED,
             NOT_ADMIN,
@@ -1851,7 +1870,7 @@ pub static OPS: &[Op] = &[
             Resp {
                 status: 400,
                 description: r#"A month not `YYYY-MM`, a `by` not pool, member or runner, or an unknown parameter (code `BAD_REQUEST`)."#,
-                reply: Reply::Error("BAD_REQUEST"),
+                reply: Reply::Error(ErrorCode::BadRequest),
             },
             UNAUTHORIZED,
             NOT_MEMBER_TOKEN,
@@ -1884,7 +1903,7 @@ pub static OPS: &[Op] = &[
             Resp {
                 status: 400,
                 description: r#"A malformed body, or a host this coordinator is not configured with (code `BAD_REQUEST`)."#,
-                reply: Reply::Error("BAD_REQUEST"),
+                reply: Reply::Error(ErrorCode::BadRequest),
             },
             UNAUTHORIZED,
             NOT_ADMIN,
@@ -1988,7 +2007,7 @@ pub static OPS: &[Op] = &[
             Resp {
                 status: 400,
                 description: r#"An unknown parameter, or a page or perPage out of range (code `BAD_REQUEST`)."#,
-                reply: Reply::Error("BAD_REQUEST"),
+                reply: Reply::Error(ErrorCode::BadRequest),
             },
             UNAUTHORIZED,
             NOT_ADMIN,
@@ -2023,14 +2042,14 @@ pub static OPS: &[Op] = &[
             Resp {
                 status: 400,
                 description: r#"A malformed body; both or neither of `repository` and `org`; `runnerGroup` without `org`; a name, label or group GitHub would refuse; an unknown host (code `BAD_REQUEST`)."#,
-                reply: Reply::Error("BAD_REQUEST"),
+                reply: Reply::Error(ErrorCode::BadRequest),
             },
             UNAUTHORIZED,
             NOT_ADMIN,
             Resp {
                 status: 404,
                 description: r#"The App is not installed on that owner (on that host) for this workspace, or no such pool (code `NOT_FOUND`)."#,
-                reply: Reply::Error("NOT_FOUND"),
+                reply: Reply::Error(ErrorCode::NotFound),
             },
             BODY_TIMEOUT,
             GITHUB_NOT_CONFIGURED,
@@ -2065,7 +2084,7 @@ pub static OPS: &[Op] = &[
             Resp {
                 status: 400,
                 description: r#"A malformed body, a repository GitHub would not name, an unknown host, bad `runsOn` labels, `refs` or `events`, or a `runtime` that is not a workspace ref (code `BAD_REQUEST`)."#,
-                reply: Reply::Error("BAD_REQUEST"),
+                reply: Reply::Error(ErrorCode::BadRequest),
             },
             UNAUTHORIZED,
             NOT_ADMIN,
@@ -2073,12 +2092,12 @@ pub static OPS: &[Op] = &[
             Resp {
                 status: 404,
                 description: r#"The workspace's GitHub App is not installed on the repository's owner, or its installation does not reach the repository (code `NOT_FOUND`)."#,
-                reply: Reply::Error("NOT_FOUND"),
+                reply: Reply::Error(ErrorCode::NotFound),
             },
             Resp {
                 status: 409,
                 description: r#"Another workspace links that repository (code `CONFLICT`), or this coordinator has no GitHub App configured (code `GITHUB_NOT_CONFIGURED`)."#,
-                reply: Reply::Error("CONFLICT"),
+                reply: Reply::Error(ErrorCode::Conflict),
             },
             BODY_TOO_LARGE,
             INTERNAL,

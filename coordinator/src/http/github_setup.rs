@@ -10,6 +10,7 @@
 
 use axum::Router;
 use axum::extract::State;
+use axum::extract::rejection::QueryRejection;
 use axum::http::StatusCode;
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::get;
@@ -56,8 +57,16 @@ fn page(status: StatusCode, title: &str, text: &str) -> Response {
 
 pub(super) async fn setup(
     State(st): State<AppState>,
-    axum::extract::Query(q): axum::extract::Query<SetupParams>,
+    query: Result<axum::extract::Query<SetupParams>, QueryRejection>,
 ) -> Response {
+    // A browser lands here: even a malformed query answers a page.
+    let q = match query {
+        Ok(axum::extract::Query(q)) => q,
+        Err(rejection) => {
+            let text = format!("{} (BAD_REQUEST)", rejection.body_text());
+            return page(StatusCode::BAD_REQUEST, "GitHub App not linked", &text);
+        }
+    };
     match link(&st, q).await {
         Ok(text) => page(StatusCode::OK, "GitHub App linked", &text),
         Err(Error::Api { code, message }) => page(

@@ -188,11 +188,13 @@ async fn limit_reads(State(st): State<AppState>, req: Request, next: Next) -> Re
 async fn envelope_errors(req: Request, next: Next) -> Response {
     let response = next.run(req).await;
     let status = response.status();
-    let is_json = response
-        .headers()
-        .get(header::CONTENT_TYPE)
-        .is_some_and(|v| v.as_bytes().starts_with(b"application/json"));
-    if !(status.is_client_error() || status.is_server_error()) || is_json {
+    // JSON is the envelope already; HTML is a page of ours for a browser
+    // (the GitHub setup redirect), documented as such.
+    let ours = response.headers().get(header::CONTENT_TYPE).is_some_and(|v| {
+        let v = v.as_bytes();
+        v.starts_with(b"application/json") || v.starts_with(b"text/html")
+    });
+    if !(status.is_client_error() || status.is_server_error()) || ours {
         return response;
     }
     let (parts, body) = response.into_parts();

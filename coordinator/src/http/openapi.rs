@@ -8,7 +8,7 @@ use schemars::SchemaGenerator;
 use schemars::generate::SchemaSettings;
 use serde_json::{Map, Value, json};
 
-use super::catalogue::{Auth, OPS, Op, Reply, SchemaFn, VERSION_SKEW, schema};
+use super::catalogue::{Auth, OPS, Op, Reply, SchemaFn, implied, schema};
 
 /// What is not an operation: the title, the tags, the security schemes and
 /// the shared header parameters.
@@ -215,6 +215,10 @@ fn operation(op: &Op, g: &mut SchemaGenerator) -> Value {
             }));
         }
     }
+    let surface = json!({"$ref": "#/components/parameters/Surface"});
+    if op.auth == Auth::Member && !params.contains(&surface) {
+        params.push(surface);
+    }
     if !params.is_empty() {
         o["parameters"] = Value::Array(params);
     }
@@ -229,8 +233,7 @@ fn operation(op: &Op, g: &mut SchemaGenerator) -> Value {
         o["requestBody"] = b;
     }
     let mut responses = Map::new();
-    let skew = (op.path != "/healthz").then_some(&VERSION_SKEW);
-    for r in op.responses.iter().chain(skew) {
+    for r in op.responses.iter().chain(implied(op)) {
         let mut resp = json!({"description": r.description});
         let content = match &r.reply {
             Reply::Empty => None,
@@ -286,5 +289,39 @@ mod tests {
         if let Ok(path) = std::env::var("DROVER_DUMP_OPENAPI") {
             std::fs::write(path, serde_json::to_string_pretty(&doc).unwrap()).unwrap();
         }
+    }
+
+    /// Every error an operation documents has the status the one table
+    /// gives its code, and every code its prose names (`` `CODE` ``) is
+    /// a real `ErrorCode` of that status.
+    #[test]
+    fn documented_errors_match_the_status_table() {
+        use super::super::error::status_of;
+        let code_in_prose = |word: &str| -> Option<wire::ErrorCode> {
+            let code: wire::ErrorCode = serde_json::from_value(json!(word)).ok()?;
+            (code.as_str() == word).then_some(code)
+        };
+        let mut checked = 0;
+        for op in OPS {
+            for r in op.responses.iter().chain(implied(op)) {
+                let at = format!("{} {} {}", op.method, op.path, r.status);
+                if let Reply::Error(code) = r.reply {
+                    assert_eq!(status_of(code).as_u16(), r.status, "{at}: {code:?}");
+                    checked += 1;
+                }
+                for word in r.description.split('`').skip(1).step_by(2) {
+                    let screaming = word.len() > 3
+                        && word.chars().all(|c| c.is_ascii_uppercase() || c == '_');
+                    if !screaming || r.status < 400 {
+                        continue;
+                    }
+                    let code = code_in_prose(word)
+                        .unwrap_or_else(|| panic!("{at}: `{word}` is not an error code"));
+                    assert_eq!(status_of(code).as_u16(), r.status, "{at}: `{word}`");
+                    checked += 1;
+                }
+            }
+        }
+        assert!(checked > 100, "only {checked} documented errors");
     }
 }

@@ -1,6 +1,8 @@
 //! The SQLite and PostgreSQL migrations must build the same schema: the
 //! same tables, columns (names, types normalised to a few kinds, NOT NULL),
-//! primary keys and indexes (names, columns, order, unique, partial).
+//! primary keys, indexes (names, columns, order, unique, partial) and
+//! triggers (names and events). PostgreSQL's functions are its triggers'
+//! and those named in `POSTGRES_FUNCTIONS`, no others.
 //!
 //! Needs PostgreSQL: it runs in the PostgreSQL pass of tests/run.sh
 //! (`DROVER_TEST_DATABASE=postgres`), and fails there when the server
@@ -10,7 +12,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use sqlx::AnyPool;
 
-use super::tests::{TestDatabase, on_postgres};
+use super::tests::{TestDatabase, needs};
 use super::{Durability, Store};
 
 /// A column's type, as one of a few kinds.
@@ -36,7 +38,21 @@ struct Table {
     primary_key: Vec<String>,
     /// (name, or `unique` for a UNIQUE constraint's, columns, unique, partial)
     indexes: BTreeSet<(String, String, bool, bool)>,
+    /// (name, event: `insert`, `update` or `delete`)
+    triggers: BTreeSet<(String, String)>,
 }
+
+/// The functions PostgreSQL has that SQLite needs none of, besides the
+/// triggers' own (named after their trigger).
+const POSTGRES_FUNCTIONS: &[&str] = &[
+    // A lease batch in one call (the store's PostgreSQL lease).
+    "drover_lease",
+    // Whether capabilities satisfy a job's `requires` (drover_lease's).
+    "drover_satisfies",
+    // The lease reads in one call: kept while a replica of the version
+    // before drover_lease may still be running against the database.
+    "drover_lease_reads",
+];
 
 type Schema = BTreeMap<String, Table>;
 
@@ -96,6 +112,22 @@ async fn sqlite_schema(pool: &AnyPool) -> Schema {
             .indexes
             .insert((name, cols, unique != 0, partial != 0));
     }
+    let triggers: Vec<(String, String, String)> = sqlx::query_as(
+        "SELECT CAST(tbl_name AS TEXT), CAST(name AS TEXT), CAST(sql AS TEXT) FROM sqlite_master WHERE type = 'trigger'",
+    )
+    .fetch_all(pool)
+    .await
+    .unwrap();
+    for (table, name, sql) in triggers {
+        // CREATE TRIGGER name {BEFORE|AFTER} {INSERT|UPDATE [OF …]|DELETE} ON …
+        let sql = sql.to_ascii_lowercase();
+        let event = ["insert", "update", "delete"]
+            .into_iter()
+            .min_by_key(|e| sql.find(&format!(" {e} ")).unwrap_or(usize::MAX))
+            .expect("an event");
+        let t = schema.entry(table).or_default();
+        t.triggers.insert((name, event.to_owned()));
+    }
     schema
 }
 
@@ -149,7 +181,39 @@ async fn postgres_schema(pool: &AnyPool) -> Schema {
         };
         t.indexes.insert((name, cols, unique != 0, partial != 0));
     }
+    // tgtype's bits: 4 insert, 8 delete, 16 update.
+    let triggers: Vec<(String, String, i64)> = sqlx::query_as(
+        "SELECT CAST(c.relname AS TEXT), CAST(t.tgname AS TEXT), CAST(t.tgtype AS BIGINT)
+         FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid
+         JOIN pg_namespace n ON n.oid = c.relnamespace
+         WHERE n.nspname = 'public' AND NOT t.tgisinternal",
+    )
+    .fetch_all(pool)
+    .await
+    .unwrap();
+    for (table, name, kind) in triggers {
+        let event = match kind {
+            k if k & 4 != 0 => "insert",
+            k if k & 16 != 0 => "update",
+            _ => "delete",
+        };
+        let t = schema.entry(table).or_default();
+        t.triggers.insert((name, event.to_owned()));
+    }
     schema
+}
+
+/// PostgreSQL's own functions (not an extension's).
+async fn postgres_functions(pool: &AnyPool) -> BTreeSet<String> {
+    let names: Vec<(String,)> = sqlx::query_as(
+        "SELECT CAST(p.proname AS TEXT) FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+         WHERE n.nspname = 'public'
+           AND NOT EXISTS (SELECT 1 FROM pg_depend d WHERE d.objid = p.oid AND d.deptype = 'e')",
+    )
+    .fetch_all(pool)
+    .await
+    .unwrap();
+    names.into_iter().map(|(n,)| n).collect()
 }
 
 /// Lines naming every difference, for a readable failure.
@@ -173,6 +237,14 @@ fn differences(sqlite: &Schema, postgres: &Schema) -> Vec<String> {
                         s.primary_key, p.primary_key
                     ));
                 }
+                for t in s.triggers.symmetric_difference(&p.triggers) {
+                    let only = if s.triggers.contains(t) {
+                        "SQLite"
+                    } else {
+                        "PostgreSQL"
+                    };
+                    out.push(format!("{name}: trigger {t:?} only on {only}"));
+                }
                 for i in s.indexes.symmetric_difference(&p.indexes) {
                     let only = if s.indexes.contains(i) {
                         "SQLite"
@@ -192,10 +264,9 @@ fn differences(sqlite: &Schema, postgres: &Schema) -> Vec<String> {
 }
 
 #[tokio::test]
-async fn sqlite_and_postgres_migrations_build_the_same_schema() {
-    if !on_postgres() {
-        return; // Runs in the PostgreSQL pass, which has both databases.
-    }
+async fn sqlite_and_postgres_migrations_build_the_same_schema_on_postgres() {
+    // The PostgreSQL pass has both databases.
+    needs(true);
     let sqlite_db = {
         // A SQLite database beside the PostgreSQL one, migrated the same way.
         let dir = std::env::temp_dir().join(format!("drover-schema-{}", std::process::id()));
@@ -217,7 +288,24 @@ async fn sqlite_and_postgres_migrations_build_the_same_schema() {
         s.len() >= 8 && s["jobs"].columns.len() >= 20,
         "read the schema: {s:#?}"
     );
-    let diff = differences(&s, &p);
+    assert!(
+        p["usage"].triggers.len() == 1 && p["jobs"].triggers.len() == 1,
+        "read the triggers: {p:#?}"
+    );
+    let mut diff = differences(&s, &p);
+    let expected: BTreeSet<String> = p
+        .values()
+        .flat_map(|t| t.triggers.iter().map(|(name, _)| name.clone()))
+        .chain(POSTGRES_FUNCTIONS.iter().map(|f| (*f).to_owned()))
+        .collect();
+    let functions = postgres_functions(&postgres.reader).await;
+    for f in functions.symmetric_difference(&expected) {
+        diff.push(if functions.contains(f) {
+            format!("function {f} on PostgreSQL is neither a trigger's nor in POSTGRES_FUNCTIONS")
+        } else {
+            format!("function {f} is expected on PostgreSQL and missing")
+        });
+    }
     assert!(
         diff.is_empty(),
         "the migrations differ:\n{}",

@@ -43,6 +43,19 @@ pub(super) fn on_postgres() -> bool {
     }
 }
 
+/// A test that needs one backend has a name ending in `_on_postgres` or
+/// `_on_sqlite`, and tests/run.sh runs it only in that backend's pass.
+/// Run anywhere else it fails, rather than passing without looking.
+pub(super) fn needs(postgres: bool) {
+    let pass = std::env::var("DROVER_TEST_DATABASE").unwrap_or_default();
+    assert_eq!(
+        on_postgres(),
+        postgres,
+        "this test needs {}: DROVER_TEST_DATABASE={pass:?} (tests/run.sh runs it in that pass)",
+        if postgres { "PostgreSQL" } else { "SQLite" }
+    );
+}
+
 /// The PostgreSQL server's admin URL; loud when missing.
 pub(super) fn postgres_admin_url() -> String {
     std::env::var("DROVER_TEST_PG_URL").unwrap_or_else(|_| {
@@ -395,10 +408,12 @@ async fn one_bad_submit_does_not_fail_its_batch_and_order_is_kept() {
 }
 
 #[tokio::test]
-async fn the_wal_is_checkpointed_into_the_database_in_the_background() {
+async fn the_wal_is_checkpointed_into_the_database_in_the_background_on_sqlite() {
+    // SQLite's write-ahead log; PostgreSQL checkpoints itself.
+    needs(false);
     let f = fixture("checkpoint").await;
     let TestDatabase::Sqlite(dir) = &f.db else {
-        return; // SQLite's write-ahead log; PostgreSQL checkpoints itself.
+        unreachable!("a SQLite fixture");
     };
     let db = dir.join("db.sqlite");
     let size = || std::fs::metadata(&db).unwrap().len();
@@ -664,20 +679,24 @@ async fn an_in_memory_sqlite_database_is_refused_clearly() {
     }
 }
 
-#[tokio::test]
-async fn text_array_literals_read_back_as_the_same_strings() {
-    let items = [
-        "plain",
-        "with \"quotes\"",
-        "back\\slash",
-        "a,b {c}",
-        "",
-        "NULL",
-    ];
+const TEXT_ARRAY_ITEMS: [&str; 6] = [
+    "plain",
+    "with \"quotes\"",
+    "back\\slash",
+    "a,b {c}",
+    "",
+    "NULL",
+];
+
+#[test]
+fn text_array_literals_quote_what_postgresql_reads_specially() {
     assert_eq!(super::text_array(["a\"b", "c\\d"]), r#"{"a\"b","c\\d"}"#);
-    if !on_postgres() {
-        return;
-    }
+}
+
+#[tokio::test]
+async fn text_array_literals_read_back_as_the_same_strings_on_postgres() {
+    needs(true);
+    let items = TEXT_ARRAY_ITEMS;
     let f = fixture("text-array").await;
     let back: String = sqlx::query_scalar("SELECT CAST(array_to_json(CAST($1 AS TEXT[])) AS TEXT)")
         .bind(super::text_array(items))
@@ -692,10 +711,8 @@ async fn text_array_literals_read_back_as_the_same_strings() {
 /// is a write: the look's commit would wait for the WAL to reach the disk),
 /// and still says what a locked look would (here: no room left).
 #[tokio::test]
-async fn a_lease_that_finds_nothing_locks_nothing() {
-    if !on_postgres() {
-        return;
-    }
+async fn a_lease_that_finds_nothing_locks_nothing_on_postgres() {
+    needs(true);
     let f = fixture("quiet-lease").await;
     let one = f.runner("one", &[]).await;
     f.store.runner_hello(&one, &[], 1, 2).await.unwrap();

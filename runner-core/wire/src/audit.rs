@@ -1,0 +1,70 @@
+//! The audit log.
+
+use serde::{Deserialize, Serialize};
+
+/// Who did something: a member, a runner (leaving), or a pool's join token.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct AuditActor {
+    /// `member`, `runner` or `join_token`.
+    pub kind: String,
+    /// The member's or runner's id, or the join token's pool id.
+    pub id: String,
+    pub email: Option<String>,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct AuditEvent {
+    /// Increasing: a later event has a larger id.
+    pub id: String,
+    /// Unix time in milliseconds.
+    pub at: i64,
+    pub actor: AuditActor,
+    /// `rest`, `cli`, `desktop` or `mcp`.
+    pub surface: String,
+    /// E.g. `member.invited`; see [`AUDIT_ACTIONS`].
+    pub action: String,
+    /// What it was done to: an id (`usr_…`, `rn_…`, `rt_…`, `tok_…`, `job_…`, `ws_…`).
+    pub target: String,
+    /// What else there is to know (a role, a name, a limit); never a secret.
+    pub detail: serde_json::Value,
+}
+
+/// A page of the audit log, newest first.
+#[derive(Serialize, Deserialize, Debug, Clone)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct AuditPage {
+    pub events: Vec<AuditEvent>,
+    /// Pass as `before` for the next (older) page; `None` at the end.
+    pub next_before: Option<String>,
+}
+
+/// Every action the audit log records.
+pub const AUDIT_ACTIONS: &[&str] = &[
+    "budget.set",
+    "ci_link.removed",
+    "ci_link.set",
+    "github.install_link_created",
+    "github.installation_linked",
+    "github.runner_installed",
+    "invite.accepted",
+    "invite.revoked",
+    "job.cancelled",
+    "join_token.created",
+    "join_token.revoked",
+    "member.invited",
+    "member.removed",
+    "member.updated",
+    "pairing_code.created",
+    "pairing_code.redeemed",
+    "runner.joined",
+    "runner.left",
+    "runner.paired",
+    "runner.revoked",
+    "runtime.created",
+    "token.revoked",
+];
