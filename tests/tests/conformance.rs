@@ -22,7 +22,12 @@ fn schemathesis(url: &str, token: &str, report: &std::path::Path) -> (bool, Stri
         .args(["--header", &format!("Authorization: Bearer {token}")])
         // Examples from the document, the coverage phase's boundary and
         // invalid values, and a few generated inputs per operation.
-        .args(["--phases", "examples,coverage,fuzzing", "--max-examples", "10"])
+        .args([
+            "--phases",
+            "examples,coverage,fuzzing",
+            "--max-examples",
+            "10",
+        ])
         .args(["--workers", "2", "--request-timeout", "20", "--seed", "1"])
         // A log follow is a stream with no end while its job is alive.
         .args(["--exclude-path-regex", "^/mcp$"])

@@ -190,10 +190,13 @@ async fn envelope_errors(req: Request, next: Next) -> Response {
     let status = response.status();
     // JSON is the envelope already; HTML is a page of ours for a browser
     // (the GitHub setup redirect), documented as such.
-    let ours = response.headers().get(header::CONTENT_TYPE).is_some_and(|v| {
-        let v = v.as_bytes();
-        v.starts_with(b"application/json") || v.starts_with(b"text/html")
-    });
+    let ours = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|v| {
+            let v = v.as_bytes();
+            v.starts_with(b"application/json") || v.starts_with(b"text/html")
+        });
     if !(status.is_client_error() || status.is_server_error()) || ours {
         return response;
     }

@@ -310,8 +310,8 @@ mod tests {
                     checked += 1;
                 }
                 for word in r.description.split('`').skip(1).step_by(2) {
-                    let screaming = word.len() > 3
-                        && word.chars().all(|c| c.is_ascii_uppercase() || c == '_');
+                    let screaming =
+                        word.len() > 3 && word.chars().all(|c| c.is_ascii_uppercase() || c == '_');
                     if !screaming || r.status < 400 {
                         continue;
                     }

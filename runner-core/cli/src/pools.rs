@@ -91,7 +91,7 @@ fn ttl_seconds(s: &str) -> Result<u64, String> {
 pub async fn runners(client: &Client, cmd: &RunnersCommand) -> anyhow::Result<()> {
     match cmd {
         RunnersCommand::Revoke { id, workspace } => {
-                if *workspace {
+            if *workspace {
                 let report = client.revoke_workspace_runner(id).await?;
                 println!("revoked {id}");
                 if let Some(r) = report {
@@ -103,7 +103,7 @@ pub async fn runners(client: &Client, cmd: &RunnersCommand) -> anyhow::Result<()
             }
         }
         RunnersCommand::List { json } => {
-                let list = client.runners(RunnerListing::Roster).await?;
+            let list = client.runners(RunnerListing::Roster).await?;
             if *json {
                 return print_json(&list);
             }
