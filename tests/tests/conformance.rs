@@ -4,6 +4,7 @@
 //! checks each answer's status, content type and body against what the
 //! document says of that operation. Any mismatch fails the test.
 
+use std::path::Path;
 use std::process::Command;
 
 use drover_tests::*;
@@ -12,7 +13,16 @@ use drover_tests::*;
 /// input makes a 500).
 const CHECKS: &str = "not_a_server_error,status_code_conformance,content_type_conformance,response_schema_conformance";
 
-fn schemathesis(url: &str, token: &str, report: &std::path::Path) -> (bool, String) {
+/// The operations that can take the caller's own rights away: revoking a
+/// token (the generated calls reuse the ids a listing answered, so they
+/// revoke the very token they run with), changing a role, removing a
+/// member (they promote the member, then demote or remove the admin).
+/// They run last, with an admin of their own.
+const TAKE_RIGHTS_AWAY: [&str; 3] = ["revokeTokenMine", "updateMember", "removeMember"];
+
+/// Runs Schemathesis on `url`'s document with `token`, and `filter`
+/// (which operations), writing its report under `report`.
+fn schemathesis(url: &str, token: &str, filter: &[String], report: &Path) -> (bool, String) {
     let program = std::env::var("DROVER_SCHEMATHESIS").expect(
         "DROVER_SCHEMATHESIS is not set: run tests/run.sh, which installs schemathesis \
          from PyPI in a venv and sets it to that venv's schemathesis",
@@ -28,9 +38,10 @@ fn schemathesis(url: &str, token: &str, report: &std::path::Path) -> (bool, Stri
             "--max-examples",
             "10",
         ])
-        .args(["--workers", "2", "--request-timeout", "20", "--seed", "1"])
-        // A log follow is a stream with no end while its job is alive.
-        .args(["--exclude-path-regex", "^/mcp$"])
+        // One worker: with two, Schemathesis 4.32's generation failed on a
+        // KeyError inside itself (a flaky run, not an answer of ours).
+        .args(["--workers", "1", "--request-timeout", "20", "--seed", "1"])
+        .args(filter)
         .args(["--report", "junit", "--report-dir"])
         .arg(report)
         .env("NO_COLOR", "1")
@@ -44,28 +55,61 @@ fn schemathesis(url: &str, token: &str, report: &std::path::Path) -> (bool, Stri
     (out.status.success(), text)
 }
 
+/// Runs `schemathesis` off the async runtime, and fails the test with its
+/// report if an answer differs from the document.
+async fn check(who: &str, url: &str, token: &str, filter: Vec<String>, dir: &Path) {
+    let report = dir.join(format!("report-{}", who.replace(' ', "-")));
+    let (url, token) = (url.to_owned(), token.to_owned());
+    let (ok, text) =
+        tokio::task::spawn_blocking(move || schemathesis(&url, &token, &filter, &report))
+            .await
+            .unwrap();
+    println!("== as {who}\n{text}");
+    assert!(ok, "as {who}, an answer differs from the document:\n{text}");
+    // It ran the operations, not nothing.
+    assert!(text.contains("passed"), "{text}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_answer_is_what_the_document_says_for_an_admin_and_a_member() {
     let c = Coordinator::start().await;
     let admin = c.bootstrap("acme", "admin@acme.test");
     let member = c.add_member("acme", "dev@acme.test", "member");
-    // Something to read: a job on the workspace pool, and a runner.
+    let other_admin = c.add_member("acme", "owner@acme.test", "admin");
+    // Something to read: a runner, and a job on the workspace pool.
     let join = ws_join_token(&admin, "default").await;
     let state = TempDir::new("state");
     let _runner = RunnerProcess::join(&c.url, "self:ws", &join.token, 1, state.path(), &[]);
     c.wait_for_waiting(1).await;
+    admin
+        .client
+        .submit(&script_job("self:ws", "echo hello"))
+        .await
+        .unwrap();
 
-    for (who, token) in [("member", &member.token), ("admin", &admin.token)] {
-        let report = state.path().join(format!("report-{who}"));
-        let (url, token, at) = (c.url.clone(), token.clone(), report.clone());
-        let (ok, text) = tokio::task::spawn_blocking(move || schemathesis(&url, &token, &at))
-            .await
-            .unwrap();
-        println!("== as {who}\n{text}");
-        assert!(ok, "as {who}, an answer differs from the document:\n{text}");
-        // It ran the operations, not nothing.
-        assert!(text.contains("passed"), "{text}");
+    let flags = |flag: &str| -> Vec<String> {
+        TAKE_RIGHTS_AWAY
+            .iter()
+            .flat_map(|id| [flag.to_owned(), (*id).to_owned()])
+            .collect()
+    };
+    let everything_else = flags("--exclude-operation-id");
+    for (who, m) in [("member", &member), ("admin", &admin)] {
+        check(who, &c.url, &m.token, everything_else.clone(), state.path()).await;
     }
+    // Each kept their token and role throughout, so every operation was
+    // tried as each.
+    for (m, role) in [(&member, "member"), (&admin, "admin")] {
+        let me = m.client.me().await.expect("the token still works");
+        assert_eq!(
+            (me.email.as_str(), me.role.as_str()),
+            (m.email.as_str(), role)
+        );
+    }
+    let who = "an admin changing roles, removing members and revoking tokens";
+    let own = flags("--include-operation-id");
+    check(who, &c.url, &other_admin.token, own, state.path()).await;
+
     // The generated input never made the coordinator fail inside.
     assert!(!c.log_text().contains("internal error"));
 }
