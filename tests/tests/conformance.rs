@@ -45,6 +45,9 @@ fn schemathesis(url: &str, token: &str, filter: &[String], report: &Path) -> (bo
         .args(["--report", "junit", "--report-dir"])
         .arg(report)
         .env("NO_COLOR", "1")
+        // Its own cache (.schemathesis/) goes beside the report, not in
+        // the source tree.
+        .current_dir(report.parent().expect("a report directory"))
         .output()
         .expect("run schemathesis");
     let text = format!(
