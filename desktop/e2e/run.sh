@@ -30,8 +30,11 @@ if [ -z "${DROVER_E2E_APP:-}" ]; then
   npm run bundle
 fi
 app=${DROVER_E2E_APP:-$target/release/drover-desktop}
-step "the CLI, the coordinator and the fake GitHub (cargo build --bins)"
-cargo build --bins -p drover -p drover-coordinator -p drover-tests
+# The CLI, the coordinator and the fake GitHub, built as tests/run.sh builds
+# them (the whole workspace: a subset would unify other features and build
+# every shared dependency again).
+step "the CLI, the coordinator and the fake GitHub (cargo build --workspace --bins)"
+cargo build --workspace --bins
 
 out=${DROVER_E2E_OUT:-$target/e2e}
 rm -rf "$out"
