@@ -5,9 +5,7 @@
 //! `isolation` and `cgroup`. Over 500 lines with its tests (a third of it),
 //! which run real jobs through `execute`.
 
-use std::ffi::{OsStr, OsString};
-use std::os::fd::{AsRawFd as _, OwnedFd};
-use std::os::unix::ffi::OsStrExt as _;
+use std::os::fd::AsRawFd as _;
 use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
@@ -24,8 +22,8 @@ use tokio::sync::{mpsc, watch};
 mod command;
 mod signal;
 
-use command::{ENV_FD, build_command, container_name, hand_over, is_runner_secret};
 pub use command::validate;
+use command::{build_command, container_name, hand_over, is_runner_secret};
 use signal::{signal_group, signal_group_but_leader};
 
 /// Why a running job is being stopped from outside.

@@ -5,23 +5,17 @@
 //! runner reports; the job's process lives in `exec`.
 
 use std::collections::HashSet;
-use std::fmt;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use drover_wire::{
-    Complete, ErrorCode, JobState, Lease, LeaseRequest, LogChunk, LogStream, Outcome,
-};
+use drover_wire::{Complete, ErrorCode, Outcome};
 use tokio::sync::{mpsc, watch};
-use tokio::time::Instant;
 
 use crate::backoff::Backoff;
 use crate::client::{Client, ClientError, Offer, Token};
-use crate::exec::{self, StopReason};
 use crate::isolation::{Isolation, Prepared};
-use crate::workdir;
 
 mod events;
 mod job;

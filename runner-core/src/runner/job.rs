@@ -5,8 +5,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use drover_wire::{Complete, ErrorCode, Lease, LogChunk, LogStream, Outcome};
-use tokio::sync::watch;
+use drover_wire::{Complete, Lease, LeaseRequest, LogChunk, LogStream, Outcome};
+use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
 use super::{Controls, EventKind, Phase, Runner};
@@ -17,7 +17,11 @@ use crate::workdir;
 impl Runner {
     /// Runs one job to the end; returns the next job if the complete leased
     /// one. The lease is not held any more after.
-    async fn run_job(self: &Arc<Self>, lease: Lease, controls: &Controls) -> Option<Offer> {
+    pub(super) async fn run_job(
+        self: &Arc<Self>,
+        lease: Lease,
+        controls: &Controls,
+    ) -> Option<Offer> {
         let id = lease.lease_id.clone();
         let next = self.run_job_inner(lease, controls).await;
         self.unhold(&id);
