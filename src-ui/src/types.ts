@@ -1,6 +1,8 @@
-// The app's commands and events (see /work/helpers/DESKTOP.md, mirrored in
-// desktop/src) and the coordinator's wire types (runner-core/wire/src/lib.rs).
+// The app's commands and events (desktop/src/commands.rs and events), and
+// the coordinator's wire types, generated from its document (below).
 // Every time is unix milliseconds (wire types and Activity.at alike).
+
+import type { components } from "./wire";
 
 export type Status = "signedOut" | "idle" | "busy" | "offline" | "paused";
 
@@ -88,235 +90,37 @@ export interface PairedWorkspaceRunner {
 
 // ---------------------------------------------------------------- wire
 
-export interface Runtime {
-  id: string;
-  name: string;
-  /** `user:<subject>` or `ws:<workspace>`. */
-  owner: string;
-  /** The canonical ref that targets this pool. */
-  ref: string;
-  runners: number;
-  createdAt: number;
-}
+// The coordinator's shapes come from its /openapi.json (src-ui/src/wire.ts,
+// made by openapi-typescript; tests/tests/typescript.rs fails when it is
+// stale and `DROVER_UPDATE_TS=1` rewrites it). None is written by hand.
+type Wire = components["schemas"];
 
-export interface Runner {
-  id: string;
-  name: string;
-  owner: string;
-  runtimeId: string;
-  runtimeName: string;
-  capabilities: string[];
-  online: boolean;
-  lastSeenAt?: number;
-  currentJobs: string[];
-  createdAt: number;
-}
-
-export type JobState =
-  | "queued"
-  | "leased"
-  | "running"
-  | "succeeded"
-  | "failed"
-  | "cancelled"
-  | "timed_out"
-  | "lost"
-  | "unknown";
-
-export interface Provenance {
-  ranBy: string;
-  by: string;
-  ranOn: string;
-  attempt: number;
-}
-
-export interface Job {
-  id: string;
-  state: JobState;
-  /** The ref as submitted. */
-  runtime: string;
-  runtimeId: string;
-  pinnedRunner?: string;
-  submittedBy: string;
-  command: string[];
-  script?: string;
-  requires: string[];
-  priority: number;
-  attempt: number;
-  maxAttempts: number;
-  exitCode?: number;
-  error?: string;
-  cancelRequested: boolean;
-  provenance?: Provenance;
-  createdAt: number;
-  /** When its latest attempt was leased (absent while queued). */
-  startedAt?: number;
-  finishedAt?: number;
-  /** In a list, `command` and `script` are a preview: true when cut short. */
-  truncated?: boolean;
-}
-
-export interface JoinToken {
-  /** `jt_…`: how it is listed and revoked. */
-  id?: string;
-  /** Shown once. */
-  token: string;
-  runtime: Runtime;
-  expiresAt: number;
-  /** `drover://join?url=…&ref=…&token=…` */
-  link?: string;
-}
-
-/** A join token as listed: never the token itself. */
-export interface JoinTokenSummary {
-  /** `jt_…` */
-  id: string;
-  runtimeId: string;
-  pool: string;
-  ref: string;
-  /** Who minted it (`usr_…`) and their email; null when not recorded. */
-  mintedBy: string | null;
-  mintedByEmail: string | null;
-  createdAt: number;
-  expiresAt: number;
-  lastUsedAt: number | null;
-  /** Runners joined with it. */
-  uses: number;
-}
-
-/** This month's (UTC) usage and the workspace's monthly budget. */
-export interface Usage {
-  workspace: string;
-  /** `YYYY-MM` */
-  month: string;
-  /** Runner-minutes a month; `null`: no limit. */
-  monthlyMinutes: number | null;
-  chargedMs: number;
-  ownPaysMs: number;
-  jobsCharged: number;
-  jobsOwnPays: number;
-  /** When the month ends (Unix ms). */
-  resetsAt: number;
-}
-
-export interface ApiToken {
-  id: string;
-  name: string;
-  createdAt: number;
-  lastUsedAt: number | null;
-  /** Whether this is the token the request came with (this device). */
-  current: boolean;
-}
-
-/** A member's token as an admin sees it (never the secret). */
-export interface MemberToken {
-  id: string;
-  name: string;
-  createdAt: number;
-  lastUsedAt: number | null;
-}
-
-/** A member of the workspace (`GET /v1/workspace/members`). */
-export interface Member {
-  id: string;
-  email: string;
-  role: "admin" | "member";
-  status: "invited" | "active";
-  createdAt: number;
-  tokens: MemberToken[];
-}
-
-/** An invite: its code and `drover://pair` link are shown once. */
-export interface Invite {
-  member: Member;
-  code: string;
-  link: string;
-  expiresAt: number;
-}
-
-export interface UsageLine {
-  id: string;
-  name: string;
-  runnerMs: number;
-  chargedMs: number;
-  attempts: number;
-}
-
-/** A month's usage by pool, member or runner. */
-export interface UsageReport {
-  month: string;
-  by: "pool" | "member" | "runner";
-  lines: UsageLine[];
-}
-
-export interface AuditEvent {
-  id: string;
-  at: number;
-  actor: { kind: string; id: string; email: string | null };
-  surface: string;
-  action: string;
-  target: string;
-  detail: Record<string, unknown>;
-}
-
-/** Newest first; `nextBefore` fetches older entries. */
-export interface AuditPage {
-  events: AuditEvent[];
-  nextBefore: string | null;
-}
-
-/** An installation of the workspace's GitHub App. */
-export interface GithubInstallation {
-  /** `github.com` or a GitHub Enterprise Server host. */
-  host: string;
-  installationId: number;
-  account: string;
-  accountType: "User" | "Organization" | string;
-  linkedAt: number;
-}
-
-export interface GithubRepo {
-  host: string;
-  owner: string;
-  name: string;
-  fullName: string;
-  private: boolean;
-  installationId: number;
-}
+export type Runtime = Wire["Runtime"];
+export type Runner = Wire["Runner"];
+export type JobState = Wire["JobState"];
+export type Provenance = Wire["Provenance"];
+export type Job = Wire["Job"];
+export type JoinToken = Wire["JoinToken"];
+export type JoinTokenSummary = Wire["JoinTokenSummary"];
+export type Usage = Wire["Usage"];
+export type ApiToken = Wire["ApiToken"];
+export type MemberToken = Wire["MemberToken"];
+export type Member = Wire["Member"];
+export type Invite = Wire["Invite"];
+export type UsageLine = Wire["UsageLine"];
+export type UsageReport = Wire["UsageReport"];
+export type AuditEvent = Wire["AuditEvent"];
+export type AuditPage = Wire["AuditPage"];
+export type GithubInstallation = Wire["GithubInstallation"];
+export type GithubRepo = Wire["GithubRepo"];
+export type GithubInstallLink = Wire["GithubInstallLink"];
+export type GithubInstallRequest = Wire["GithubInstallRequest"];
+export type GithubInstall = Wire["GithubInstall"];
+export type RevokedRunner = Wire["RevokedRunner"];
 
 /** `ws_github_overview`: what the App is installed on and may reach. */
 export interface GithubOverview {
   installations: GithubInstallation[];
   repos: GithubRepo[];
   truncated: boolean;
-}
-
-export interface GithubInstallLink {
-  url: string;
-  host: string;
-  expiresAt: number;
-}
-
-/** Give exactly one of `repository` or `org`. */
-export interface GithubInstallRequest {
-  repository?: string;
-  org?: string;
-  host?: string;
-  runnerGroup?: string;
-  labels?: string[];
-  ephemeral?: boolean;
-  pool?: string;
-}
-
-export interface GithubInstall {
-  runner: Runner;
-  github: { host: string; url: string; name: string; labels: string[]; runnerGroup?: string | null; ephemeral: boolean };
-  /** Holds a registration token and the runner's token: shown once. */
-  script: string;
-  workflowHint: { runsOn: string[]; runtime: string; yaml: string };
-}
-
-/** What revoking a workspace runner did to its GitHub runner. */
-export interface RevokedRunner {
-  github: { name: string; removed: boolean; message: string };
 }

@@ -108,7 +108,7 @@ describe("the GitHub dialog", () => {
     type("gh-search", "infra");
     shown()[0].click();
     await click("gh-submit");
-    expect(called("ws_github_install")).toEqual([{ request: { repository: "platform/infra", host: "ghe.acme.test" } }]);
+    expect(called("ws_github_install")).toEqual([{ request: { repository: "platform/infra", host: "ghe.acme.test", ephemeral: false } }]);
   });
 
   it("not installed yet: offers the install link, for a host if given", async () => {

@@ -96,7 +96,7 @@ function signedIn(app: App, account: Account) {
               "added ",
               when(d.createdAt),
               " · ",
-              d.lastUsedAt === null ? "never used" : ["last used ", when(d.lastUsedAt)],
+              d.lastUsedAt == null ? "never used" : ["last used ", when(d.lastUsedAt)],
             ),
           ),
           h(

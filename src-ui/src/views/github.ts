@@ -108,7 +108,7 @@ function register(app: App, dialog: GithubDialog, ev: Event) {
     host: target.host,
     ...(target.kind === "org" && group ? { runnerGroup: group } : {}),
     ...(labels.length ? { labels } : {}),
-    ...(dialog.ephemeral ? { ephemeral: true } : {}),
+    ephemeral: dialog.ephemeral,
     ...(pool ? { pool } : {}),
   };
   void app.act("gh-install", () => api.wsGithubInstall(request), (result) => {
