@@ -120,3 +120,94 @@ fn long_files_say_why() {
         "split these, or say why at the top (\"Over 500 lines: …\"): {bad:#?}"
     );
 }
+
+/// ARCHITECTURE.md's codemap names every Rust file of the workspace in the
+/// entry of its top-level directory (a crate's lib.rs and main.rs are the
+/// crate's own line; a mod.rs, its directory), and names no file that is
+/// not there.
+#[test]
+fn the_codemap_names_every_file_and_no_other() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let doc = std::fs::read_to_string(root.join("ARCHITECTURE.md")).unwrap();
+    let start = doc.find("## Codemap").expect("a Codemap section");
+    let end = doc[start + 3..]
+        .find("\n## ")
+        .map_or(doc.len(), |e| start + 3 + e);
+    // Entries at the left margin that name a directory, with their lines.
+    let mut entries: Vec<(String, String)> = Vec::new();
+    for line in doc[start..end].lines() {
+        let first = line.split_whitespace().next().unwrap_or_default();
+        if !line.starts_with(' ') && !line.is_empty() {
+            entries.push((first.to_owned(), String::new()));
+        }
+        if let Some((_, text)) = entries.last_mut() {
+            text.push_str(line);
+            text.push('\n');
+        }
+    }
+    let entry = |dir: &str| -> &str {
+        entries
+            .iter()
+            .find(|(name, _)| name == dir)
+            .map(|(_, text)| text.as_str())
+            .unwrap_or_else(|| panic!("the codemap has no entry {dir}"))
+    };
+    let names = |text: &str| -> Vec<String> {
+        text.split(|c: char| !(c.is_ascii_alphanumeric() || "_-.".contains(c)))
+            .filter(|w| w.ends_with(".rs") && w.len() > 3)
+            .map(str::to_owned)
+            .collect()
+    };
+    let trees = [
+        (
+            "coordinator/",
+            &["coordinator/src", "coordinator/tests"][..],
+        ),
+        (
+            "runner-core/",
+            &[
+                "runner-core/src",
+                "runner-core/cli/src",
+                "runner-core/wire/src",
+            ],
+        ),
+        ("desktop/", &["desktop/src", "desktop/tests"]),
+        ("tests/", &["tests/src", "tests/tests"]),
+    ];
+    let (mut unnamed, mut every) = (Vec::new(), std::collections::HashSet::new());
+    for (dir, roots) in trees {
+        let named = names(entry(dir));
+        for tree in roots {
+            for (path, _) in sources(&root.join(tree)) {
+                let file = path.file_name().unwrap().to_string_lossy().into_owned();
+                every.insert(file.clone());
+                let parent = path
+                    .parent()
+                    .unwrap()
+                    .file_name()
+                    .unwrap()
+                    .to_string_lossy();
+                let shown = match file.as_str() {
+                    "lib.rs" | "main.rs" => true,
+                    "mod.rs" => entry(dir).contains(&format!("{parent}/")),
+                    _ => named.contains(&file),
+                };
+                if !shown {
+                    unnamed.push(path.strip_prefix(&root).unwrap().display().to_string());
+                }
+            }
+        }
+    }
+    assert!(
+        unnamed.is_empty(),
+        "name these in ARCHITECTURE.md's codemap: {unnamed:#?}"
+    );
+    let gone: Vec<String> = names(&doc[start..end])
+        .into_iter()
+        .filter(|n| !every.contains(n))
+        .collect();
+    assert!(
+        gone.is_empty(),
+        "the codemap names files that are not there: {gone:?}"
+    );
+}
