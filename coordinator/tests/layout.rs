@@ -1,6 +1,7 @@
 //! The coordinator's source keeps the shape ARCHITECTURE.md describes: these
 //! read the source files, so a change that breaks a boundary fails here.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 fn src() -> PathBuf {
@@ -210,4 +211,168 @@ fn the_codemap_names_every_file_and_no_other() {
         gone.is_empty(),
         "the codemap names files that are not there: {gone:?}"
     );
+}
+
+/// A crate's modules, by path (`store::jobs`), and the modules each names
+/// (`crate::…` and `super::…` paths outside its tests). A module naming
+/// its own ancestor or descendant is not an edge: that is one module.
+fn module_graph(src: &Path) -> BTreeMap<String, BTreeSet<String>> {
+    let module_of = |path: &Path| -> Vec<String> {
+        let rel = path.strip_prefix(src).unwrap().with_extension("");
+        let mut parts: Vec<String> = rel
+            .iter()
+            .map(|p| p.to_string_lossy().into_owned())
+            .collect();
+        if matches!(
+            parts.last().map(String::as_str),
+            Some("mod" | "lib" | "main")
+        ) {
+            parts.pop();
+        }
+        parts
+    };
+    let files: Vec<(Vec<String>, String)> = sources(src)
+        .into_iter()
+        .map(|(path, text)| {
+            let code = text
+                .split("#[cfg(test)]")
+                .next()
+                .unwrap_or_default()
+                .to_owned();
+            (module_of(&path), code)
+        })
+        .collect();
+    let known: BTreeSet<Vec<String>> = files.iter().map(|(m, _)| m.clone()).collect();
+    let resolve = |mut parts: Vec<String>| -> Option<Vec<String>> {
+        while !parts.is_empty() {
+            if known.contains(&parts) {
+                return Some(parts);
+            }
+            parts.pop();
+        }
+        None
+    };
+    let ident = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == ':';
+    let mut graph = BTreeMap::new();
+    for (module, code) in &files {
+        let mut names = BTreeSet::new();
+        for (start, anchor) in [("crate::", None), ("super::", Some(()))] {
+            for (at, _) in code.match_indices(start) {
+                if code[..at].ends_with(|c: char| c.is_ascii_alphanumeric() || c == '_' || c == ':')
+                {
+                    continue; // `super::super::…` is read from its first `super::`
+                }
+                let tail: String = code[at..].chars().take_while(|c| ident(*c)).collect();
+                let mut segments: Vec<&str> = tail.split("::").filter(|s| !s.is_empty()).collect();
+                let mut base = match anchor {
+                    None => Vec::new(),
+                    Some(()) => module.clone(),
+                };
+                segments.remove(0); // `crate` or the first `super`
+                if anchor.is_some() {
+                    base.pop();
+                    while segments.first() == Some(&"super") {
+                        segments.remove(0);
+                        base.pop();
+                    }
+                }
+                base.extend(
+                    segments
+                        .iter()
+                        .take_while(|s| s.starts_with(|c: char| c.is_ascii_lowercase()))
+                        .map(|s| (*s).to_owned()),
+                );
+                if let Some(target) = resolve(base) {
+                    let related = target.starts_with(module) || module.starts_with(&target);
+                    if !related {
+                        names.insert(target.join("::"));
+                    }
+                }
+            }
+        }
+        graph.insert(module.join("::"), names);
+    }
+    graph
+}
+
+/// The strongly connected groups of more than one module (Tarjan).
+fn cycles(graph: &BTreeMap<String, BTreeSet<String>>) -> Vec<Vec<String>> {
+    struct Walk<'a> {
+        graph: &'a BTreeMap<String, BTreeSet<String>>,
+        index: BTreeMap<&'a str, usize>,
+        low: BTreeMap<&'a str, usize>,
+        stack: Vec<&'a str>,
+        found: Vec<Vec<String>>,
+    }
+    fn visit<'a>(w: &mut Walk<'a>, v: &'a str) {
+        let n = w.index.len();
+        w.index.insert(v, n);
+        w.low.insert(v, n);
+        w.stack.push(v);
+        for u in &w.graph[v] {
+            let u = u.as_str();
+            if !w.graph.contains_key(u) {
+                continue;
+            }
+            if !w.index.contains_key(u) {
+                visit(w, u);
+                let low = w.low[v].min(w.low[u]);
+                w.low.insert(v, low);
+            } else if w.stack.contains(&u) {
+                let low = w.low[v].min(w.index[u]);
+                w.low.insert(v, low);
+            }
+        }
+        if w.low[v] == w.index[v] {
+            let at = w.stack.iter().position(|x| *x == v).unwrap();
+            let mut group: Vec<String> = w.stack.drain(at..).map(str::to_owned).collect();
+            if group.len() > 1 {
+                group.sort();
+                w.found.push(group);
+            }
+        }
+    }
+    let mut w = Walk {
+        graph,
+        index: BTreeMap::new(),
+        low: BTreeMap::new(),
+        stack: Vec::new(),
+        found: Vec::new(),
+    };
+    for v in graph.keys() {
+        if !w.index.contains_key(v.as_str()) {
+            visit(&mut w, v);
+        }
+    }
+    w.found.sort();
+    w.found
+}
+
+/// No import cycle between modules, but the ones named here, which may
+/// only shrink: the store's loop (domain types living in SQL modules) and
+/// one in runner-core (the job's process: cgroup, isolation, spawn). A new cycle, or a module joining one, fails; so
+/// does a cycle listed here that is gone (take it off the list).
+#[test]
+fn no_import_cycles_but_the_known_ones() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let known: &[(&str, &[&str])] = &[
+        (
+            "coordinator/src",
+            &[
+                "store::audit store::identity store::jobs store::model store::pools store::preview store::runners",
+            ],
+        ),
+        ("runner-core/src", &["cgroup isolation spawn"]),
+        ("runner-core/cli/src", &[]),
+        ("runner-core/wire/src", &[]),
+    ];
+    for (dir, expected) in known {
+        let graph = module_graph(&root.join(dir));
+        assert!(graph.len() > 3, "{dir}: read its modules: {graph:?}");
+        let found: Vec<String> = cycles(&graph).into_iter().map(|g| g.join(" ")).collect();
+        assert_eq!(
+            found, *expected,
+            "{dir}: import cycles (strongly connected modules) differ from the known ones"
+        );
+    }
 }

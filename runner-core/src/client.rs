@@ -6,13 +6,15 @@
 use std::fmt;
 use std::time::Duration;
 
-pub use crate::tls::{ClientOptions, cleartext_warning};
-
 use drover_wire::text::percent_encode;
 use drover_wire::{self as wire, ErrorBody, ErrorCode, PROTOCOL_HEADER, PROTOCOL_VERSION};
 use reqwest::{Method, StatusCode};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize as _, Serialize};
+
+mod tls;
+
+pub use tls::{ClientOptions, cleartext_warning};
 
 /// Requests other than long-polls give up after this long.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
@@ -111,7 +113,7 @@ pub struct Client {
 }
 
 fn transport(e: reqwest::Error) -> ClientError {
-    crate::tls::classify(e)
+    tls::classify(e)
 }
 
 /// A `426` answer: the coordinator's words, or (from something else that
@@ -188,7 +190,7 @@ impl Client {
         token: Token,
         options: &ClientOptions,
     ) -> Result<Self, ClientError> {
-        let base = crate::tls::check_url(base_url)?;
+        let base = tls::check_url(base_url)?;
         let http = options
             .http_builder()?
             .connect_timeout(Duration::from_secs(5))
@@ -265,7 +267,7 @@ impl Client {
             _ => ClientError::NotDrover {
                 url: self.base.clone(),
                 status: status.as_u16(),
-                what: crate::tls::describe_answer(status, html, &body),
+                what: tls::describe_answer(status, html, &body),
             },
         })
     }

@@ -14,7 +14,6 @@ pub mod host;
 pub mod isolation;
 pub mod runner;
 mod spawn;
-mod tls;
 pub mod workdir;
 
 pub use drover_wire as wire;

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use reqwest::{StatusCode, Url};
 
-use crate::client::ClientError;
+use super::ClientError;
 
 /// How a [`Client`](crate::client::Client) connects. The operating
 /// system's trusted roots (its CA store, where a company CA is installed)
