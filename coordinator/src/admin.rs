@@ -67,7 +67,7 @@ pub fn backup(database_url: &str, to: &Path, force: bool) -> Result<BackupReport
                 .into(),
         ));
     }
-    let Some(file) = sqlite_backup::sqlite_file(database_url) else {
+    let Some(file) = crate::secrets::sqlite_file(database_url) else {
         return Err(BackupError::Refused(
             "an in-memory database has nothing to back up".into(),
         ));

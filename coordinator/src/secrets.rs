@@ -250,9 +250,9 @@ impl fmt::Debug for KeySource {
     }
 }
 
-/// The key file of the embedded default: `PATH.key` beside `sqlite://PATH.db`,
-/// or `None` for an in-memory database (whose env dies with it).
-pub fn default_key_file(database_url: &str) -> Option<PathBuf> {
+/// The file of `sqlite://PATH[?…]` (`None`: not a SQLite URL, or in memory).
+/// The default key file sits beside it; `admin backup` copies it.
+pub fn sqlite_file(database_url: &str) -> Option<PathBuf> {
     let rest = database_url
         .strip_prefix("sqlite://")
         .or_else(|| database_url.strip_prefix("sqlite:"))?;
@@ -260,7 +260,13 @@ pub fn default_key_file(database_url: &str) -> Option<PathBuf> {
     if path.is_empty() || path == ":memory:" || query.split('&').any(|p| p == "mode=memory") {
         return None;
     }
-    Some(Path::new(path).with_extension("key"))
+    Some(PathBuf::from(path))
+}
+
+/// The key file of the embedded default: `PATH.key` beside `sqlite://PATH.db`,
+/// or `None` for an in-memory database (whose env dies with it).
+pub fn default_key_file(database_url: &str) -> Option<PathBuf> {
+    sqlite_file(database_url).map(|path| path.with_extension("key"))
 }
 
 /// The key ring for `database_url` from `source`.
@@ -440,6 +446,17 @@ mod tests {
         let sealed = a.seal("job_1", b"x");
         assert_eq!(b.open("job_1", &sealed).unwrap(), b"x");
         assert_ne!(KeyRing::generate().1, text);
+    }
+
+    #[test]
+    fn the_file_of_a_sqlite_url() {
+        assert_eq!(
+            sqlite_file("sqlite:///data/drover/coordinator.db?mode=rwc"),
+            Some(PathBuf::from("/data/drover/coordinator.db"))
+        );
+        assert_eq!(sqlite_file("sqlite:rel.db"), Some(PathBuf::from("rel.db")));
+        assert_eq!(sqlite_file("sqlite::memory:"), None);
+        assert_eq!(sqlite_file("postgres://u:p@h/db"), None);
     }
 
     #[test]

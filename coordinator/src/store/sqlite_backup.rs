@@ -55,18 +55,6 @@ pub enum BackupError {
     Failed(#[from] anyhow::Error),
 }
 
-/// The file of `sqlite://PATH[?…]` (`None`: not a SQLite URL, or in memory).
-pub fn sqlite_file(database_url: &str) -> Option<PathBuf> {
-    let rest = database_url
-        .strip_prefix("sqlite://")
-        .or_else(|| database_url.strip_prefix("sqlite:"))?;
-    let (path, query) = rest.split_once('?').unwrap_or((rest, ""));
-    if path.is_empty() || path == ":memory:" || query.split('&').any(|p| p == "mode=memory") {
-        return None;
-    }
-    Some(PathBuf::from(path))
-}
-
 /// Copies the SQLite database `source` to `to` (see the module's comment).
 pub fn backup(source: &Path, to: &Path, force: bool) -> Result<BackupReport, BackupError> {
     use anyhow::Context as _;
@@ -216,17 +204,6 @@ fn remove_temporary(tmp: &Path) {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_file_of_a_sqlite_url() {
-        assert_eq!(
-            sqlite_file("sqlite:///data/drover/coordinator.db?mode=rwc"),
-            Some(PathBuf::from("/data/drover/coordinator.db"))
-        );
-        assert_eq!(sqlite_file("sqlite:rel.db"), Some(PathBuf::from("rel.db")));
-        assert_eq!(sqlite_file("sqlite::memory:"), None);
-        assert_eq!(sqlite_file("postgres://u:p@h/db"), None);
-    }
 
     #[test]
     fn refuses_what_it_must_not_replace_and_leaves_nothing_when_it_fails() {
