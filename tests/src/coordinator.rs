@@ -140,6 +140,28 @@ impl Coordinator {
         }
     }
 
+    /// A coordinator process on `database`, its files (log, key) in `dir`.
+    async fn serve(
+        dir: TempDir,
+        database: String,
+        owned_database: Option<String>,
+        options: CoordinatorOptions,
+    ) -> Self {
+        let mut c = Self {
+            child: None,
+            url: String::new(),
+            addr: "127.0.0.1:0".into(),
+            log: dir.path().join("coordinator.log"),
+            database,
+            owned_database,
+            options,
+            dir,
+            http: std::sync::OnceLock::new(),
+        };
+        c.spawn().await;
+        c
+    }
+
     pub async fn start() -> Self {
         Self::start_with(CoordinatorOptions::default()).await
     }
@@ -156,26 +178,13 @@ impl Coordinator {
                 (url, Some(name))
             }
         };
-        let log = dir.path().join("coordinator.log");
         let mut options = options;
         if options.backend == Backend::Postgres && options.secret_key_file.is_none() {
             let path = dir.path().join("secret.key");
             write_secret_key_file(&path, &[&new_secret_key()]);
             options.secret_key_file = Some(path);
         }
-        let mut c = Self {
-            child: None,
-            url: String::new(),
-            addr: "127.0.0.1:0".into(),
-            database,
-            owned_database,
-            options,
-            log,
-            dir,
-            http: std::sync::OnceLock::new(),
-        };
-        c.spawn().await;
-        c
+        Self::serve(dir, database, owned_database, options).await
     }
 
     /// A coordinator on a copy of the SQLite database `file`, as a restore
@@ -185,20 +194,8 @@ impl Coordinator {
         let dir = TempDir::new("restored");
         let path = dir.path().join("drover.db");
         std::fs::copy(file, &path).expect("copy the database file");
-        let log = dir.path().join("coordinator.log");
-        let mut c = Self {
-            child: None,
-            url: String::new(),
-            addr: "127.0.0.1:0".into(),
-            database: format!("sqlite://{}", path.display()),
-            owned_database: None,
-            options,
-            log,
-            dir,
-            http: std::sync::OnceLock::new(),
-        };
-        c.spawn().await;
-        c
+        let database = format!("sqlite://{}", path.display());
+        Self::serve(dir, database, None, options).await
     }
 
     /// `drover-coordinator admin backup --database <this one's> --to FILE`
@@ -227,20 +224,7 @@ impl Coordinator {
             "replicas share a PostgreSQL database"
         );
         let dir = TempDir::new("replica");
-        let log = dir.path().join("coordinator.log");
-        let mut c = Self {
-            child: None,
-            url: String::new(),
-            addr: "127.0.0.1:0".into(),
-            database: self.database.clone(),
-            owned_database: None,
-            options,
-            log,
-            dir,
-            http: std::sync::OnceLock::new(),
-        };
-        c.spawn().await;
-        c
+        Self::serve(dir, self.database.clone(), None, options).await
     }
 
     /// The key file this coordinator reads (given, or its SQLite default).

@@ -371,19 +371,18 @@ async fn tokens_and_secrets_stay_off_the_command_line() {
     let token_file = dir.path().join("join-token");
     std::fs::write(&token_file, format!("{}\n", join.token)).unwrap();
     let state = dir.path().join("state");
+    let runner_args = [
+        "--join".to_owned(),
+        "self:ws".to_owned(),
+        "--token-file".to_owned(),
+        token_file.display().to_string(),
+        "--state-dir".to_owned(),
+        state.display().to_string(),
+    ];
+    let runner_args: Vec<&str> = runner_args.iter().map(String::as_str).collect();
     for mode in [0o644, 0o660, 0o606] {
         std::fs::set_permissions(&token_file, std::fs::Permissions::from_mode(mode)).unwrap();
-        let mut refused = RunnerProcess::spawn(
-            &c.url,
-            &[
-                "--join",
-                "self:ws",
-                "--token-file",
-                &token_file.display().to_string(),
-                "--state-dir",
-                &state.display().to_string(),
-            ],
-        );
+        let mut refused = RunnerProcess::spawn(&c.url, &runner_args);
         let status = refused.wait_exit().await;
         assert!(!status.success(), "mode {mode:o} accepted");
         let chmod = format!("chmod 600 {}", token_file.display());
@@ -394,17 +393,7 @@ async fn tokens_and_secrets_stay_off_the_command_line() {
         );
     }
     std::fs::set_permissions(&token_file, std::fs::Permissions::from_mode(0o600)).unwrap();
-    let _r = RunnerProcess::spawn(
-        &c.url,
-        &[
-            "--join",
-            "self:ws",
-            "--token-file",
-            &token_file.display().to_string(),
-            "--state-dir",
-            &state.display().to_string(),
-        ],
-    );
+    let _r = RunnerProcess::spawn(&c.url, &runner_args);
     c.wait_for_waiting(1).await;
 
     // A member token in a file; env from the caller's environment and a file.
