@@ -376,3 +376,36 @@ fn no_import_cycles_but_the_known_ones() {
         );
     }
 }
+
+/// Every route comes from a declaration in `drover_wire::op` (through
+/// `http::Routes::at`), and the typed client calls declarations too: a
+/// path written as a literal in a router or in the client is a second
+/// source of truth, and fails here.
+#[test]
+fn routes_and_client_calls_name_declared_operations() {
+    let mut bad = Vec::new();
+    for (path, text) in sources(&src().join("http")) {
+        for (n, line) in text.lines().enumerate() {
+            let code = line.trim_start();
+            if code.starts_with("//") {
+                continue;
+            }
+            if code.contains(".route(\"") || code.contains(".route(r") {
+                bad.push(format!("{}:{}: {code}", path.display(), n + 1));
+            }
+        }
+        // A `.route(` whose path is on the next line.
+        if text.contains(".route(\n") {
+            bad.push(format!("{}: .route( with a literal path", path.display()));
+        }
+    }
+    let client = Path::new(env!("CARGO_MANIFEST_DIR")).join("../runner-core/src/client.rs");
+    let client = std::fs::read_to_string(client).unwrap();
+    for (n, line) in client.lines().enumerate() {
+        let code = line.trim_start();
+        if !code.starts_with("//") && code.contains("\"/v1") {
+            bad.push(format!("client.rs:{}: {code}", n + 1));
+        }
+    }
+    assert!(bad.is_empty(), "paths not from drover_wire::op: {bad:#?}");
+}

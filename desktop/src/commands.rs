@@ -9,7 +9,7 @@ use drover_wire::{
     GithubInstallation, GithubRepo, Invite, Job, JoinToken, JoinTokenSummary, Member, PairRunner,
     RevokedRunner, Runner, Runtime, Usage, UsageReport,
 };
-use runner_core::client::{AuditFilter, RunnerListing, Scope};
+use runner_core::client::{RunnerListing, Scope};
 use serde::Serialize;
 use tauri::State;
 use tauri_plugin_autostart::ManagerExt as _;
@@ -347,11 +347,11 @@ pub async fn ws_audit(
     action: Option<String>,
     before: Option<String>,
 ) -> AppResult<AuditPage> {
-    let filter = AuditFilter {
+    let filter = drover_wire::AuditQuery {
         action,
         before,
         limit: Some(50),
-        ..AuditFilter::default()
+        ..drover_wire::AuditQuery::default()
     };
     Ok(sup.account_client().await?.audit(&filter).await?)
 }

@@ -6,9 +6,10 @@
 use std::fmt;
 use std::time::Duration;
 
+use drover_wire::op::{self, AnswerKind, Operation};
 use drover_wire::text::percent_encode;
 use drover_wire::{self as wire, ErrorBody, ErrorCode, PROTOCOL_HEADER, PROTOCOL_VERSION};
-use reqwest::{Method, StatusCode};
+use reqwest::{Method, RequestBuilder, StatusCode};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize as _, Serialize};
 
@@ -137,19 +138,6 @@ fn version_skew(body: &[u8]) -> ClientError {
     }
 }
 
-/// What `Client::audit` asks for (all optional).
-#[derive(Debug, Clone, Default)]
-pub struct AuditFilter {
-    /// Unix milliseconds.
-    pub since: Option<i64>,
-    /// A member's id or email, or a runner's id.
-    pub actor: Option<String>,
-    pub action: Option<String>,
-    /// The previous page's `nextBefore`.
-    pub before: Option<String>,
-    pub limit: Option<u32>,
-}
-
 /// Which runner listing to fetch.
 #[derive(Debug, Clone, Copy)]
 pub enum RunnerListing {
@@ -166,15 +154,6 @@ pub enum RunnerListing {
 pub enum Scope {
     Me,
     Workspace,
-}
-
-impl Scope {
-    fn prefix(self) -> &'static str {
-        match self {
-            Self::Me => "/v1/me",
-            Self::Workspace => "/v1/workspace",
-        }
-    }
 }
 
 impl Client {
@@ -272,53 +251,65 @@ impl Client {
         })
     }
 
-    async fn call<T: DeserializeOwned>(
+    /// A request for the declared operation `O`: its method, and its path
+    /// with `params` (percent-encoded) in its `{…}` segments, in order.
+    fn request_for<O: Operation>(&self, params: &[&str], timeout: Duration) -> RequestBuilder {
+        let method = match O::METHOD {
+            op::Method::Get => Method::GET,
+            op::Method::Post => Method::POST,
+            op::Method::Put => Method::PUT,
+            op::Method::Patch => Method::PATCH,
+            op::Method::Delete => Method::DELETE,
+        };
+        self.request(method, &fill(O::PATH, params), timeout)
+    }
+
+    /// Calls `O` with `query` and `body` (each sent only when `O` takes
+    /// one) and reads its answer.
+    pub async fn call<O: Operation>(
         &self,
-        method: Method,
-        path: &str,
-        body: Option<&(impl Serialize + ?Sized)>,
+        params: &[&str],
+        query: &O::Query,
+        body: &O::Body,
+    ) -> Result<O::Answer, ClientError>
+    where
+        O::Query: Serialize,
+        O::Body: Serialize,
+        O::Answer: DeserializeOwned,
+    {
+        self.call_within::<O>(params, query, body, REQUEST_TIMEOUT)
+            .await
+    }
+
+    /// [`Client::call`], giving up after `timeout` (long-polls).
+    async fn call_within<O: Operation>(
+        &self,
+        params: &[&str],
+        query: &O::Query,
+        body: &O::Body,
         timeout: Duration,
-    ) -> Result<T, ClientError> {
-        let mut req = self.request(method, path, timeout);
-        if let Some(body) = body {
+    ) -> Result<O::Answer, ClientError>
+    where
+        O::Query: Serialize,
+        O::Body: Serialize,
+        O::Answer: DeserializeOwned,
+    {
+        let mut req = self.request_for::<O>(params, timeout);
+        if O::HAS_QUERY {
+            req = req.query(query);
+        }
+        if O::HAS_BODY {
             req = req.json(body);
         }
         let resp = self.send(req).await?;
         let bytes = resp.bytes().await.map_err(transport)?;
-        serde_json::from_slice(&bytes).map_err(|e| ClientError::Decode(e.to_string()))
+        decode::<O>(&bytes)
     }
 
-    async fn call_empty(
-        &self,
-        method: Method,
-        path: &str,
-        body: Option<&(impl Serialize + ?Sized)>,
-    ) -> Result<(), ClientError> {
-        let mut req = self.request(method, path, REQUEST_TIMEOUT);
-        if let Some(body) = body {
-            req = req.json(body);
-        }
-        self.send(req).await.map(drop)
-    }
-
-    async fn get<T: DeserializeOwned>(&self, path: &str) -> Result<T, ClientError> {
-        self.call(Method::GET, path, None::<&()>, REQUEST_TIMEOUT)
-            .await
-    }
-
-    async fn post<T: DeserializeOwned>(
-        &self,
-        path: &str,
-        body: &(impl Serialize + ?Sized),
-    ) -> Result<T, ClientError> {
-        self.call(Method::POST, path, Some(body), REQUEST_TIMEOUT)
-            .await
-    }
-
-    // ------------------------------------------------------------ members
+    // ------------------------------------------------------------ jobs
 
     pub async fn submit(&self, job: &wire::SubmitJob) -> Result<wire::Job, ClientError> {
-        self.post("/v1/jobs", job).await
+        self.call::<op::SubmitJob>(&[], &(), job).await
     }
 
     /// Submits with an `Idempotency-Key`: sending the same key again (say,
@@ -330,16 +321,16 @@ impl Client {
         key: &str,
     ) -> Result<wire::Job, ClientError> {
         let req = self
-            .request(Method::POST, "/v1/jobs", REQUEST_TIMEOUT)
+            .request_for::<op::SubmitJob>(&[], REQUEST_TIMEOUT)
             .header(IDEMPOTENCY_KEY, key)
             .json(job);
         let resp = self.send(req).await?;
         let bytes = resp.bytes().await.map_err(transport)?;
-        serde_json::from_slice(&bytes).map_err(|e| ClientError::Decode(e.to_string()))
+        decode::<op::SubmitJob>(&bytes)
     }
 
     pub async fn job(&self, id: &str) -> Result<wire::Job, ClientError> {
-        self.get(&format!("/v1/jobs/{id}")).await
+        self.call::<op::GetJob>(&[id], &(), &()).await
     }
 
     /// The newest `limit` jobs (or all there are), over as many pages as
@@ -370,26 +361,22 @@ impl Client {
         limit: u32,
         before: Option<&str>,
     ) -> Result<wire::JobList, ClientError> {
-        let mut path = format!("/v1/jobs?limit={limit}");
-        if let Some(state) = state {
-            path.push_str(&format!("&state={}", state.as_str()));
-        }
-        if let Some(before) = before {
-            path.push_str(&format!("&before={}", wire::text::percent_encode(before)));
-        }
-        self.get(&path).await
+        let query = wire::JobListQuery {
+            state: state.map(|s| s.as_str().to_owned()),
+            limit: Some(limit),
+            before: before.map(str::to_owned),
+        };
+        self.call::<op::ListJobs>(&[], &query, &()).await
     }
 
     pub async fn cancel(&self, id: &str) -> Result<wire::Job, ClientError> {
-        self.post(&format!("/v1/jobs/{id}/cancel"), &()).await
+        self.call::<op::CancelJob>(&[id], &(), &()).await
     }
 
     /// The whole log so far.
     pub async fn logs(&self, id: &str) -> Result<String, ClientError> {
-        let resp = self
-            .send(self.request(Method::GET, &format!("/v1/jobs/{id}/logs"), REQUEST_TIMEOUT))
-            .await?;
-        resp.text().await.map_err(transport)
+        self.call::<op::GetJobLogs>(&[id], &wire::LogQuery::default(), &())
+            .await
     }
 
     /// Follows the log until the job ends, calling `sink` with each piece.
@@ -398,11 +385,9 @@ impl Client {
         id: &str,
         mut sink: impl FnMut(&[u8]),
     ) -> Result<(), ClientError> {
-        let req = self.request(
-            Method::GET,
-            &format!("/v1/jobs/{id}/logs?follow=true"),
-            Duration::from_secs(7 * 24 * 3600),
-        );
+        let req = self
+            .request_for::<op::GetJobLogs>(&[id], Duration::from_secs(7 * 24 * 3600))
+            .query(&wire::LogQuery { follow: true });
         let mut resp = self.send(req).await?;
         while let Some(chunk) = resp.chunk().await.map_err(transport)? {
             sink(&chunk);
@@ -410,30 +395,34 @@ impl Client {
         Ok(())
     }
 
+    // ------------------------------------------------------------ runners and pools
+
     pub async fn pair_runner(
         &self,
         scope: Scope,
         req: &wire::PairRunner,
     ) -> Result<wire::PairedRunner, ClientError> {
-        self.post(&format!("{}/runners", scope.prefix()), req).await
+        match scope {
+            Scope::Me => self.call::<op::PairRunnerMine>(&[], &(), req).await,
+            Scope::Workspace => self.call::<op::PairRunnerWorkspace>(&[], &(), req).await,
+        }
     }
 
     pub async fn runners(&self, listing: RunnerListing) -> Result<wire::RunnerList, ClientError> {
-        self.get(match listing {
-            RunnerListing::Mine => "/v1/me/runners",
-            RunnerListing::Roster => "/v1/workspace/runners",
-            RunnerListing::WorkspaceOwned => "/v1/workspace/runners/owned",
-        })
-        .await
+        match listing {
+            RunnerListing::Mine => self.call::<op::ListRunnersMine>(&[], &(), &()).await,
+            RunnerListing::Roster => self.call::<op::ListRunnerRoster>(&[], &(), &()).await,
+            RunnerListing::WorkspaceOwned => {
+                self.call::<op::ListRunnersWorkspace>(&[], &(), &()).await
+            }
+        }
     }
 
     pub async fn revoke_runner(&self, scope: Scope, id: &str) -> Result<(), ClientError> {
-        self.call_empty(
-            Method::DELETE,
-            &format!("{}/runners/{id}", scope.prefix()),
-            None::<&()>,
-        )
-        .await
+        match scope {
+            Scope::Me => self.call::<op::RevokeRunnerMine>(&[id], &(), &()).await,
+            Scope::Workspace => self.revoke_workspace_runner(id).await.map(drop),
+        }
     }
 
     pub async fn create_runtime(
@@ -441,15 +430,21 @@ impl Client {
         scope: Scope,
         name: &str,
     ) -> Result<wire::Runtime, ClientError> {
-        self.post(
-            &format!("{}/runtimes", scope.prefix()),
-            &wire::CreateRuntime { name: name.into() },
-        )
-        .await
+        let req = wire::CreateRuntime { name: name.into() };
+        match scope {
+            Scope::Me => self.call::<op::CreateRuntimeMine>(&[], &(), &req).await,
+            Scope::Workspace => {
+                self.call::<op::CreateRuntimeWorkspace>(&[], &(), &req)
+                    .await
+            }
+        }
     }
 
     pub async fn runtimes(&self, scope: Scope) -> Result<wire::RuntimeList, ClientError> {
-        self.get(&format!("{}/runtimes", scope.prefix())).await
+        match scope {
+            Scope::Me => self.call::<op::ListRuntimesMine>(&[], &(), &()).await,
+            Scope::Workspace => self.call::<op::ListRuntimesWorkspace>(&[], &(), &()).await,
+        }
     }
 
     /// A join token for the pool `runtime` (name or id) of `scope`, good
@@ -469,40 +464,47 @@ impl Client {
         runtime: &str,
         ttl_seconds: Option<u64>,
     ) -> Result<wire::JoinToken, ClientError> {
-        self.post(
-            &format!("{}/runtimes/{runtime}/join-tokens", scope.prefix()),
-            &wire::CreateJoinToken { ttl_seconds },
-        )
-        .await
+        let req = wire::CreateJoinToken { ttl_seconds };
+        match scope {
+            Scope::Me => {
+                self.call::<op::CreateJoinTokenMine>(&[runtime], &(), &req)
+                    .await
+            }
+            Scope::Workspace => {
+                self.call::<op::CreateJoinTokenWorkspace>(&[runtime], &(), &req)
+                    .await
+            }
+        }
     }
 
     /// The join tokens of `scope`'s pools that have not expired (never
     /// the tokens themselves); the workspace's need the admin role.
     pub async fn join_tokens(&self, scope: Scope) -> Result<wire::JoinTokenList, ClientError> {
-        self.get(&format!("{}/join-tokens", scope.prefix())).await
+        match scope {
+            Scope::Me => self.call::<op::ListJoinTokensMine>(&[], &(), &()).await,
+            Scope::Workspace => {
+                self.call::<op::ListJoinTokensWorkspace>(&[], &(), &())
+                    .await
+            }
+        }
     }
 
     /// Revokes one join token of `scope`'s pools (`jt_…`), at once.
     pub async fn revoke_join_token(&self, scope: Scope, id: &str) -> Result<(), ClientError> {
-        self.call_empty(
-            Method::DELETE,
-            &format!("{}/join-tokens/{id}", scope.prefix()),
-            None::<&()>,
-        )
-        .await
+        match scope {
+            Scope::Me => self.call::<op::RevokeJoinTokenMine>(&[id], &(), &()).await,
+            Scope::Workspace => {
+                self.call::<op::RevokeJoinTokenWorkspace>(&[id], &(), &())
+                    .await
+            }
+        }
     }
 
     // ------------------------------------------------------------ pairing
 
     /// A one-time pairing code (ten minutes) and its `drover://pair` link.
     pub async fn pairing_code(&self) -> Result<wire::PairingCode, ClientError> {
-        self.call(
-            Method::POST,
-            "/v1/me/pairing-codes",
-            None::<&()>,
-            REQUEST_TIMEOUT,
-        )
-        .await
+        self.call::<op::CreatePairingCode>(&[], &(), &()).await
     }
 
     /// Redeems a pairing code for this device's own member token. The
@@ -512,30 +514,28 @@ impl Client {
         code: &str,
         device_name: &str,
     ) -> Result<wire::DeviceToken, ClientError> {
-        self.post(
-            &format!("/v1/pairing-codes/{code}/redeem"),
-            &wire::RedeemPairingCode {
-                device_name: device_name.into(),
-            },
-        )
-        .await
+        let req = wire::RedeemPairingCode {
+            device_name: device_name.into(),
+        };
+        self.call::<op::RedeemPairingCode>(&[code], &(), &req).await
     }
 
     /// Who this client's member token belongs to, with the token itself.
     pub async fn me(&self) -> Result<wire::Me, ClientError> {
-        self.get("/v1/me").await
+        self.call::<op::GetMe>(&[], &(), &()).await
     }
 
     /// The signed-in member's API tokens.
     pub async fn tokens(&self) -> Result<wire::ApiTokenList, ClientError> {
-        self.get("/v1/me/tokens").await
+        self.call::<op::ListTokensMine>(&[], &(), &()).await
     }
 
     /// Revokes one of the signed-in member's API tokens.
     pub async fn revoke_token(&self, id: &str) -> Result<(), ClientError> {
-        self.call_empty(Method::DELETE, &format!("/v1/me/tokens/{id}"), None::<&()>)
-            .await
+        self.call::<op::RevokeTokenMine>(&[id], &(), &()).await
     }
+
+    // ------------------------------------------------------------ billing
 
     /// Sets the workspace's budget per calendar month, in runner-minutes
     /// (`None`: no limit).
@@ -543,30 +543,32 @@ impl Client {
         &self,
         monthly_minutes: Option<u64>,
     ) -> Result<wire::Usage, ClientError> {
-        self.call(
-            Method::PUT,
-            "/v1/workspace/budget",
-            Some(&wire::SetBudget { monthly_minutes }),
-            REQUEST_TIMEOUT,
-        )
-        .await
+        let req = wire::SetBudget { monthly_minutes };
+        self.call::<op::SetBudget>(&[], &(), &req).await
     }
 
     /// The workspace's usage this month, and its budget.
     pub async fn usage(&self) -> Result<wire::Usage, ClientError> {
-        self.get("/v1/workspace/usage").await
+        self.call::<op::GetUsage>(&[], &(), &()).await
     }
 
-    fn report_path(scope: Scope, month: Option<&str>, by: Option<&str>) -> String {
-        let path = match scope {
-            Scope::Workspace => "/v1/workspace/billing/usage",
-            Scope::Me => "/v1/me/usage",
+    fn report_request(
+        &self,
+        scope: Scope,
+        month: Option<&str>,
+        by: Option<&str>,
+    ) -> RequestBuilder {
+        let query = wire::UsageReportQuery {
+            month: month.map(str::to_owned),
+            by: by.map(str::to_owned),
         };
-        let query: Vec<String> = [("month", month), ("by", by)]
-            .into_iter()
-            .filter_map(|(k, v)| Some(format!("{k}={}", percent_encode(v?))))
-            .collect();
-        format!("{path}?{}", query.join("&"))
+        match scope {
+            Scope::Workspace => {
+                self.request_for::<op::GetWorkspaceUsageReport>(&[], REQUEST_TIMEOUT)
+            }
+            Scope::Me => self.request_for::<op::GetMyUsageReport>(&[], REQUEST_TIMEOUT),
+        }
+        .query(&query)
     }
 
     /// A usage report for a month (`YYYY-MM`; default this one), by pool,
@@ -577,7 +579,9 @@ impl Client {
         month: Option<&str>,
         by: Option<&str>,
     ) -> Result<wire::UsageReport, ClientError> {
-        self.get(&Self::report_path(scope, month, by)).await
+        let resp = self.send(self.report_request(scope, month, by)).await?;
+        let bytes = resp.bytes().await.map_err(transport)?;
+        decode::<op::GetMyUsageReport>(&bytes)
     }
 
     /// The same report as CSV.
@@ -587,9 +591,8 @@ impl Client {
         month: Option<&str>,
         by: Option<&str>,
     ) -> Result<String, ClientError> {
-        let path = Self::report_path(scope, month, by);
         let req = self
-            .request(Method::GET, &path, REQUEST_TIMEOUT)
+            .report_request(scope, month, by)
             .header(reqwest::header::ACCEPT, "text/csv");
         let resp = self.send(req).await?;
         resp.text().await.map_err(transport)
@@ -599,7 +602,7 @@ impl Client {
 
     /// The workspace's members (admins only).
     pub async fn members(&self) -> Result<wire::MemberList, ClientError> {
-        self.get("/v1/workspace/members").await
+        self.call::<op::ListMembers>(&[], &(), &()).await
     }
 
     /// Invites `email` as `role` (default member): a one-time code for them.
@@ -612,20 +615,22 @@ impl Client {
             email: email.into(),
             role: role.map(str::to_owned),
         };
-        self.post("/v1/workspace/members", &req).await
+        self.call::<op::InviteMember>(&[], &(), &req).await
     }
 
     pub async fn update_member(&self, id: &str, role: &str) -> Result<wire::Member, ClientError> {
         let req = wire::UpdateMember { role: role.into() };
-        let path = format!("/v1/workspace/members/{id}");
-        self.call(Method::PATCH, &path, Some(&req), REQUEST_TIMEOUT)
-            .await
+        self.call::<op::UpdateMember>(&[id], &(), &req).await
     }
 
     /// Removes a member: their tokens, runners and queued jobs go at once.
     pub async fn remove_member(&self, id: &str) -> Result<(), ClientError> {
-        let path = format!("/v1/workspace/members/{id}");
-        self.call_empty(Method::DELETE, &path, None::<&()>).await
+        self.call::<op::RemoveMember>(&[id], &(), &()).await
+    }
+
+    /// A page of the workspace's audit log, newest first.
+    pub async fn audit(&self, q: &wire::AuditQuery) -> Result<wire::AuditPage, ClientError> {
+        self.call::<op::ListAuditEvents>(&[], q, &()).await
     }
 
     // ------------------------------------------------------------- github
@@ -638,12 +643,13 @@ impl Client {
         let req = wire::GithubInstallLinkRequest {
             host: host.map(str::to_owned),
         };
-        self.post("/v1/workspace/github-app/install-link", &req)
+        self.call::<op::CreateGithubInstallLink>(&[], &(), &req)
             .await
     }
 
     pub async fn github_installations(&self) -> Result<wire::GithubInstallationList, ClientError> {
-        self.get("/v1/workspace/github-app/installations").await
+        self.call::<op::ListGithubInstallations>(&[], &(), &())
+            .await
     }
 
     pub async fn github_repos(
@@ -651,10 +657,11 @@ impl Client {
         page: u32,
         per_page: u32,
     ) -> Result<wire::GithubRepoList, ClientError> {
-        self.get(&format!(
-            "/v1/workspace/github-app/repos?page={page}&perPage={per_page}"
-        ))
-        .await
+        let query = wire::GithubRepoQuery {
+            page: Some(page),
+            per_page: Some(per_page),
+        };
+        self.call::<op::ListGithubRepos>(&[], &query, &()).await
     }
 
     /// Pairs a workspace runner for a build server and registers a GitHub
@@ -663,26 +670,23 @@ impl Client {
         &self,
         req: &wire::GithubInstallRequest,
     ) -> Result<wire::GithubInstall, ClientError> {
-        self.post("/v1/workspace/runners/github-install", req).await
+        self.call::<op::InstallGithubWorkspaceRunner>(&[], &(), req)
+            .await
     }
 
     /// Revokes a workspace runner; for one registered with GitHub, what
-    /// GitHub did with its GitHub runner.
+    /// GitHub did with its GitHub runner (a `204` when there was none).
     pub async fn revoke_workspace_runner(
         &self,
         id: &str,
     ) -> Result<Option<wire::RevokedRunner>, ClientError> {
-        let path = format!("/v1/workspace/runners/{id}");
-        let resp = self
-            .send(self.request(Method::DELETE, &path, REQUEST_TIMEOUT))
-            .await?;
+        let req = self.request_for::<op::RevokeRunnerWorkspace>(&[id], REQUEST_TIMEOUT);
+        let resp = self.send(req).await?;
         let bytes = resp.bytes().await.map_err(transport)?;
         if bytes.is_empty() {
             return Ok(None);
         }
-        serde_json::from_slice(&bytes)
-            .map(Some)
-            .map_err(|e| ClientError::Decode(e.to_string()))
+        decode::<op::RevokeRunnerWorkspace>(&bytes).map(Some)
     }
 
     /// Links a repository for CI (or updates its link).
@@ -690,33 +694,11 @@ impl Client {
         &self,
         req: &wire::CiLinkRequest,
     ) -> Result<wire::CiLink, ClientError> {
-        self.call(
-            Method::PUT,
-            "/v1/workspace/ci/links",
-            Some(req),
-            REQUEST_TIMEOUT,
-        )
-        .await
+        self.call::<op::SetCiLink>(&[], &(), req).await
     }
 
     pub async fn ci_links(&self) -> Result<wire::CiLinkList, ClientError> {
-        self.get("/v1/workspace/ci/links").await
-    }
-
-    fn ci_link_path(repository: &str, host: Option<&str>, tail: &str) -> String {
-        let (owner, repo) = repository.split_once('/').unwrap_or((repository, ""));
-        let mut path = format!(
-            "/v1/workspace/ci/links/{}/{}{tail}",
-            drover_wire::text::percent_encode(owner),
-            drover_wire::text::percent_encode(repo)
-        );
-        if let Some(host) = host {
-            path.push_str(&format!(
-                "?host={}",
-                drover_wire::text::percent_encode(host)
-            ));
-        }
-        path
+        self.call::<op::ListCiLinks>(&[], &(), &()).await
     }
 
     pub async fn remove_ci_link(
@@ -724,8 +706,12 @@ impl Client {
         repository: &str,
         host: Option<&str>,
     ) -> Result<(), ClientError> {
-        let path = Self::ci_link_path(repository, host, "");
-        self.call_empty(Method::DELETE, &path, None::<&()>).await
+        let (owner, repo) = repository.split_once('/').unwrap_or((repository, ""));
+        let query = wire::CiLinkQuery {
+            host: host.map(str::to_owned),
+        };
+        self.call::<op::RemoveCiLink>(&[owner, repo], &query, &())
+            .await
     }
 
     /// The workflow file (YAML) of a linked repository.
@@ -734,29 +720,11 @@ impl Client {
         repository: &str,
         host: Option<&str>,
     ) -> Result<String, ClientError> {
-        let path = Self::ci_link_path(repository, host, "/workflow");
-        let resp = self
-            .send(self.request(Method::GET, &path, REQUEST_TIMEOUT))
-            .await?;
-        resp.text().await.map_err(transport)
-    }
-
-    /// A page of the workspace's audit log, newest first.
-    pub async fn audit(&self, q: &AuditFilter) -> Result<wire::AuditPage, ClientError> {
-        let mut query = Vec::new();
-        let pairs = [
-            ("since", q.since.map(|n| n.to_string())),
-            ("actor", q.actor.clone()),
-            ("action", q.action.clone()),
-            ("before", q.before.clone()),
-            ("limit", q.limit.map(|n| n.to_string())),
-        ];
-        for (key, value) in pairs {
-            if let Some(value) = value {
-                query.push(format!("{key}={}", percent_encode(&value)));
-            }
-        }
-        self.get(&format!("/v1/workspace/audit?{}", query.join("&")))
+        let (owner, repo) = repository.split_once('/').unwrap_or((repository, ""));
+        let query = wire::CiLinkQuery {
+            host: host.map(str::to_owned),
+        };
+        self.call::<op::GetCiWorkflow>(&[owner, repo], &query, &())
             .await
     }
 
@@ -764,37 +732,27 @@ impl Client {
 
     /// The pool this client's join token joins.
     pub async fn join_token_info(&self) -> Result<wire::JoinTokenInfo, ClientError> {
-        self.call(
-            Method::GET,
-            "/v1/runner/join-token",
-            None::<&()>,
-            REQUEST_TIMEOUT,
-        )
-        .await
+        self.call::<op::RunnerJoinTokenInfo>(&[], &(), &()).await
     }
 
     /// This runner revokes itself: its credential stops working at once,
     /// and any job it holds goes back to the queue.
     pub async fn leave(&self) -> Result<(), ClientError> {
-        self.call_empty(Method::POST, "/v1/runner/leave", None::<&()>)
-            .await
+        self.call::<op::RunnerLeave>(&[], &(), &()).await
     }
 
     /// Exchanges this client's join token for a runner credential.
     pub async fn join(&self, req: &wire::JoinRequest) -> Result<wire::JoinedRunner, ClientError> {
-        self.post("/v1/runner/join", req).await
+        self.call::<op::RunnerJoin>(&[], &(), req).await
     }
 
     /// Announces capabilities; answers who this runner is.
     pub async fn hello(&self, capabilities: &[String]) -> Result<wire::HelloResponse, ClientError> {
-        self.post(
-            "/v1/runner/hello",
-            &wire::Hello {
-                capabilities: capabilities.to_vec(),
-                slots: None,
-            },
-        )
-        .await
+        let hello = wire::Hello {
+            capabilities: capabilities.to_vec(),
+            slots: None,
+        };
+        self.call::<op::RunnerHello>(&[], &(), &hello).await
     }
 
     /// Announces capabilities and how many jobs this runner runs at once
@@ -809,7 +767,7 @@ impl Client {
             capabilities: capabilities.to_vec(),
             slots: Some(slots),
         };
-        match self.post("/v1/runner/hello", &hello).await {
+        match self.call::<op::RunnerHello>(&[], &(), &hello).await {
             Err(e) if e.code() == Some(ErrorCode::BadRequest) => self.hello(capabilities).await,
             r => r,
         }
@@ -842,14 +800,12 @@ impl Client {
             wait_ms: wait.as_millis() as u64,
             held,
         };
-        let resp: serde_json::Value = self
-            .call(
-                Method::POST,
-                "/v1/runner/lease",
-                Some(&body),
-                wait + REQUEST_TIMEOUT,
-            )
-            .await?;
+        // Read as JSON first: a lease this runner cannot read is an offer
+        // to give back, not an error.
+        let req = self
+            .request_for::<op::RunnerLease>(&[], wait + REQUEST_TIMEOUT)
+            .json(&body);
+        let resp: serde_json::Value = self.json(req).await?;
         read_offer(resp.get("lease"))
     }
 
@@ -862,22 +818,12 @@ impl Client {
         let body = wire::Heartbeat {
             wait_ms: wait.as_millis() as u64,
         };
-        self.call(
-            Method::POST,
-            &format!("/v1/runner/leases/{lease}/heartbeat"),
-            Some(&body),
-            wait + REQUEST_TIMEOUT,
-        )
-        .await
+        self.call_within::<op::RunnerHeartbeat>(&[lease], &(), &body, wait + REQUEST_TIMEOUT)
+            .await
     }
 
     pub async fn log(&self, lease: &str, chunk: &wire::LogChunk) -> Result<(), ClientError> {
-        self.call_empty(
-            Method::POST,
-            &format!("/v1/runner/leases/{lease}/logs"),
-            Some(chunk),
-        )
-        .await
+        self.call::<op::RunnerLogs>(&[lease], &(), chunk).await
     }
 
     /// Reports the result; with `done.next`, also leases the next job.
@@ -906,14 +852,10 @@ impl Client {
         done: &wire::Complete,
     ) -> Result<(wire::CompleteResponse, Option<Offer>), ClientError> {
         let wait = Duration::from_millis(done.next.as_ref().map_or(0, |n| n.wait_ms));
-        let mut resp: serde_json::Value = self
-            .call(
-                Method::POST,
-                &format!("/v1/runner/leases/{lease}/complete"),
-                Some(done),
-                wait + REQUEST_TIMEOUT,
-            )
-            .await?;
+        let req = self
+            .request_for::<op::RunnerComplete>(&[lease], wait + REQUEST_TIMEOUT)
+            .json(done);
+        let mut resp: serde_json::Value = self.json(req).await?;
         // The next lease is read on its own, so a bad one cannot hide the result.
         let next = resp
             .as_object_mut()
@@ -930,6 +872,44 @@ impl Client {
         };
         Ok((complete, offer))
     }
+
+    /// Sends `req` and reads its answer as JSON of any shape.
+    async fn json<T: DeserializeOwned>(&self, req: RequestBuilder) -> Result<T, ClientError> {
+        let resp = self.send(req).await?;
+        let bytes = resp.bytes().await.map_err(transport)?;
+        serde_json::from_slice(&bytes).map_err(|e| ClientError::Decode(e.to_string()))
+    }
+}
+
+/// `path` with each `{…}` segment replaced by the next of `params`,
+/// percent-encoded (a `/` in a value stays inside its segment).
+fn fill(path: &str, params: &[&str]) -> String {
+    let mut params = params.iter();
+    path.split('/')
+        .map(|segment| {
+            if segment.starts_with('{') && segment.ends_with('}') {
+                percent_encode(params.next().copied().unwrap_or_default())
+            } else {
+                segment.to_owned()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("/")
+}
+
+/// A successful answer of `O`, read as it declares it.
+fn decode<O: Operation>(bytes: &[u8]) -> Result<O::Answer, ClientError>
+where
+    O::Answer: DeserializeOwned,
+{
+    let decoded = match O::ANSWER {
+        AnswerKind::Json | AnswerKind::JsonOrCsv => serde_json::from_slice(bytes),
+        AnswerKind::Empty => serde_json::from_value(serde_json::Value::Null),
+        AnswerKind::Text | AnswerKind::Html => serde_json::from_value(serde_json::Value::String(
+            String::from_utf8_lossy(bytes).into_owned(),
+        )),
+    };
+    decoded.map_err(|e| ClientError::Decode(e.to_string()))
 }
 
 /// The header that makes a submit safe to retry.

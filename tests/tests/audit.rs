@@ -1,7 +1,7 @@
 //! The audit log: what was done, by whom, from which surface, exactly once
 //! per action, and never a secret; read by admins, paged and filtered.
 
-use drover_tests::runner_core::client::{AuditFilter, Scope};
+use drover_tests::runner_core::client::Scope;
 use drover_tests::runner_core::wire::{self, ErrorCode};
 use drover_tests::*;
 
@@ -93,9 +93,9 @@ async fn the_audit_log_holds_exactly_what_was_done_by_whom_from_where_and_no_sec
 
     let page = admin
         .client
-        .audit(&AuditFilter {
+        .audit(&drover_wire::AuditQuery {
             limit: Some(500),
-            ..AuditFilter::default()
+            ..drover_wire::AuditQuery::default()
         })
         .await
         .unwrap();
@@ -146,17 +146,17 @@ async fn the_audit_log_holds_exactly_what_was_done_by_whom_from_where_and_no_sec
     assert_eq!(removed.detail["tokensRevoked"], 1);
 
     // Filters and pages.
-    let only = |action: &str| AuditFilter {
+    let only = |action: &str| drover_wire::AuditQuery {
         action: Some(action.into()),
-        ..AuditFilter::default()
+        ..drover_wire::AuditQuery::default()
     };
     let invites = admin.client.audit(&only("member.invited")).await.unwrap();
     assert_eq!(invites.events.len(), 1);
     let by_bob = admin
         .client
-        .audit(&AuditFilter {
+        .audit(&drover_wire::AuditQuery {
             actor: Some("BOB@acme.test".into()),
-            ..AuditFilter::default()
+            ..drover_wire::AuditQuery::default()
         })
         .await
         .unwrap();
@@ -166,10 +166,10 @@ async fn the_audit_log_holds_exactly_what_was_done_by_whom_from_where_and_no_sec
     loop {
         let page = admin
             .client
-            .audit(&AuditFilter {
+            .audit(&drover_wire::AuditQuery {
                 limit: Some(4),
                 before: before.clone(),
-                ..AuditFilter::default()
+                ..drover_wire::AuditQuery::default()
             })
             .await
             .unwrap();
@@ -184,9 +184,9 @@ async fn the_audit_log_holds_exactly_what_was_done_by_whom_from_where_and_no_sec
     let since = page.events[2].at;
     let recent = admin
         .client
-        .audit(&AuditFilter {
+        .audit(&drover_wire::AuditQuery {
             since: Some(since),
-            ..AuditFilter::default()
+            ..drover_wire::AuditQuery::default()
         })
         .await
         .unwrap();
@@ -195,20 +195,20 @@ async fn the_audit_log_holds_exactly_what_was_done_by_whom_from_where_and_no_sec
     // Refusals: bad input, a member, a surface that cannot be claimed.
     for bad in [
         only("member.deleted"),
-        AuditFilter {
+        drover_wire::AuditQuery {
             limit: Some(0),
-            ..AuditFilter::default()
+            ..drover_wire::AuditQuery::default()
         },
-        AuditFilter {
+        drover_wire::AuditQuery {
             before: Some("x".into()),
-            ..AuditFilter::default()
+            ..drover_wire::AuditQuery::default()
         },
     ] {
         assert_eq!(code(admin.client.audit(&bad).await), ErrorCode::BadRequest);
     }
     let eve = c.add_member("acme", "eve@acme.test", "member");
     assert_eq!(
-        code(eve.client.audit(&AuditFilter::default()).await),
+        code(eve.client.audit(&drover_wire::AuditQuery::default()).await),
         ErrorCode::Forbidden
     );
     let resp = reqwest::Client::new()
@@ -221,7 +221,11 @@ async fn the_audit_log_holds_exactly_what_was_done_by_whom_from_where_and_no_sec
     assert_eq!(resp.status(), 400);
 
     // The other workspace sees its own entry only.
-    let theirs = other.client.audit(&AuditFilter::default()).await.unwrap();
+    let theirs = other
+        .client
+        .audit(&drover_wire::AuditQuery::default())
+        .await
+        .unwrap();
     assert_eq!(theirs.events.len(), 1);
     assert_eq!(theirs.events[0].action, "runtime.created");
 
@@ -253,9 +257,9 @@ async fn the_audit_log_holds_exactly_what_was_done_by_whom_from_where_and_no_sec
 async fn c_audit_ids(admin: &Member) -> Vec<String> {
     let page = admin
         .client
-        .audit(&AuditFilter {
+        .audit(&drover_wire::AuditQuery {
             limit: Some(500),
-            ..AuditFilter::default()
+            ..drover_wire::AuditQuery::default()
         })
         .await
         .unwrap();

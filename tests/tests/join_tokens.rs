@@ -5,7 +5,7 @@
 //! processes, on SQLite or PostgreSQL (`DROVER_TEST_DATABASE`); the
 //! two-replica case is in replicas.rs.
 
-use drover_tests::runner_core::client::{AuditFilter, Client, Scope, Token};
+use drover_tests::runner_core::client::{Client, Scope, Token};
 use drover_tests::runner_core::wire::{self, ErrorCode};
 use drover_tests::*;
 
@@ -35,9 +35,9 @@ async fn join(
 async fn events(admin: &Member, action: &str) -> Vec<wire::AuditEvent> {
     admin
         .client
-        .audit(&AuditFilter {
+        .audit(&drover_wire::AuditQuery {
             action: Some(action.into()),
-            ..AuditFilter::default()
+            ..drover_wire::AuditQuery::default()
         })
         .await
         .unwrap()

@@ -5,24 +5,22 @@ use axum::Router;
 use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, put};
 use drover_wire as wire;
-use schemars::JsonSchema;
-use serde::Deserialize;
 
-use super::AppState;
 use super::dto;
 use super::extract::{AuthMember, Json, Query};
+use super::{AppState, Routes as _};
 use crate::billing::Month;
 use crate::error::{Error, Result};
 use crate::store::{UsageBy, UsageOf};
+use drover_wire::op;
 
 pub fn router() -> Router<AppState> {
     Router::new()
-        .route("/v1/workspace/budget", put(set_budget))
-        .route("/v1/workspace/usage", get(usage))
-        .route("/v1/workspace/billing/usage", get(workspace_report))
-        .route("/v1/me/usage", get(my_report))
+        .at(op::SetBudget, set_budget)
+        .at(op::GetUsage, usage)
+        .at(op::GetWorkspaceUsageReport, workspace_report)
+        .at(op::GetMyUsageReport, my_report)
 }
 
 pub(super) async fn set_budget(
@@ -43,22 +41,11 @@ pub(super) async fn usage(
     Ok(axum::Json(st.store.usage(&m, st.now()).await?.into()))
 }
 
-#[derive(Deserialize, Default, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct ReportParams {
-    /// The month, `YYYY-MM` (UTC); this month by default.
-    #[schemars(regex(pattern = r"^[0-9]{4}-[0-9]{2}$"))]
-    month: Option<String>,
-    /// Add up by `pool` (the default), `member` or `runner`.
-    #[schemars(extend("enum" = ["pool", "member", "runner"]))]
-    by: Option<String>,
-}
-
 pub(super) async fn workspace_report(
     State(st): State<AppState>,
     AuthMember(m): AuthMember,
     headers: HeaderMap,
-    Query(q): Query<ReportParams>,
+    Query(q): Query<wire::UsageReportQuery>,
 ) -> Result<Response> {
     m.require_admin()?;
     report(&st, &m, UsageOf::Workspace, &headers, q).await
@@ -68,7 +55,7 @@ pub(super) async fn my_report(
     State(st): State<AppState>,
     AuthMember(m): AuthMember,
     headers: HeaderMap,
-    Query(q): Query<ReportParams>,
+    Query(q): Query<wire::UsageReportQuery>,
 ) -> Result<Response> {
     report(&st, &m, UsageOf::Mine, &headers, q).await
 }
@@ -78,7 +65,7 @@ async fn report(
     m: &crate::store::Member,
     of: UsageOf,
     headers: &HeaderMap,
-    q: ReportParams,
+    q: wire::UsageReportQuery,
 ) -> Result<Response> {
     let month = match q.month.as_deref() {
         None => Month::of(st.now()),

@@ -8,10 +8,9 @@
 //! Over 500 lines: it is a table, one entry per operation with the prose of
 //! its documentation, and holds no logic.
 
-use drover_wire::{self as wire, ErrorCode};
+use drover_wire::ErrorCode;
+use drover_wire::op::{self, AnswerKind, Operation};
 use schemars::{JsonSchema, Schema, SchemaGenerator};
-
-use super::{billing, ci, github, jobs, members};
 
 /// Makes the schema of a type (a `$ref` to it, for named types).
 pub type SchemaFn = fn(&mut SchemaGenerator) -> Schema;
@@ -34,26 +33,61 @@ pub enum Auth {
 }
 
 pub struct Op {
-    /// The OpenAPI `operationId`.
-    pub id: &'static str,
+    /// What `drover_wire::op` declares: id, method, path and the types.
+    pub decl: Decl,
     /// Its MCP tool, for every human-facing operation.
     pub tool: Option<&'static str>,
-    pub method: &'static str,
-    pub path: &'static str,
     pub tag: &'static str,
     pub auth: Auth,
     pub summary: &'static str,
     pub description: &'static str,
     /// Path and header parameters, as OpenAPI parameter objects (JSON).
     pub params: &'static str,
-    /// The query string's shape.
-    pub query: Option<SchemaFn>,
+    /// The body's documentation, when the declaration takes one.
     pub body: Option<Body>,
     pub responses: &'static [Resp],
 }
 
+/// An operation's declaration (`drover_wire::op`), with the schemas of
+/// its query, body and answer types.
+pub struct Decl {
+    /// The OpenAPI `operationId`.
+    pub id: &'static str,
+    pub method: &'static str,
+    pub path: &'static str,
+    pub query: Option<SchemaFn>,
+    pub body: Option<SchemaFn>,
+    pub answer: SchemaFn,
+    pub kind: AnswerKind,
+}
+
+/// The catalogue's view of a declared operation.
+pub const fn declared<O: Operation>() -> Decl
+where
+    O::Query: JsonSchema,
+    O::Body: JsonSchema,
+    O::Answer: JsonSchema,
+{
+    Decl {
+        id: O::ID,
+        method: O::METHOD.as_str(),
+        path: O::PATH,
+        query: if O::HAS_QUERY {
+            Some(schema::<O::Query>)
+        } else {
+            None
+        },
+        body: if O::HAS_BODY {
+            Some(schema::<O::Body>)
+        } else {
+            None
+        },
+        answer: schema::<O::Answer>,
+        kind: O::ANSWER,
+    }
+}
+
 pub struct Body {
-    pub schema: SchemaFn,
     /// False when an empty body means every field's default.
     pub required: bool,
     pub description: &'static str,
@@ -67,9 +101,10 @@ pub struct Resp {
 
 pub enum Reply {
     Empty,
-    Json(SchemaFn),
-    /// JSON, or CSV with `Accept: text/csv`.
-    JsonOrCsv(SchemaFn),
+    /// The declared answer, as JSON.
+    Answer,
+    /// The declared answer as JSON, or CSV with `Accept: text/csv`.
+    AnswerOrCsv,
     /// The `ErrorBody` envelope with this code (its status is the one
     /// `error::status_of` gives it; a test holds them together).
     Error(ErrorCode),
@@ -80,9 +115,7 @@ pub enum Reply {
 impl Op {
     /// The names in the path's `{…}` segments.
     pub fn path_params(&self) -> impl Iterator<Item = &'static str> {
-        self.path
-            .split('/')
-            .filter_map(|s| s.strip_prefix('{')?.strip_suffix('}'))
+        drover_wire::op::path_params(self.decl.path)
     }
 }
 
@@ -138,7 +171,7 @@ pub const BAD_SURFACE: Resp = Resp {
 /// refusal on every route but `/healthz`, and on a member operation that
 /// documents no `400` of its own, the refused `drover-surface` header.
 pub fn implied(op: &Op) -> impl Iterator<Item = &'static Resp> {
-    let skew = (op.path != "/healthz").then_some(&VERSION_SKEW);
+    let skew = (op.decl.path != "/healthz").then_some(&VERSION_SKEW);
     let surface = (op.auth == Auth::Member && !op.responses.iter().any(|r| r.status == 400))
         .then_some(&BAD_SURFACE);
     skew.into_iter().chain(surface)
@@ -204,18 +237,14 @@ const RUNNER_UNAUTHORIZED: Resp = Resp {
 
 pub static OPS: &[Op] = &[
     Op {
-        id: "submitJob",
+        decl: declared::<op::SubmitJob>(),
         tool: Some("submit_job"),
-        method: "post",
-        path: "/v1/jobs",
         tag: "jobs",
         auth: Auth::Member,
         summary: r#"Submit a job"#,
         description: r#"Validates the job, resolves its runtime ref for the caller's workspace and queues it; a runner in the target pool (or the pinned runner) is woken at once. Jobs on a workspace-owned pool are refused while the workspace budget is spent. With an `Idempotency-Key` header, the same key from the same member within 24 hours answers the job the first request queued (`200`, the job as it is now, with `Idempotent-Replayed: true`) instead of queueing another, so a client may retry a submit whose answer it never got; the key and the job are written in one transaction. The same key with a different body is refused (`409 CONFLICT`). The answer holds the job's whole command or script; when that is over 64 KiB the answer is a large one (see `429`)."#,
         params: r#"[{"name": "Idempotency-Key", "in": "header", "required": false, "description": "1-255 printable ASCII characters (e.g. a UUID) naming this submission for 24 hours, per member.", "schema": {"type": "string", "minLength": 1, "maxLength": 255, "pattern": "^[ -~]{1,255}$"}}]"#,
-        query: None,
         body: Some(Body {
-            schema: schema::<wire::SubmitJob>,
             required: true,
             description: r#""#,
         }),
@@ -223,12 +252,12 @@ pub static OPS: &[Op] = &[
             Resp {
                 status: 200,
                 description: r#"The job an earlier request with the same `Idempotency-Key` queued, as it is now; nothing new was queued."#,
-                reply: Reply::Json(schema::<wire::Job>),
+                reply: Reply::Answer,
             },
             Resp {
                 status: 201,
                 description: r#"The job, queued."#,
-                reply: Reply::Json(schema::<wire::Job>),
+                reply: Reply::Answer,
             },
             Resp {
                 status: 400,
@@ -269,22 +298,19 @@ pub static OPS: &[Op] = &[
         ],
     },
     Op {
-        id: "listJobs",
+        decl: declared::<op::ListJobs>(),
         tool: Some("list_jobs"),
-        method: "get",
-        path: "/v1/jobs",
         tag: "jobs",
         auth: Auth::Member,
         summary: r#"List jobs"#,
         description: r#"Jobs the caller may see (SPEC §9: a member's or admin's own, and any on a workspace-owned pool, never another member's personal-pool jobs; a CI principal's only the jobs its repository submitted), newest first, a page at a time. Each job's command or script is a preview (512 bytes at most, `truncated: true` when cut; `GET /v1/jobs/{id}` has it whole). A page holds at most `limit` jobs and ends early, before the job that would take it past 512 KiB; `nextBefore`, passed as `before`, continues with the older jobs. A large answer (see `429`)."#,
         params: "",
-        query: Some(schema::<jobs::ListQuery>),
         body: None,
         responses: &[
             Resp {
                 status: 200,
                 description: r#"A page of jobs, newest first, and where the next one starts."#,
-                reply: Reply::Json(schema::<wire::JobList>),
+                reply: Reply::Answer,
             },
             Resp {
                 status: 400,
@@ -299,22 +325,19 @@ pub static OPS: &[Op] = &[
         ],
     },
     Op {
-        id: "getJob",
+        decl: declared::<op::GetJob>(),
         tool: Some("get_job"),
-        method: "get",
-        path: "/v1/jobs/{id}",
         tag: "jobs",
         auth: Auth::Member,
         summary: r#"Get a job"#,
         description: r#"The job with its whole command or script. A large answer (see `429`)."#,
         params: r#"[{"name": "id", "in": "path", "required": true, "description": "Job id (`job_\u2026`). A job the caller cannot see is 404 (a member or admin sees their own and the workspace pools' jobs; a CI principal only its repository's).", "schema": {"type": "string"}}]"#,
-        query: None,
         body: None,
         responses: &[
             Resp {
                 status: 200,
                 description: r#"The job."#,
-                reply: Reply::Json(schema::<wire::Job>),
+                reply: Reply::Answer,
             },
             Resp {
                 status: 401,
@@ -333,22 +356,19 @@ pub static OPS: &[Op] = &[
         ],
     },
     Op {
-        id: "cancelJob",
+        decl: declared::<op::CancelJob>(),
         tool: Some("cancel_job"),
-        method: "post",
-        path: "/v1/jobs/{id}/cancel",
         tag: "jobs",
         auth: Auth::Member,
         summary: r#"Cancel a job"#,
         description: r#"A queued job is cancelled at once; a leased or running job gets `cancelRequested` and its runner is told on its next heartbeat. Cancelling an already cancelled job changes nothing. No request body. The answer is the job with its whole spec: a large answer (see `429`; refused before anything changes)."#,
         params: r#"[{"name": "id", "in": "path", "required": true, "description": "Job id (`job_\u2026`). A job the caller cannot see is 404 (a member or admin sees their own and the workspace pools' jobs; a CI principal only its repository's).", "schema": {"type": "string"}}]"#,
-        query: None,
         body: None,
         responses: &[
             Resp {
                 status: 200,
                 description: r#"The job after the cancel."#,
-                reply: Reply::Json(schema::<wire::Job>),
+                reply: Reply::Answer,
             },
             Resp {
                 status: 401,
@@ -372,16 +392,13 @@ pub static OPS: &[Op] = &[
         ],
     },
     Op {
-        id: "getJobLogs",
+        decl: declared::<op::GetJobLogs>(),
         tool: Some("get_job_logs"),
-        method: "get",
-        path: "/v1/jobs/{id}/logs",
         tag: "jobs",
         auth: Auth::Member,
         summary: r#"Read a job's logs"#,
         description: r#"The job's log text (stdout and stderr chunks of every attempt, in order) as `text/plain`. With `follow=true` the response is streamed and stays open until the job ends (or the coordinator shuts down). The log is read and sent in batches of about 256 K characters, each a large answer (see `429`: the first one's turn is asked for at once, later ones wait for theirs); waiting for new output takes no turn."#,
         params: r#"[{"name": "id", "in": "path", "required": true, "description": "Job id (`job_\u2026`). A job the caller cannot see is 404 (a member or admin sees their own and the workspace pools' jobs; a CI principal only its repository's).", "schema": {"type": "string"}}]"#,
-        query: Some(schema::<jobs::LogsQuery>),
         body: None,
         responses: &[
             Resp {
@@ -409,18 +426,14 @@ pub static OPS: &[Op] = &[
         ],
     },
     Op {
-        id: "createRuntimeMine",
+        decl: declared::<op::CreateRuntimeMine>(),
         tool: Some("create_my_runtime"),
-        method: "post",
-        path: "/v1/me/runtimes",
         tag: "runtimes",
         auth: Auth::Member,
         summary: r#"Create a personal pool"#,
         description: r#"Creates a personal runtime (pool) in the caller's workspace."#,
         params: "",
-        query: None,
         body: Some(Body {
-            schema: schema::<wire::CreateRuntime>,
             required: true,
             description: r#""#,
         }),
@@ -428,7 +441,7 @@ pub static OPS: &[Op] = &[
             Resp {
                 status: 201,
                 description: r#"The new pool."#,
-                reply: Reply::Json(schema::<wire::Runtime>),
+                reply: Reply::Answer,
             },
             Resp {
                 status: 400,
@@ -449,22 +462,19 @@ pub static OPS: &[Op] = &[
         ],
     },
     Op {
-        id: "listRuntimesMine",
+        decl: declared::<op::ListRuntimesMine>(),
         tool: Some("list_my_runtimes"),
-        method: "get",
-        path: "/v1/me/runtimes",
         tag: "runtimes",
         auth: Auth::Member,
         summary: r#"List personal pools"#,
         description: r#"The caller's personal pools, sorted by name."#,
         params: "",
-        query: None,
         body: None,
         responses: &[
             Resp {
                 status: 200,
                 description: r#"The pools."#,
-                reply: Reply::Json(schema::<wire::RuntimeList>),
+                reply: Reply::Answer,
             },
             Resp {
                 status: 401,
@@ -477,18 +487,14 @@ pub static OPS: &[Op] = &[
         ],
     },
     Op {
-        id: "createJoinTokenMine",
+        decl: declared::<op::CreateJoinTokenMine>(),
         tool: Some("create_my_join_token"),
-        method: "post",
-        path: "/v1/me/runtimes/{id}/join-tokens",
         tag: "runtimes",
         auth: Auth::Member,
         summary: r#"Create a join token for a personal pool"#,
         description: r#"Mints a join token (`djt_…`, shown once) that a runner exchanges at `POST /v1/runner/join` for its own credential, with its id (`jt_…`) to list and revoke it by. It lives one day unless `ttlSeconds` says otherwise (at most 30 days). The body may be empty. Recorded in the audit log (`join_token.created`)."#,
         params: r#"[{"name": "id", "in": "path", "required": true, "description": "The pool's name or id (`rt_\u2026`). The name `default` creates the owner's default pool on first use.", "schema": {"type": "string"}}]"#,
-        query: None,
         body: Some(Body {
-            schema: schema::<wire::CreateJoinToken>,
             required: false,
             description: r#"Optional; an empty body means the defaults."#,
         }),
@@ -496,7 +502,7 @@ pub static OPS: &[Op] = &[
             Resp {
                 status: 201,
                 description: r#"The join token."#,
-                reply: Reply::Json(schema::<wire::JoinToken>),
+                reply: Reply::Answer,
             },
             Resp {
                 status: 400,
@@ -517,18 +523,14 @@ pub static OPS: &[Op] = &[
         ],
     },
     Op {
-        id: "createRuntimeWorkspace",
+        decl: declared::<op::CreateRuntimeWorkspace>(),
         tool: Some("create_runtime"),
-        method: "post",
-        path: "/v1/workspace/runtimes",
         tag: "runtimes",
         auth: Auth::Member,
         summary: r#"Create a workspace-owned pool"#,
         description: r#"Creates a workspace-owned runtime (pool) in the caller's workspace. Needs the workspace admin role."#,
         params: "",
-        query: None,
         body: Some(Body {
-            schema: schema::<wire::CreateRuntime>,
             required: true,
             description: r#""#,
         }),
@@ -536,7 +538,7 @@ pub static OPS: &[Op] = &[
             Resp {
                 status: 201,
                 description: r#"The new pool."#,
-                reply: Reply::Json(schema::<wire::Runtime>),
+                reply: Reply::Answer,
             },
             Resp {
                 status: 400,
@@ -557,22 +559,19 @@ pub static OPS: &[Op] = &[
         ],
     },
     Op {
-        id: "listRuntimesWorkspace",
+        decl: declared::<op::ListRuntimesWorkspace>(),
         tool: Some("list_runtimes"),
-        method: "get",
-        path: "/v1/workspace/runtimes",
         tag: "runtimes",
         auth: Auth::Member,
         summary: r#"List workspace-owned pools"#,
         description: r#"The workspace-owned pools (any member may list them), sorted by name."#,
         params: "",
-        query: None,
         body: None,
         responses: &[
             Resp {
                 status: 200,
                 description: r#"The pools."#,
-                reply: Reply::Json(schema::<wire::RuntimeList>),
+                reply: Reply::Answer,
             },
             Resp {
                 status: 401,
@@ -585,18 +584,14 @@ pub static OPS: &[Op] = &[
         ],
     },
     Op {
-        id: "createJoinTokenWorkspace",
+        decl: declared::<op::CreateJoinTokenWorkspace>(),
         tool: Some("create_join_token"),
-        method: "post",
-        path: "/v1/workspace/runtimes/{id}/join-tokens",
         tag: "runtimes",
         auth: Auth::Member,
         summary: r#"Create a join token for a workspace-owned pool"#,
         description: r#"Mints a join token (`djt_…`, shown once) that a runner exchanges at `POST /v1/runner/join` for its own credential, with its id (`jt_…`) to list and revoke it by. It lives one day unless `ttlSeconds` says otherwise (at most 30 days). The body may be empty. Recorded in the audit log (`join_token.created`). Needs the workspace admin role."#,
         params: r#"[{"name": "id", "in": "path", "required": true, "description": "The pool's name or id (`rt_\u2026`). The name `default` creates the owner's default pool on first use.", "schema": {"type": "string"}}]"#,
-        query: None,
         body: Some(Body {
-            schema: schema::<wire::CreateJoinToken>,
             required: false,
             description: r#"Optional; an empty body means the defaults."#,
         }),
@@ -604,7 +599,7 @@ pub static OPS: &[Op] = &[
             Resp {
                 status: 201,
                 description: r#"The join token."#,
-                reply: Reply::Json(schema::<wire::JoinToken>),
+                reply: Reply::Answer,
             },
             Resp {
                 status: 400,
@@ -625,22 +620,19 @@ pub static OPS: &[Op] = &[
         ],
     },
     Op {
-        id: "listJoinTokensMine",
+        decl: declared::<op::ListJoinTokensMine>(),
         tool: Some("list_my_join_tokens"),
-        method: "get",
-        path: "/v1/me/join-tokens",
         tag: "runtimes",
         auth: Auth::Member,
         summary: r#"List the join tokens of the caller's personal pools"#,
         description: r#"The join tokens of the caller's personal pools that have not expired, oldest first: each one's id (`jt_…`), pool, who minted it, when it was made, when it expires, when a runner last joined with it and how many did. Never the token itself."#,
         params: "",
-        query: None,
         body: None,
         responses: &[
             Resp {
                 status: 200,
                 description: r#"The join tokens."#,
-                reply: Reply::Json(schema::<wire::JoinTokenList>),
+                reply: Reply::Answer,
             },
             UNAUTHORIZED,
             NOT_MEMBER_TOKEN,
@@ -649,16 +641,13 @@ pub static OPS: &[Op] = &[
         ],
     },
     Op {
-        id: "revokeJoinTokenMine",
+        decl: declared::<op::RevokeJoinTokenMine>(),
         tool: Some("revoke_my_join_token"),
-        method: "delete",
-        path: "/v1/me/join-tokens/{id}",
         tag: "runtimes",
         auth: Auth::Member,
         summary: r#"Revoke a join token of the caller's personal pools"#,
         description: r#"The join token stops working at once, on every replica: a runner that tries to join with it next gets 401 `UNAUTHORIZED`. Runners that already joined with it keep their own credentials. Recorded in the audit log (`join_token.revoked`)."#,
         params: r#"[{"name": "id", "in": "path", "required": true, "description": "The join token's id (`jt_\u2026`), from the listing.", "schema": {"type": "string"}}]"#,
-        query: None,
         body: None,
         responses: &[
             Resp {
@@ -678,22 +667,19 @@ pub static OPS: &[Op] = &[
         ],
     },
     Op {
-        id: "listJoinTokensWorkspace",
+        decl: declared::<op::ListJoinTokensWorkspace>(),
         tool: Some("list_join_tokens"),
-        method: "get",
-        path: "/v1/workspace/join-tokens",
         tag: "runtimes",
         auth: Auth::Member,
         summary: r#"List the join tokens of the workspace-owned pools"#,
         description: r#"The join tokens of the workspace-owned pools that have not expired, oldest first: each one's id (`jt_…`), pool, who minted it, when it was made, when it expires, when a runner last joined with it and how many did. Never the token itself. Needs the workspace admin role."#,
         params: "",
-        query: None,
         body: None,
         responses: &[
             Resp {
                 status: 200,
                 description: r#"The join tokens."#,
-                reply: Reply::Json(schema::<wire::JoinTokenList>),
+                reply: Reply::Answer,
             },
             UNAUTHORIZED,
             NOT_ADMIN,
@@ -702,16 +688,13 @@ pub static OPS: &[Op] = &[
         ],
     },
     Op {
-        id: "revokeJoinTokenWorkspace",
+        decl: declared::<op::RevokeJoinTokenWorkspace>(),
         tool: Some("revoke_join_token"),
-        method: "delete",
-        path: "/v1/workspace/join-tokens/{id}",
         tag: "runtimes",
         auth: Auth::Member,
         summary: r#"Revoke a join token of the workspace-owned pools"#,
         description: r#"The join token stops working at once, on every replica: a runner that tries to join with it next gets 401 `UNAUTHORIZED`. Runners that already joined with it keep their own credentials. Recorded in the audit log (`join_token.revoked`). Needs the workspace admin role."#,
         params: r#"[{"name": "id", "in": "path", "required": true, "description": "The join token's id (`jt_\u2026`), from the listing.", "schema": {"type": "string"}}]"#,
-        query: None,
         body: None,
         responses: &[
             Resp {
@@ -731,18 +714,14 @@ pub static OPS: &[Op] = &[
         ],
     },
     Op {
-        id: "pairRunnerMine",
+        decl: declared::<op::PairRunnerMine>(),
         tool: Some("pair_personal_runner"),
-        method: "post",
-        path: "/v1/me/runners",
         tag: "runners",
         auth: Auth::Member,
         summary: r#"Pair a personal runner"#,
         description: r#"Creates a runner in one of the owner's pools and returns its credential (`rnr_…`, shown once). The body may be empty."#,
         params: "",
-        query: None,
         body: Some(Body {
-            schema: schema::<wire::PairRunner>,
             required: false,
             description: r#"Optional; an empty body pairs a runner named `runner` into the `default` pool."#,
         }),
@@ -750,7 +729,7 @@ pub static OPS: &[Op] = &[
             Resp {
                 status: 201,
                 description: r#"The runner and its credential."#,
-                reply: Reply::Json(schema::<wire::PairedRunner>),
+                reply: Reply::Answer,
             },
             Resp {
                 status: 400,
@@ -771,22 +750,19 @@ pub static OPS: &[Op] = &[
         ],
     },
     Op {
-        id: "listRunnersMine",
+        decl: declared::<op::ListRunnersMine>(),
         tool: Some("list_my_runners"),
-        method: "get",
-        path: "/v1/me/runners",
         tag: "runners",
         auth: Auth::Member,
         summary: r#"List my runners"#,
         description: r#"The caller's personal runners that are not revoked."#,
         params: "",
-        query: None,
         body: None,
         responses: &[
             Resp {
                 status: 200,
                 description: r#"The runners."#,
-                reply: Reply::Json(schema::<wire::RunnerList>),
+                reply: Reply::Answer,
             },
             Resp {
                 status: 401,
@@ -799,16 +775,13 @@ pub static OPS: &[Op] = &[
         ],
     },
     Op {
-        id: "revokeRunnerMine",
+        decl: declared::<op::RevokeRunnerMine>(),
         tool: Some("revoke_my_runner"),
-        method: "delete",
-        path: "/v1/me/runners/{id}",
         tag: "runners",
         auth: Auth::Member,
         summary: r#"Revoke a personal runner"#,
         description: r#"Its token stops working at once; any job it holds is re-queued (or ends `lost` when out of attempts, `cancelled` when a cancel was requested)."#,
         params: r#"[{"name": "id", "in": "path", "required": true, "description": "Runner id (`rn_\u2026`).", "schema": {"type": "string"}}]"#,
-        query: None,
         body: None,
         responses: &[
             Resp {
@@ -832,18 +805,14 @@ pub static OPS: &[Op] = &[
         ],
     },
     Op {
-        id: "pairRunnerWorkspace",
+        decl: declared::<op::PairRunnerWorkspace>(),
         tool: Some("pair_workspace_runner"),
-        method: "post",
-        path: "/v1/workspace/runners",
         tag: "runners",
         auth: Auth::Member,
         summary: r#"Pair a workspace-owned runner"#,
         description: r#"Creates a runner in one of the owner's pools and returns its credential (`rnr_…`, shown once). The body may be empty. Needs the workspace admin role."#,
         params: "",
-        query: None,
         body: Some(Body {
-            schema: schema::<wire::PairRunner>,
             required: false,
             description: r#"Optional; an empty body pairs a runner named `runner` into the `default` pool."#,
         }),
@@ -851,7 +820,7 @@ pub static OPS: &[Op] = &[
             Resp {
                 status: 201,
                 description: r#"The runner and its credential."#,
-                reply: Reply::Json(schema::<wire::PairedRunner>),
+                reply: Reply::Answer,
             },
             Resp {
                 status: 400,
@@ -872,22 +841,19 @@ pub static OPS: &[Op] = &[
         ],
     },
     Op {
-        id: "listRunnerRoster",
+        decl: declared::<op::ListRunnerRoster>(),
         tool: Some("list_workspace_runners"),
-        method: "get",
-        path: "/v1/workspace/runners",
         tag: "runners",
         auth: Auth::Member,
         summary: r#"List the workspace roster"#,
         description: r#"Workspace-owned runners and every member's personal runners in this workspace (not revoked). Any member may list it."#,
         params: "",
-        query: None,
         body: None,
         responses: &[
             Resp {
                 status: 200,
                 description: r#"The runners."#,
-                reply: Reply::Json(schema::<wire::RunnerList>),
+                reply: Reply::Answer,
             },
             Resp {
                 status: 401,
@@ -900,22 +866,19 @@ pub static OPS: &[Op] = &[
         ],
     },
     Op {
-        id: "revokeRunnerWorkspace",
+        decl: declared::<op::RevokeRunnerWorkspace>(),
         tool: Some("revoke_workspace_runner"),
-        method: "delete",
-        path: "/v1/workspace/runners/{id}",
         tag: "runners",
         auth: Auth::Member,
         summary: r#"Revoke a workspace-owned runner"#,
         description: r#"Its token stops working at once; any job it holds is re-queued (or ends `lost` when out of attempts, `cancelled` when a cancel was requested). A runner registered with GitHub (`POST /v1/workspace/runners/github-install`) loses its GitHub Actions runner too: the coordinator finds it by name and deletes it; when GitHub keeps it because it is running a job, the answer says so and the coordinator retries until it is idle. Needs the workspace admin role."#,
         params: r#"[{"name": "id", "in": "path", "required": true, "description": "Runner id (`rn_\u2026`).", "schema": {"type": "string"}}]"#,
-        query: None,
         body: None,
         responses: &[
             Resp {
                 status: 200,
                 description: r#"Revoked; the runner had a GitHub Actions runner beside it, and this says what GitHub did."#,
-                reply: Reply::Json(schema::<wire::RevokedRunner>),
+                reply: Reply::Answer,
             },
             Resp {
                 status: 204,
@@ -938,22 +901,19 @@ pub static OPS: &[Op] = &[
         ],
     },
     Op {
-        id: "listRunnersWorkspace",
+        decl: declared::<op::ListRunnersWorkspace>(),
         tool: Some("list_workspace_owned_runners"),
-        method: "get",
-        path: "/v1/workspace/runners/owned",
         tag: "runners",
         auth: Auth::Member,
         summary: r#"List workspace-owned runners"#,
         description: r#"Workspace-owned runners only (not revoked). Any member may list them."#,
         params: "",
-        query: None,
         body: None,
         responses: &[
             Resp {
                 status: 200,
                 description: r#"The runners."#,
-                reply: Reply::Json(schema::<wire::RunnerList>),
+                reply: Reply::Answer,
             },
             Resp {
                 status: 401,
@@ -966,18 +926,14 @@ pub static OPS: &[Op] = &[
         ],
     },
     Op {
-        id: "setBudget",
+        decl: declared::<op::SetBudget>(),
         tool: Some("set_budget"),
-        method: "put",
-        path: "/v1/workspace/budget",
         tag: "billing",
         auth: Auth::Member,
         summary: r#"Set the workspace's monthly budget"#,
         description: r#"Sets (or, with `null`, removes) the runner-minutes the workspace may be charged per calendar month (UTC). Once this month's are spent, jobs submitted to workspace-owned pools are refused with `402 BUDGET_EXCEEDED` (saying the budget, the use and when it resets) until the month ends; queued and running jobs go on, and jobs on members' own runners are never refused. Needs the workspace admin role. Recorded in the audit log (`budget.set`)."#,
         params: "",
-        query: None,
         body: Some(Body {
-            schema: schema::<wire::SetBudget>,
             required: true,
             description: r#""#,
         }),
@@ -985,7 +941,7 @@ pub static OPS: &[Op] = &[
             Resp {
                 status: 200,
                 description: r#"The workspace's usage with the new limit."#,
-                reply: Reply::Json(schema::<wire::Usage>),
+                reply: Reply::Answer,
             },
             Resp {
                 status: 400,
@@ -1001,22 +957,19 @@ pub static OPS: &[Op] = &[
         ],
     },
     Op {
-        id: "getUsage",
+        decl: declared::<op::GetUsage>(),
         tool: Some("get_usage"),
-        method: "get",
-        path: "/v1/workspace/usage",
         tag: "billing",
         auth: Auth::Member,
         summary: r#"Get workspace usage"#,
         description: r#"This month's (UTC) runner time charged to the workspace and run on members' own runners, the monthly budget, and when it resets."#,
         params: "",
-        query: None,
         body: None,
         responses: &[
             Resp {
                 status: 200,
                 description: r#"The usage."#,
-                reply: Reply::Json(schema::<wire::Usage>),
+                reply: Reply::Answer,
             },
             Resp {
                 status: 401,
@@ -1029,22 +982,19 @@ pub static OPS: &[Op] = &[
         ],
     },
     Op {
-        id: "getMe",
+        decl: declared::<op::GetMe>(),
         tool: Some("get_me"),
-        method: "get",
-        path: "/v1/me",
         tag: "pairing",
         auth: Auth::Member,
         summary: r#"Who you are"#,
         description: r#"The member behind this request's member API token (workspace, email, subject, role) and the token itself (`current: true`; `null` for a token without an id). The desktop app checks a pasted token with it."#,
         params: "",
-        query: None,
         body: None,
         responses: &[
             Resp {
                 status: 200,
                 description: r#"The caller."#,
-                reply: Reply::Json(schema::<wire::Me>),
+                reply: Reply::Answer,
             },
             Resp {
                 status: 401,
@@ -1057,22 +1007,19 @@ pub static OPS: &[Op] = &[
         ],
     },
     Op {
-        id: "createPairingCode",
+        decl: declared::<op::CreatePairingCode>(),
         tool: Some("create_pairing_code"),
-        method: "post",
-        path: "/v1/me/pairing-codes",
         tag: "pairing",
         auth: Auth::Member,
         summary: r#"Create a one-time pairing code"#,
         description: r#"A code (`dpc_…`, shown once, stored hashed) that a device redeems once, within ten minutes, at `POST /v1/pairing-codes/{code}/redeem` for its own member API token. The link names this coordinator by its public URL (`serve --public-url`)."#,
         params: "",
-        query: None,
         body: None,
         responses: &[
             Resp {
                 status: 201,
                 description: r#"The code and its link."#,
-                reply: Reply::Json(schema::<wire::PairingCode>),
+                reply: Reply::Answer,
             },
             Resp {
                 status: 401,
@@ -1085,18 +1032,14 @@ pub static OPS: &[Op] = &[
         ],
     },
     Op {
-        id: "redeemPairingCode",
+        decl: declared::<op::RedeemPairingCode>(),
         tool: None,
-        method: "post",
-        path: "/v1/pairing-codes/{code}/redeem",
         tag: "pairing",
         auth: Auth::Public,
         summary: r#"Redeem a pairing code for a device token"#,
         description: r#"Needs no other credential: the code is one. Answers once with a member API token named after the device (listed under `GET /v1/me/tokens`, revocable there). Of two redeems of one code at once, exactly one succeeds. Wrong codes (unknown, used or expired) are limited per client address: after a burst of 20, one more every 3 seconds; beyond that the answer is 429 `RATE_LIMITED` with `Retry-After`, before any lookup. A right code costs nothing. Behind a reverse proxy its clients share the proxy's address."#,
         params: r#"[{"name": "code", "in": "path", "required": true, "description": "The pairing code (`dpc_\u2026`).", "schema": {"type": "string"}}]"#,
-        query: None,
         body: Some(Body {
-            schema: schema::<wire::RedeemPairingCode>,
             required: true,
             description: r#""#,
         }),
@@ -1104,7 +1047,7 @@ pub static OPS: &[Op] = &[
             Resp {
                 status: 201,
                 description: r#"The device's token (shown once)."#,
-                reply: Reply::Json(schema::<wire::DeviceToken>),
+                reply: Reply::Answer,
             },
             Resp {
                 status: 400,
@@ -1133,22 +1076,19 @@ pub static OPS: &[Op] = &[
         ],
     },
     Op {
-        id: "listTokensMine",
+        decl: declared::<op::ListTokensMine>(),
         tool: Some("list_my_tokens"),
-        method: "get",
-        path: "/v1/me/tokens",
         tag: "pairing",
         auth: Auth::Member,
         summary: r#"List your API tokens"#,
         description: r#"The caller's member API tokens, oldest first: never a secret or its hash. `current` marks the token of this request."#,
         params: "",
-        query: None,
         body: None,
         responses: &[
             Resp {
                 status: 200,
                 description: r#"The tokens."#,
-                reply: Reply::Json(schema::<wire::ApiTokenList>),
+                reply: Reply::Answer,
             },
             Resp {
                 status: 401,
@@ -1161,16 +1101,13 @@ pub static OPS: &[Op] = &[
         ],
     },
     Op {
-        id: "revokeTokenMine",
+        decl: declared::<op::RevokeTokenMine>(),
         tool: Some("revoke_my_token"),
-        method: "delete",
-        path: "/v1/me/tokens/{id}",
         tag: "pairing",
         auth: Auth::Member,
         summary: r#"Revoke one of your API tokens"#,
         description: r#"The token stops working at once (the next request with it gets 401). It may be the caller's own."#,
         params: r#"[{"name": "id", "in": "path", "required": true, "description": "Token id (`tok_\u2026`).", "schema": {"type": "string"}}]"#,
-        query: None,
         body: None,
         responses: &[
             Resp {
@@ -1194,18 +1131,14 @@ pub static OPS: &[Op] = &[
         ],
     },
     Op {
-        id: "runnerJoin",
+        decl: declared::<op::RunnerJoin>(),
         tool: None,
-        method: "post",
-        path: "/v1/runner/join",
         tag: "runner protocol",
         auth: Auth::Join,
         summary: r#"Exchange a join token for a runner credential"#,
         description: r#"Creates a runner in the join token's pool, and counts the token's use. The token stays valid until it expires or is revoked (by its pool's owner or an admin, or when the member who minted it is removed)."#,
         params: r##"[{"$ref": "#/components/parameters/DroverProtocol"}]"##,
-        query: None,
         body: Some(Body {
-            schema: schema::<wire::JoinRequest>,
             required: true,
             description: r#""#,
         }),
@@ -1213,7 +1146,7 @@ pub static OPS: &[Op] = &[
             Resp {
                 status: 201,
                 description: r#"The new runner's id and credential."#,
-                reply: Reply::Json(schema::<wire::JoinedRunner>),
+                reply: Reply::Answer,
             },
             Resp {
                 status: 400,
@@ -1242,22 +1175,19 @@ pub static OPS: &[Op] = &[
         ],
     },
     Op {
-        id: "runnerJoinTokenInfo",
+        decl: declared::<op::RunnerJoinTokenInfo>(),
         tool: None,
-        method: "get",
-        path: "/v1/runner/join-token",
         tag: "runner protocol",
         auth: Auth::Join,
         summary: r#"Which pool a join token joins"#,
         description: r#"Answers the pool of the join token given as bearer, without using it up or creating anything. `drover runner --join` asks before reusing the credentials it saved, so a state directory holding another pool's runner is refused rather than silently used."#,
         params: r##"[{"$ref": "#/components/parameters/DroverProtocol"}]"##,
-        query: None,
         body: None,
         responses: &[
             Resp {
                 status: 200,
                 description: r#"The token's pool."#,
-                reply: Reply::Json(schema::<wire::JoinTokenInfo>),
+                reply: Reply::Answer,
             },
             Resp {
                 status: 400,
@@ -1283,18 +1213,14 @@ pub static OPS: &[Op] = &[
         ],
     },
     Op {
-        id: "runnerHello",
+        decl: declared::<op::RunnerHello>(),
         tool: None,
-        method: "post",
-        path: "/v1/runner/hello",
         tag: "runner protocol",
         auth: Auth::Runner,
         summary: r#"Announce detected capabilities"#,
         description: r#"Replaces the runner's detected capabilities and its slots (how many leases it may hold at once), and marks it seen."#,
         params: r##"[{"$ref": "#/components/parameters/DroverProtocol"}]"##,
-        query: None,
         body: Some(Body {
-            schema: schema::<wire::Hello>,
             required: true,
             description: r#""#,
         }),
@@ -1302,7 +1228,7 @@ pub static OPS: &[Op] = &[
             Resp {
                 status: 200,
                 description: r#"Who this runner is."#,
-                reply: Reply::Json(schema::<wire::HelloResponse>),
+                reply: Reply::Answer,
             },
             Resp {
                 status: 400,
@@ -1318,16 +1244,13 @@ pub static OPS: &[Op] = &[
         ],
     },
     Op {
-        id: "runnerLeave",
+        decl: declared::<op::RunnerLeave>(),
         tool: None,
-        method: "post",
-        path: "/v1/runner/leave",
         tag: "runner protocol",
         auth: Auth::Runner,
         summary: r#"Revoke this runner"#,
         description: r#"The runner revokes itself, as its owner or a workspace admin would (`DELETE /v1/me/runners/{id}`, `DELETE /v1/workspace/runners/{id}`): its credential stops working at once, a job it holds goes back to the queue (or ends `lost` when out of attempts), jobs pinned to it end `lost`, and pool listings no longer show it. No body."#,
         params: r##"[{"$ref": "#/components/parameters/DroverProtocol"}]"##,
-        query: None,
         body: None,
         responses: &[
             Resp {
@@ -1351,18 +1274,14 @@ pub static OPS: &[Op] = &[
         ],
     },
     Op {
-        id: "runnerLease",
+        decl: declared::<op::RunnerLease>(),
         tool: None,
-        method: "post",
-        path: "/v1/runner/lease",
         tag: "runner protocol",
         auth: Auth::Runner,
         summary: r#"Long-poll for a job"#,
         description: r#"Answers at once with a lease when a job the runner can run is queued (jobs pinned to it first, then its pool's queue, by priority then first-in first-out); otherwise waits up to `waitMs` (at most 30000) and answers `{"lease": null}`. A runner holds at most as many leases, and keeps at most as many lease requests waiting, as the slots it declared in hello; beyond that this answers `429 LEASE_LIMIT` at once. With `held` (the leases the runner still holds: after it restarted, or reconnected having stopped its jobs), every other lease it holds is first released as if it had expired, so those no longer count against its slots."#,
         params: r##"[{"$ref": "#/components/parameters/DroverProtocol"}]"##,
-        query: None,
         body: Some(Body {
-            schema: schema::<wire::LeaseRequest>,
             required: true,
             description: r#""#,
         }),
@@ -1370,7 +1289,7 @@ pub static OPS: &[Op] = &[
             Resp {
                 status: 200,
                 description: r#"A lease, or `null` when the wait ended without a job."#,
-                reply: Reply::Json(schema::<wire::LeaseResponse>),
+                reply: Reply::Answer,
             },
             Resp {
                 status: 400,
@@ -1391,18 +1310,14 @@ pub static OPS: &[Op] = &[
         ],
     },
     Op {
-        id: "runnerHeartbeat",
+        decl: declared::<op::RunnerHeartbeat>(),
         tool: None,
-        method: "post",
-        path: "/v1/runner/leases/{lease}/heartbeat",
         tag: "runner protocol",
         auth: Auth::Runner,
         summary: r#"Renew a lease and wait for a cancel"#,
         description: r#"Renews the lease (a leased job becomes `running`), then waits up to `waitMs` (at most half the lease TTL) for a cancel, so a cancel reaches the runner at once."#,
         params: r##"[{"$ref": "#/components/parameters/LeaseId"}, {"$ref": "#/components/parameters/DroverProtocol"}]"##,
-        query: None,
         body: Some(Body {
-            schema: schema::<wire::Heartbeat>,
             required: true,
             description: r#""#,
         }),
@@ -1410,7 +1325,7 @@ pub static OPS: &[Op] = &[
             Resp {
                 status: 200,
                 description: r#"Whether to cancel, and the lease TTL."#,
-                reply: Reply::Json(schema::<wire::HeartbeatResponse>),
+                reply: Reply::Answer,
             },
             Resp {
                 status: 400,
@@ -1431,18 +1346,14 @@ pub static OPS: &[Op] = &[
         ],
     },
     Op {
-        id: "runnerLogs",
+        decl: declared::<op::RunnerLogs>(),
         tool: None,
-        method: "post",
-        path: "/v1/runner/leases/{lease}/logs",
         tag: "runner protocol",
         auth: Auth::Runner,
         summary: r#"Append a log chunk"#,
         description: r#"Stores one chunk of output for the leased job; a chunk number already stored for this attempt is ignored."#,
         params: r##"[{"$ref": "#/components/parameters/LeaseId"}, {"$ref": "#/components/parameters/DroverProtocol"}]"##,
-        query: None,
         body: Some(Body {
-            schema: schema::<wire::LogChunk>,
             required: true,
             description: r#""#,
         }),
@@ -1471,18 +1382,14 @@ pub static OPS: &[Op] = &[
         ],
     },
     Op {
-        id: "runnerComplete",
+        decl: declared::<op::RunnerComplete>(),
         tool: None,
-        method: "post",
-        path: "/v1/runner/leases/{lease}/complete",
         tag: "runner protocol",
         auth: Auth::Runner,
         summary: r#"Complete the leased job"#,
         description: r#"Finishes the job, records provenance and usage. Idempotent per lease: a repeat answers the final state with `repeated: true`."#,
         params: r##"[{"$ref": "#/components/parameters/LeaseId"}, {"$ref": "#/components/parameters/DroverProtocol"}]"##,
-        query: None,
         body: Some(Body {
-            schema: schema::<wire::Complete>,
             required: true,
             description: r#""#,
         }),
@@ -1490,7 +1397,7 @@ pub static OPS: &[Op] = &[
             Resp {
                 status: 200,
                 description: r#"The job's final state."#,
-                reply: Reply::Json(schema::<wire::CompleteResponse>),
+                reply: Reply::Answer,
             },
             Resp {
                 status: 400,
@@ -1511,16 +1418,13 @@ pub static OPS: &[Op] = &[
         ],
     },
     Op {
-        id: "getOpenApi",
+        decl: declared::<op::GetOpenApi>(),
         tool: None,
-        method: "get",
-        path: "/openapi.json",
         tag: "meta",
         auth: Auth::Public,
         summary: r#"This OpenAPI document"#,
         description: r#""#,
         params: "",
-        query: None,
         body: None,
         responses: &[
             Resp {
@@ -1536,16 +1440,13 @@ pub static OPS: &[Op] = &[
         ],
     },
     Op {
-        id: "getDocs",
+        decl: declared::<op::GetDocs>(),
         tool: None,
-        method: "get",
-        path: "/docs",
         tag: "meta",
         auth: Auth::Public,
         summary: r#"API docs page"#,
         description: r#"An HTML page that renders `/openapi.json` with no network access."#,
         params: "",
-        query: None,
         body: None,
         responses: &[
             Resp {
@@ -1563,16 +1464,13 @@ pub static OPS: &[Op] = &[
         ],
     },
     Op {
-        id: "healthz",
+        decl: declared::<op::Healthz>(),
         tool: None,
-        method: "get",
-        path: "/healthz",
         tag: "meta",
         auth: Auth::Public,
         summary: r#"Liveness (the process serves HTTP), its version and protocols, and the long-polls waiting now"#,
         description: r#"Answers 200 while the process runs, whatever the database does: for a liveness probe (restart the coordinator if it fails). Also the one route served whatever `drover-protocol` a request names, so a client of any version can read which protocols this coordinator serves. No credential."#,
         params: "",
-        query: None,
         body: None,
         responses: &[
             Resp {
@@ -1590,16 +1488,13 @@ pub static OPS: &[Op] = &[
         ],
     },
     Op {
-        id: "readyz",
+        decl: declared::<op::Readyz>(),
         tool: None,
-        method: "get",
-        path: "/readyz",
         tag: "meta",
         auth: Auth::Public,
         summary: r#"Readiness: the database answers and its migrations are this build's"#,
         description: r#"For a readiness probe or a load balancer's health check: 200 when the coordinator can serve; 503 `NOT_READY` when its database does not answer within 2 s (PostgreSQL through the pool; SQLite by opening the file afresh), when the applied migrations differ from the ones this build carries (missing, failed, or unknown ones from a newer coordinator), or once it is shutting down. An answer is reused for up to a second. No credential."#,
         params: "",
-        query: None,
         body: None,
         responses: &[
             Resp {
@@ -1617,16 +1512,13 @@ pub static OPS: &[Op] = &[
         ],
     },
     Op {
-        id: "metrics",
+        decl: declared::<op::Metrics>(),
         tool: None,
-        method: "get",
-        path: "/metrics",
         tag: "meta",
         auth: Auth::Public,
         summary: r#"Metrics in the Prometheus text format"#,
         description: r#"Queue depth and oldest queued job's age per pool, runners online per pool (read from the database at scrape time; labelled by pool id, at most 200 pools, the rest under `pool="other"`), lease/submit/complete latency histograms, batch sizes and write times per kind, waiting lease long-polls, and on PostgreSQL the replica signal lag and reconnects. Names and meanings: README, Operating. Open to anyone who reaches the listen address unless the coordinator runs with `--metrics-token-file`; then that token is wanted as a bearer. Shows no names, emails or tokens."#,
         params: "",
-        query: None,
         body: None,
         responses: &[
             Resp {
@@ -1645,22 +1537,19 @@ pub static OPS: &[Op] = &[
         ],
     },
     Op {
-        id: "listMembers",
+        decl: declared::<op::ListMembers>(),
         tool: Some("list_members"),
-        method: "get",
-        path: "/v1/workspace/members",
         tag: "members",
         auth: Auth::Member,
         summary: r#"List the workspace's members"#,
         description: r#"Admins only. Current members, invited ones too (`status: invited`), oldest first, each with their API tokens' names, creation and last use: never a secret."#,
         params: r##"[{"$ref": "#/components/parameters/Surface"}]"##,
-        query: None,
         body: None,
         responses: &[
             Resp {
                 status: 200,
                 description: r#"The members."#,
-                reply: Reply::Json(schema::<wire::MemberList>),
+                reply: Reply::Answer,
             },
             Resp {
                 status: 401,
@@ -1673,18 +1562,14 @@ pub static OPS: &[Op] = &[
         ],
     },
     Op {
-        id: "inviteMember",
+        decl: declared::<op::InviteMember>(),
         tool: Some("invite_member"),
-        method: "post",
-        path: "/v1/workspace/members",
         tag: "members",
         auth: Auth::Member,
         summary: r#"Invite a member"#,
         description: r#"Admins only. Adds the member (`status: invited`) and answers a one-time code, shown once, good for seven days, with its `drover://pair` link: the invitee redeems it (`POST /v1/pairing-codes/{code}/redeem`, `drover redeem`, or the desktop app) for their first token, and becomes `active`. Inviting someone invited but not joined gives a new code (the old ones stop working); someone removed comes back. Recorded in the audit log (`member.invited`)."#,
         params: r##"[{"$ref": "#/components/parameters/Surface"}]"##,
-        query: None,
         body: Some(Body {
-            schema: schema::<wire::InviteMember>,
             required: true,
             description: r#""#,
         }),
@@ -1692,7 +1577,7 @@ pub static OPS: &[Op] = &[
             Resp {
                 status: 201,
                 description: r#"Invited."#,
-                reply: Reply::Json(schema::<wire::Invite>),
+                reply: Reply::Answer,
             },
             Resp {
                 status: 400,
@@ -1711,18 +1596,14 @@ pub static OPS: &[Op] = &[
         ],
     },
     Op {
-        id: "updateMember",
+        decl: declared::<op::UpdateMember>(),
         tool: Some("update_member"),
-        method: "patch",
-        path: "/v1/workspace/members/{id}",
         tag: "members",
         auth: Auth::Member,
         summary: r#"Change a member's role"#,
         description: r#"Admins only. The last admin cannot be demoted. Recorded in the audit log (`member.updated`)."#,
         params: r##"[{"name": "id", "in": "path", "required": true, "description": "Member id (`usr_\u2026`).", "schema": {"type": "string"}}, {"$ref": "#/components/parameters/Surface"}]"##,
-        query: None,
         body: Some(Body {
-            schema: schema::<wire::UpdateMember>,
             required: true,
             description: r#""#,
         }),
@@ -1730,7 +1611,7 @@ pub static OPS: &[Op] = &[
             Resp {
                 status: 200,
                 description: r#"The member, with the new role."#,
-                reply: Reply::Json(schema::<wire::Member>),
+                reply: Reply::Answer,
             },
             Resp {
                 status: 400,
@@ -1754,16 +1635,13 @@ pub static OPS: &[Op] = &[
         ],
     },
     Op {
-        id: "removeMember",
+        decl: declared::<op::RemoveMember>(),
         tool: Some("remove_member"),
-        method: "delete",
-        path: "/v1/workspace/members/{id}",
         tag: "members",
         auth: Auth::Member,
         summary: r#"Remove a member"#,
         description: r#"Admins only. At once, on every replica: the member's API tokens and unused codes stop working, so do the join tokens they minted and the unused invites they created (`join_token.revoked`, `invite.revoked`), their personal runners are revoked, their queued jobs end `cancelled` and their running jobs are told to cancel. Workspace pools are untouched. The last admin cannot be removed. Recorded in the audit log (`member.removed`)."#,
         params: r##"[{"name": "id", "in": "path", "required": true, "description": "Member id (`usr_\u2026`).", "schema": {"type": "string"}}, {"$ref": "#/components/parameters/Surface"}]"##,
-        query: None,
         body: None,
         responses: &[
             Resp {
@@ -1792,22 +1670,19 @@ pub static OPS: &[Op] = &[
         ],
     },
     Op {
-        id: "listAuditEvents",
+        decl: declared::<op::ListAuditEvents>(),
         tool: Some("list_audit_events"),
-        method: "get",
-        path: "/v1/workspace/audit",
         tag: "members",
         auth: Auth::Member,
         summary: r#"Read the audit log"#,
         description: r#"Admins only. Every state-changing action in the workspace, newest first: who (a member, a runner leaving, a pool's join token), when, what, the target's id, and the surface (`rest`, `cli`, `desktop`, `mcp`). Never a token, a code or a job's env value."#,
         params: r##"[{"$ref": "#/components/parameters/Surface"}]"##,
-        query: Some(schema::<members::AuditParams>),
         body: None,
         responses: &[
             Resp {
                 status: 200,
                 description: r#"A page of entries."#,
-                reply: Reply::Json(schema::<wire::AuditPage>),
+                reply: Reply::Answer,
             },
             Resp {
                 status: 400,
@@ -1821,22 +1696,19 @@ pub static OPS: &[Op] = &[
         ],
     },
     Op {
-        id: "getWorkspaceUsageReport",
+        decl: declared::<op::GetWorkspaceUsageReport>(),
         tool: Some("get_usage_report"),
-        method: "get",
-        path: "/v1/workspace/billing/usage",
         tag: "billing",
         auth: Auth::Member,
         summary: r#"A month's usage report"#,
         description: r#"Admins only. The workspace's metered runner time in a month, one line per pool, member or runner, largest first. Every attempt is one usage line, metered once: a complete sent twice adds nothing, and an attempt whose lease was lost while it ran is metered for the time it ran."#,
         params: r##"[{"$ref": "#/components/parameters/Surface"}]"##,
-        query: Some(schema::<billing::ReportParams>),
         body: None,
         responses: &[
             Resp {
                 status: 200,
                 description: r#"The report: JSON, or CSV (RFC 4180, a header line `month,<by>_id,<by>,runner_ms,charged_ms,attempts`) with `Accept: text/csv`."#,
-                reply: Reply::JsonOrCsv(schema::<wire::UsageReport>),
+                reply: Reply::AnswerOrCsv,
             },
             Resp {
                 status: 400,
@@ -1850,22 +1722,19 @@ pub static OPS: &[Op] = &[
         ],
     },
     Op {
-        id: "getMyUsageReport",
+        decl: declared::<op::GetMyUsageReport>(),
         tool: Some("get_my_usage_report"),
-        method: "get",
-        path: "/v1/me/usage",
         tag: "billing",
         auth: Auth::Member,
         summary: r#"Your usage in a month"#,
         description: r#"The runner time of the jobs the caller submitted, in a month, by pool, member or runner: on workspace pools (charged to the workspace) and on the caller's own runners."#,
         params: r##"[{"$ref": "#/components/parameters/Surface"}]"##,
-        query: Some(schema::<billing::ReportParams>),
         body: None,
         responses: &[
             Resp {
                 status: 200,
                 description: r#"The report: JSON, or CSV (RFC 4180, a header line `month,<by>_id,<by>,runner_ms,charged_ms,attempts`) with `Accept: text/csv`."#,
-                reply: Reply::JsonOrCsv(schema::<wire::UsageReport>),
+                reply: Reply::AnswerOrCsv,
             },
             Resp {
                 status: 400,
@@ -1879,18 +1748,14 @@ pub static OPS: &[Op] = &[
         ],
     },
     Op {
-        id: "createGithubInstallLink",
+        decl: declared::<op::CreateGithubInstallLink>(),
         tool: Some("create_github_install_link"),
-        method: "post",
-        path: "/v1/workspace/github-app/install-link",
         tag: "github",
         auth: Auth::Member,
         summary: r#"Link to install the workspace's GitHub App"#,
         description: r#"Admins only. The App's install page on github.com or a configured GitHub Enterprise Server host, carrying a one-time `state` bound to this workspace that works for ten minutes. After installing, GitHub redirects to `GET /v1/github/setup`, which links the installation once GitHub confirms the signing-in user can reach it."#,
         params: r##"[{"$ref": "#/components/parameters/Surface"}]"##,
-        query: None,
         body: Some(Body {
-            schema: schema::<wire::GithubInstallLinkRequest>,
             required: false,
             description: r#""#,
         }),
@@ -1898,7 +1763,7 @@ pub static OPS: &[Op] = &[
             Resp {
                 status: 201,
                 description: r#"The install link."#,
-                reply: Reply::Json(schema::<wire::GithubInstallLink>),
+                reply: Reply::Answer,
             },
             Resp {
                 status: 400,
@@ -1913,16 +1778,13 @@ pub static OPS: &[Op] = &[
         ],
     },
     Op {
-        id: "githubSetup",
+        decl: declared::<op::GithubSetup>(),
         tool: None,
-        method: "get",
-        path: "/v1/github/setup",
         tag: "github",
         auth: Auth::Public,
         summary: r#"GitHub's setup redirect (the App's Setup URL)"#,
         description: r#"Where GitHub sends the browser after the App is installed. The coordinator uses up the `state`, exchanges the OAuth `code` for a user token, and links `installation_id` to the state's workspace only if `GET /user/installations` lists it for that user and that user administers its account: an active `admin` of the organization (`GET /user/memberships/orgs/{org}`), or, for a user account, that user (`GET /user`). An installation belongs to one workspace at most. Answers an HTML page that says what was linked, or why not (with the error code)."#,
         params: r#"[{"name": "installation_id", "in": "query", "required": false, "schema": {"type": "integer"}}, {"name": "setup_action", "in": "query", "required": false, "schema": {"type": "string", "enum": ["install", "update", "request"]}}, {"name": "state", "in": "query", "required": false, "schema": {"type": "string"}}, {"name": "code", "in": "query", "required": false, "schema": {"type": "string"}}]"#,
-        query: None,
         body: None,
         responses: &[
             Resp {
@@ -1963,22 +1825,19 @@ pub static OPS: &[Op] = &[
         ],
     },
     Op {
-        id: "listGithubInstallations",
+        decl: declared::<op::ListGithubInstallations>(),
         tool: Some("list_github_installations"),
-        method: "get",
-        path: "/v1/workspace/github-app/installations",
         tag: "github",
         auth: Auth::Member,
         summary: r#"The App's installations linked to this workspace"#,
         description: r#"Admins only. Each installation with its host and the account it is on, in the order they were linked."#,
         params: r##"[{"$ref": "#/components/parameters/Surface"}]"##,
-        query: None,
         body: None,
         responses: &[
             Resp {
                 status: 200,
                 description: r#"The installations."#,
-                reply: Reply::Json(schema::<wire::GithubInstallationList>),
+                reply: Reply::Answer,
             },
             UNAUTHORIZED,
             NOT_ADMIN,
@@ -1987,22 +1846,19 @@ pub static OPS: &[Op] = &[
         ],
     },
     Op {
-        id: "listGithubRepos",
+        decl: declared::<op::ListGithubRepos>(),
         tool: Some("list_github_repos"),
-        method: "get",
-        path: "/v1/workspace/github-app/repos",
         tag: "github",
         auth: Auth::Member,
         summary: r#"Repositories the App may reach"#,
         description: r#"Admins only. Every linked installation's repositories, each with its host and owner, in pages: installations in the order they were linked, each one's repositories as GitHub pages them (`GET /installation/repositories`)."#,
         params: r##"[{"$ref": "#/components/parameters/Surface"}]"##,
-        query: Some(schema::<github::RepoParams>),
         body: None,
         responses: &[
             Resp {
                 status: 200,
                 description: r#"A page of repositories, and the next page's number if there is one."#,
-                reply: Reply::Json(schema::<wire::GithubRepoList>),
+                reply: Reply::Answer,
             },
             Resp {
                 status: 400,
@@ -2018,18 +1874,14 @@ pub static OPS: &[Op] = &[
         ],
     },
     Op {
-        id: "installGithubWorkspaceRunner",
+        decl: declared::<op::InstallGithubWorkspaceRunner>(),
         tool: Some("github_install_workspace_runner"),
-        method: "post",
-        path: "/v1/workspace/runners/github-install",
         tag: "github",
         auth: Auth::Member,
         summary: r#"Stand up a build server: a GitHub Actions runner and a Drover runner"#,
         description: r#"Admins only. Resolves the App's installation on the repository's or organization's owner (`host` given: that host's only; omitted: github.com's, then any host's), mints a runner registration token there (`POST /repos/{o}/{r}/actions/runners/registration-token` or `POST /orgs/{org}/…`), pairs a fresh workspace runner on `pool`, and answers one POSIX shell script for a Linux build server that installs both as systemd services: actions/runner (downloaded and checked against its SHA-256, then `config.sh --url … --token … --labels self-hosted,drover-<pool>[,…] [--runnergroup …] [--ephemeral] --unattended --name drover-<runner>`) and `drover runner` with the new runner's token. Running it twice does no harm. The registration token and the runner token are in the script only: shown once, never stored. The workflow hint says how a workflow targets the pool."#,
         params: r##"[{"$ref": "#/components/parameters/Surface"}]"##,
-        query: None,
         body: Some(Body {
-            schema: schema::<wire::GithubInstallRequest>,
             required: true,
             description: r#""#,
         }),
@@ -2037,7 +1889,7 @@ pub static OPS: &[Op] = &[
             Resp {
                 status: 201,
                 description: r#"The paired runner, its GitHub runner, the script and the workflow hint."#,
-                reply: Reply::Json(schema::<wire::GithubInstall>),
+                reply: Reply::Answer,
             },
             Resp {
                 status: 400,
@@ -2060,18 +1912,14 @@ pub static OPS: &[Op] = &[
         ],
     },
     Op {
-        id: "setCiLink",
+        decl: declared::<op::SetCiLink>(),
         tool: Some("link_ci_repository"),
-        method: "put",
-        path: "/v1/workspace/ci/links",
         tag: "github",
         auth: Auth::Member,
         summary: r#"Link a repository for CI"#,
         description: r#"Admins only. Links (or updates) a repository: its GitHub Actions OIDC tokens become a CI principal of this workspace (`ci:<owner>/<repo>`) that may submit jobs to the link's `runtime` only (default `self:ws`; any other pool is `403 CI_NOT_ALLOWED`), never a personal pool, with the workspace paying, and read, follow and cancel only the jobs its repository submitted (any other job is 404 to it). The workspace's GitHub App installation on the owner must reach the repository: the link pins GitHub's id of the repository (again on every relink), and a token of another repository of that name is refused. `refs` (patterns, a trailing `*` matching any rest) and `events` restrict which workflow runs may act; without `events`, `pull_request` and `pull_request_target` runs are refused (GitHub's token does not say whether a pull request comes from a fork). Refused runs get `403 CI_NOT_ALLOWED`. `runsOn` (default `[self-hosted]`) and `runtime` shape its rendered workflow, whose triggers follow `events` and `refs`. A repository is linked to one workspace at most."#,
         params: r##"[{"$ref": "#/components/parameters/Surface"}]"##,
-        query: None,
         body: Some(Body {
-            schema: schema::<wire::CiLinkRequest>,
             required: true,
             description: r#""#,
         }),
@@ -2079,7 +1927,7 @@ pub static OPS: &[Op] = &[
             Resp {
                 status: 200,
                 description: r#"The link."#,
-                reply: Reply::Json(schema::<wire::CiLink>),
+                reply: Reply::Answer,
             },
             Resp {
                 status: 400,
@@ -2106,22 +1954,19 @@ pub static OPS: &[Op] = &[
         ],
     },
     Op {
-        id: "listCiLinks",
+        decl: declared::<op::ListCiLinks>(),
         tool: Some("list_ci_links"),
-        method: "get",
-        path: "/v1/workspace/ci/links",
         tag: "github",
         auth: Auth::Member,
         summary: r#"The repositories linked for CI"#,
         description: r#"Admins only."#,
         params: r##"[{"$ref": "#/components/parameters/Surface"}]"##,
-        query: None,
         body: None,
         responses: &[
             Resp {
                 status: 200,
                 description: r#"The links, by repository."#,
-                reply: Reply::Json(schema::<wire::CiLinkList>),
+                reply: Reply::Answer,
             },
             UNAUTHORIZED,
             NOT_ADMIN,
@@ -2130,16 +1975,13 @@ pub static OPS: &[Op] = &[
         ],
     },
     Op {
-        id: "removeCiLink",
+        decl: declared::<op::RemoveCiLink>(),
         tool: Some("unlink_ci_repository"),
-        method: "delete",
-        path: "/v1/workspace/ci/links/{owner}/{repo}",
         tag: "github",
         auth: Auth::Member,
         summary: r#"Unlink a repository"#,
         description: r#"Admins only. Its OIDC tokens stop working at once; its jobs keep naming it."#,
         params: r##"[{"name": "owner", "in": "path", "required": true, "schema": {"type": "string"}}, {"name": "repo", "in": "path", "required": true, "schema": {"type": "string"}}, {"$ref": "#/components/parameters/Surface"}]"##,
-        query: Some(schema::<ci::HostParam>),
         body: None,
         responses: &[
             Resp {
@@ -2156,16 +1998,13 @@ pub static OPS: &[Op] = &[
         ],
     },
     Op {
-        id: "getCiWorkflow",
+        decl: declared::<op::GetCiWorkflow>(),
         tool: Some("get_ci_workflow"),
-        method: "get",
-        path: "/v1/workspace/ci/links/{owner}/{repo}/workflow",
         tag: "github",
         auth: Auth::Member,
         summary: r#"The workflow file of a linked repository"#,
         description: r#"Admins only. A GitHub Actions workflow (YAML) that runs on the link's `runsOn` and submits a job to its `runtime` with `drover submit --github-oidc --runtime … --wait`, so the job's logs and exit code become the step's. It asks for `id-token: write` and stores no secret. Save it as `.github/workflows/drover.yml`."#,
         params: r##"[{"name": "owner", "in": "path", "required": true, "schema": {"type": "string"}}, {"name": "repo", "in": "path", "required": true, "schema": {"type": "string"}}, {"$ref": "#/components/parameters/Surface"}]"##,
-        query: Some(schema::<ci::HostParam>),
         body: None,
         responses: &[
             Resp {
@@ -2182,3 +2021,48 @@ pub static OPS: &[Op] = &[
         ],
     },
 ];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The catalogue documents each declaration once, in its order, and
+    /// nothing else: a declared operation without prose, or prose for an
+    /// operation no one declared, fails here.
+    #[test]
+    fn the_catalogue_documents_every_declaration_once() {
+        let documented: Vec<_> = OPS.iter().map(|o| (o.decl.id, o.decl.path)).collect();
+        let declared: Vec<_> = op::ALL.iter().map(|d| (d.id, d.path)).collect();
+        assert_eq!(documented, declared);
+    }
+
+    /// Each success answer is what the declaration says it answers, and
+    /// a body is documented exactly when one is declared.
+    #[test]
+    fn success_answers_follow_the_declaration() {
+        for o in OPS {
+            let d = &o.decl;
+            assert_eq!(d.body.is_some(), o.body.is_some(), "{}: body", d.id);
+            let ok: Vec<_> = o.responses.iter().filter(|r| r.status < 300).collect();
+            assert!(!ok.is_empty(), "{} documents no success", d.id);
+            for r in ok {
+                let fits = match (&r.reply, d.kind) {
+                    (Reply::Answer, AnswerKind::Json) => true,
+                    (Reply::AnswerOrCsv, AnswerKind::JsonOrCsv) => true,
+                    // An empty answer where there is nothing to say (a
+                    // revoked runner that had no GitHub runner to remove).
+                    (Reply::Empty, _) => r.status == 204,
+                    (Reply::Raw(c), AnswerKind::Json) => c.contains("application/json"),
+                    (Reply::Raw(c), AnswerKind::Html) => c.contains("text/html"),
+                    (Reply::Raw(c), AnswerKind::Text) => !c.contains("application/json"),
+                    _ => false,
+                };
+                assert!(
+                    fits,
+                    "{} {}: not a declared {:?} answer",
+                    d.id, r.status, d.kind
+                );
+            }
+        }
+    }
+}

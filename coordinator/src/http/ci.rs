@@ -6,26 +6,22 @@ use axum::Router;
 use axum::extract::{Path, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{delete, get};
 use drover_wire as wire;
-use schemars::JsonSchema;
-use serde::Deserialize;
 
-use super::AppState;
 use super::extract::{AuthMember, Json, Query};
+use super::{AppState, Routes as _};
 use crate::error::{Error, Result};
 use crate::github::{GITHUB_COM, names, workflow};
 use crate::refs::RuntimeRef;
 use crate::store::{CiLink, CiLinkSpec, CiPolicy, ci_member_id};
+use drover_wire::op;
 
 pub fn router() -> Router<AppState> {
     Router::new()
-        .route("/v1/workspace/ci/links", get(list).put(set))
-        .route("/v1/workspace/ci/links/{owner}/{repo}", delete(remove))
-        .route(
-            "/v1/workspace/ci/links/{owner}/{repo}/workflow",
-            get(render),
-        )
+        .at(op::ListCiLinks, list)
+        .at(op::SetCiLink, set)
+        .at(op::RemoveCiLink, remove)
+        .at(op::GetCiWorkflow, render)
 }
 
 /// Most labels a workflow's `runs-on` may list here.
@@ -219,16 +215,13 @@ pub(super) async fn list(
     }))
 }
 
-/// The host a link route names (`?host=`).
-#[derive(Deserialize, JsonSchema, Default)]
-#[serde(deny_unknown_fields)]
-pub struct HostParam {
-    /// `github.com` (the default) or a GitHub Enterprise Server host.
-    pub host: Option<String>,
-}
-
 /// The (host, repository) a link route names, checked.
-fn named(st: &AppState, owner: &str, repo: &str, q: &HostParam) -> Result<(String, String)> {
+fn named(
+    st: &AppState,
+    owner: &str,
+    repo: &str,
+    q: &wire::CiLinkQuery,
+) -> Result<(String, String)> {
     let repository = repository(&format!("{owner}/{repo}"))?;
     Ok((host(st, q.host.as_deref())?, repository))
 }
@@ -237,7 +230,7 @@ pub(super) async fn remove(
     State(st): State<AppState>,
     AuthMember(m): AuthMember,
     Path((owner, repo)): Path<(String, String)>,
-    Query(q): Query<HostParam>,
+    Query(q): Query<wire::CiLinkQuery>,
 ) -> Result<StatusCode> {
     m.require_admin()?;
     let (host, repo) = named(&st, &owner, &repo, &q)?;
@@ -249,7 +242,7 @@ pub(super) async fn render(
     State(st): State<AppState>,
     AuthMember(m): AuthMember,
     Path((owner, repo)): Path<(String, String)>,
-    Query(q): Query<HostParam>,
+    Query(q): Query<wire::CiLinkQuery>,
 ) -> Result<Response> {
     m.require_admin()?;
     let (host, repo) = named(&st, &owner, &repo, &q)?;

@@ -3,23 +3,20 @@
 use axum::Router;
 use axum::http::header;
 use axum::response::{Html, IntoResponse};
-use axum::routing::get;
+use drover_wire::op;
 
-use super::AppState;
+use super::{AppState, Routes as _};
 
 const DOCS_HTML: &str = include_str!("docs.html");
 
 pub fn router() -> Router<AppState> {
     Router::new()
-        .route(
-            "/openapi.json",
-            get(|| async {
-                (
-                    [(header::CONTENT_TYPE, "application/json")],
-                    super::openapi::document(),
-                )
-                    .into_response()
-            }),
-        )
-        .route("/docs", get(|| async { Html(DOCS_HTML) }))
+        .at(op::GetOpenApi, || async {
+            (
+                [(header::CONTENT_TYPE, "application/json")],
+                super::openapi::document(),
+            )
+                .into_response()
+        })
+        .at(op::GetDocs, || async { Html(DOCS_HTML) })
 }

@@ -9,25 +9,23 @@ use axum::Router;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
-use axum::routing::{get, post};
 use drover_wire as wire;
 use drover_wire::ErrorCode;
-use schemars::JsonSchema;
-use serde::Deserialize;
 
-use super::AppState;
 use super::extract::{AuthMember, Json, OptionalJson, Query};
+use super::{AppState, Routes as _};
 use crate::error::{Error, Result};
 use crate::github::script::{self, Install};
 use crate::github::{GITHUB_COM, GithubApp, Removal, Target, names};
 use crate::store::GithubRunnerRow;
+use drover_wire::op;
 
 pub fn router() -> Router<AppState> {
     Router::new()
-        .route("/v1/workspace/github-app/install-link", post(install_link))
-        .route("/v1/workspace/github-app/installations", get(installations))
-        .route("/v1/workspace/github-app/repos", get(repos))
-        .route("/v1/workspace/runners/github-install", post(install_runner))
+        .at(op::CreateGithubInstallLink, install_link)
+        .at(op::ListGithubInstallations, installations)
+        .at(op::ListGithubRepos, repos)
+        .at(op::InstallGithubWorkspaceRunner, install_runner)
 }
 
 /// More labels than this on one runner are refused.
@@ -82,22 +80,10 @@ fn installation(i: crate::store::Installation) -> wire::GithubInstallation {
     }
 }
 
-/// The query of `GET /v1/workspace/github-app/repos`.
-#[derive(Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct RepoParams {
-    /// The page, from 1 (default 1).
-    #[schemars(range(min = 1, max = 10000))]
-    pub page: Option<u32>,
-    /// Repositories a page, 1-100 (default 30, as GitHub's).
-    #[schemars(range(min = 1, max = 100))]
-    pub per_page: Option<u32>,
-}
-
 pub(super) async fn repos(
     State(st): State<AppState>,
     AuthMember(m): AuthMember,
-    Query(q): Query<RepoParams>,
+    Query(q): Query<wire::GithubRepoQuery>,
 ) -> Result<axum::Json<wire::GithubRepoList>> {
     m.require_admin()?;
     let page = q.page.unwrap_or(1);

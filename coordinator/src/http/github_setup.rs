@@ -13,18 +13,18 @@ use axum::extract::State;
 use axum::extract::rejection::QueryRejection;
 use axum::http::StatusCode;
 use axum::response::{Html, IntoResponse, Response};
-use axum::routing::get;
 use drover_wire::ErrorCode;
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::AppState;
 use super::github::app;
+use super::{AppState, Routes as _};
 use crate::error::{Error, Result};
 use crate::store::Member;
+use drover_wire::op;
 
 pub fn router() -> Router<AppState> {
-    Router::new().route("/v1/github/setup", get(setup))
+    Router::new().at(op::GithubSetup, setup)
 }
 
 /// GitHub's setup redirect after installing the App.

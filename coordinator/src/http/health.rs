@@ -13,14 +13,14 @@ use axum::Router;
 use axum::extract::State;
 use axum::http::{HeaderMap, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
 use drover_wire::ErrorCode;
 use sha2::{Digest as _, Sha256};
 use tokio::sync::Mutex;
 
-use super::AppState;
 use super::error::error_response;
+use super::{AppState, Routes as _};
 use crate::metrics;
+use drover_wire::op;
 
 /// A database check that takes longer than this counts as unreachable.
 const CHECK_TIMEOUT: Duration = Duration::from_secs(2);
@@ -51,9 +51,9 @@ impl Probes {
 
 pub fn router() -> Router<AppState> {
     Router::new()
-        .route("/healthz", get(healthz))
-        .route("/readyz", get(readyz))
-        .route("/metrics", get(metrics))
+        .at(op::Healthz, healthz)
+        .at(op::Readyz, readyz)
+        .at(op::Metrics, metrics)
 }
 
 /// Liveness, this build's version and the protocols it serves (see

@@ -8,25 +8,24 @@ use axum::body::{Body, Bytes};
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
 use drover_wire::{self as wire, JobState};
-use schemars::JsonSchema;
-use serde::Deserialize;
 
-use super::AppState;
 use super::extract::{AuthMember, Json, Query};
 use super::heavy::{self, Turn};
+use super::{AppState, Routes as _};
 use crate::error::{Error, Result};
 use crate::store::{CancelOutcome, IdempotencyKey, JobPage, NewJob};
 use crate::wake::Signal;
 use crate::wake::Wake;
+use drover_wire::op;
 
 pub fn router() -> Router<AppState> {
     Router::new()
-        .route("/v1/jobs", post(submit).get(list))
-        .route("/v1/jobs/{id}", get(show))
-        .route("/v1/jobs/{id}/cancel", post(cancel))
-        .route("/v1/jobs/{id}/logs", get(logs))
+        .at(op::SubmitJob, submit)
+        .at(op::ListJobs, list)
+        .at(op::GetJob, show)
+        .at(op::CancelJob, cancel)
+        .at(op::GetJobLogs, logs)
 }
 
 /// `Idempotency-Key`: the same key from the same member within 24 hours
@@ -115,19 +114,6 @@ fn exit_after_submit_for_tests() {
     }
 }
 
-#[derive(Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct ListQuery {
-    /// Only jobs in this state.
-    #[schemars(with = "Option<JobState>")]
-    state: Option<String>,
-    /// At most this many jobs, 1-1000 (default 50).
-    #[schemars(range(min = 1, max = 1000))]
-    limit: Option<u32>,
-    /// Only jobs older than this: the previous page's `nextBefore`.
-    before: Option<String>,
-}
-
 /// Largest page of a job list, in bytes: a page ends before a job that
 /// would pass it (it always holds one).
 pub const LIST_BUDGET_BYTES: usize = 512 * 1024;
@@ -135,7 +121,7 @@ pub const LIST_BUDGET_BYTES: usize = 512 * 1024;
 pub(super) async fn list(
     State(st): State<AppState>,
     AuthMember(member): AuthMember,
-    Query(q): Query<ListQuery>,
+    Query(q): Query<wire::JobListQuery>,
 ) -> Result<Response> {
     let state = q
         .state
@@ -216,14 +202,6 @@ pub(super) async fn cancel(
     job_answer(st.store.get_job(&member, &id).await?, Some(turn))
 }
 
-#[derive(Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct LogsQuery {
-    /// Keep streaming new output until the job reaches a terminal state.
-    #[serde(default)]
-    follow: bool,
-}
-
 /// Characters of log text read at once (one chunk at least).
 const LOG_BATCH_CHARS: usize = 256 * 1024;
 
@@ -293,7 +271,7 @@ pub(super) async fn logs(
     State(st): State<AppState>,
     AuthMember(member): AuthMember,
     Path(id): Path<String>,
-    Query(q): Query<LogsQuery>,
+    Query(q): Query<wire::LogQuery>,
 ) -> Result<Response> {
     let turn = st.limits.heavy.turn(member.id.as_str()).await?;
     let job = st.store.get_job(&member, &id).await?;

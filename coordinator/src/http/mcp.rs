@@ -160,9 +160,9 @@ fn tools() -> &'static [Tool] {
                 // Hints for clients: reads change nothing; removals and
                 // revocations cannot be undone; nothing reaches outside.
                 let hints = ToolAnnotations::new()
-                    .read_only(op.method == "get")
-                    .destructive(op.method == "delete")
-                    .idempotent(matches!(op.method, "get" | "put" | "delete"))
+                    .read_only(op.decl.method == "get")
+                    .destructive(op.decl.method == "delete")
+                    .idempotent(matches!(op.decl.method, "get" | "put" | "delete"))
                     .open_world(false);
                 Some(Tool::new(name, description, input_schema(op)).annotate(hints))
             })
@@ -191,7 +191,7 @@ pub fn input_schema(op: &Op) -> Map<String, Value> {
         );
         required.push(json!(name));
     }
-    if let Some(query) = op.query {
+    if let Some(query) = op.decl.query {
         for (name, schema, needed) in query_fields(query) {
             if needed {
                 required.push(json!(name));
@@ -200,8 +200,8 @@ pub fn input_schema(op: &Op) -> Map<String, Value> {
         }
     }
     let mut schema = Map::new();
-    if let Some(body) = &op.body {
-        let body_schema = (body.schema)(&mut inline_generator()).to_value();
+    if let (Some(body_schema), Some(body)) = (op.decl.body, &op.body) {
+        let body_schema = body_schema(&mut inline_generator()).to_value();
         if let Some(props) = body_schema["properties"].as_object() {
             properties.extend(props.clone());
         }
@@ -239,14 +239,14 @@ impl Args {
             };
         }
         let mut query = Map::new();
-        if let Some(q) = op.query {
+        if let Some(q) = op.decl.query {
             for (name, _, _) in query_fields(q) {
                 if let Some(v) = args.remove(&name) {
                     query.insert(name, v);
                 }
             }
         }
-        if op.body.is_none()
+        if op.decl.body.is_none()
             && let Some(name) = args.keys().next()
         {
             return Err(Error::bad_request(format!("unknown argument `{name}`")));
@@ -295,7 +295,7 @@ async fn call(st: &AppState, member: Member, op: &Op, a: Args) -> Result<Respons
             $e.await.into_response()
         };
     }
-    Ok(match op.id {
+    Ok(match op.decl.id {
         "submitJob" => run!(jobs::submit(s, m, HeaderMap::new(), a.body()?)),
         "listJobs" => run!(jobs::list(s, m, a.query()?)),
         "getJob" => run!(jobs::show(s, m, a.id("id"))),
@@ -412,16 +412,16 @@ mod tests {
             if op.auth == Auth::Member {
                 let tool = op
                     .tool
-                    .unwrap_or_else(|| panic!("{} has no MCP tool", op.id));
+                    .unwrap_or_else(|| panic!("{} has no MCP tool", op.decl.id));
                 assert!(names.insert(tool), "{tool} names two operations");
                 let mut inputs: Vec<String> = op.path_params().map(str::to_owned).collect();
-                if let Some(q) = op.query {
+                if let Some(q) = op.decl.query {
                     inputs.extend(query_fields(q).into_iter().map(|(n, _, _)| n));
                 }
                 let schema = input_schema(op);
                 let props = schema["properties"].as_object().unwrap();
-                let body = op.body.as_ref().map_or(0, |b| {
-                    (b.schema)(&mut inline_generator()).to_value()["properties"]
+                let body = op.decl.body.map_or(0, |b| {
+                    b(&mut inline_generator()).to_value()["properties"]
                         .as_object()
                         .map_or(0, |p| p.len())
                 });
@@ -431,7 +431,11 @@ mod tests {
                     "{tool}: an input name is used twice"
                 );
             } else {
-                assert!(op.tool.is_none(), "{} is not a member's operation", op.id);
+                assert!(
+                    op.tool.is_none(),
+                    "{} is not a member's operation",
+                    op.decl.id
+                );
             }
         }
         assert_eq!(names.len(), tools().len());

@@ -5,23 +5,23 @@ use axum::Router;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
-use axum::routing::{get, patch};
 use drover_wire as wire;
-use schemars::JsonSchema;
-use serde::Deserialize;
 
-use super::AppState;
 use super::dto;
 use super::extract::{AuthMember, Json, Query};
+use super::{AppState, Routes as _};
 use crate::error::Result;
 use crate::store::AuditQuery;
 use crate::wake::Signal;
+use drover_wire::op;
 
 pub fn router() -> Router<AppState> {
     Router::new()
-        .route("/v1/workspace/members", get(list).post(invite))
-        .route("/v1/workspace/members/{id}", patch(update).delete(remove))
-        .route("/v1/workspace/audit", get(audit))
+        .at(op::ListMembers, list)
+        .at(op::InviteMember, invite)
+        .at(op::UpdateMember, update)
+        .at(op::RemoveMember, remove)
+        .at(op::ListAuditEvents, audit)
 }
 
 pub(super) async fn list(
@@ -93,27 +93,10 @@ pub(super) async fn remove(
     Ok(StatusCode::NO_CONTENT)
 }
 
-#[derive(Deserialize, Default, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct AuditParams {
-    /// Only entries at or after this time (Unix milliseconds).
-    since: Option<i64>,
-    /// Only this actor: a member's id or email, a runner's id, or a join token's pool id.
-    actor: Option<String>,
-    /// Only this action.
-    #[schemars(extend("enum" = wire::AUDIT_ACTIONS))]
-    action: Option<String>,
-    /// Only entries older than this id: the previous page's `nextBefore`.
-    before: Option<String>,
-    /// Entries per page, 1-500 (default 100).
-    #[schemars(range(min = 1, max = 500))]
-    limit: Option<u32>,
-}
-
 pub(super) async fn audit(
     State(st): State<AppState>,
     AuthMember(m): AuthMember,
-    Query(q): Query<AuditParams>,
+    Query(q): Query<wire::AuditQuery>,
 ) -> Result<axum::Json<wire::AuditPage>> {
     m.require_admin()?;
     let query = AuditQuery {

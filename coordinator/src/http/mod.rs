@@ -29,10 +29,13 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::extract::{DefaultBodyLimit, Request, State};
+use axum::handler::Handler;
 use axum::http::{Method, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse as _, Response};
+use axum::routing::MethodFilter;
 use drover_wire::ErrorCode;
+use drover_wire::op::{self, Operation};
 use tokio::sync::{Semaphore, watch};
 
 use crate::clock::Clock;
@@ -154,6 +157,25 @@ impl AppState {
     pub async fn shutting_down(&self) {
         let mut rx = self.shutdown.clone();
         let _ = rx.wait_for(|stop| *stop).await;
+    }
+}
+
+/// Routes a declared operation (`drover_wire::op`) to its handler: the
+/// path and the method are the declaration's, never written here.
+pub(crate) trait Routes {
+    fn at<O: Operation, H: Handler<T, AppState>, T: 'static>(self, op: O, handler: H) -> Self;
+}
+
+impl Routes for Router<AppState> {
+    fn at<O: Operation, H: Handler<T, AppState>, T: 'static>(self, _: O, handler: H) -> Self {
+        let method = match O::METHOD {
+            op::Method::Get => MethodFilter::GET,
+            op::Method::Post => MethodFilter::POST,
+            op::Method::Put => MethodFilter::PUT,
+            op::Method::Patch => MethodFilter::PATCH,
+            op::Method::Delete => MethodFilter::DELETE,
+        };
+        self.route(O::PATH, axum::routing::on(method, handler))
     }
 }
 

@@ -169,11 +169,11 @@ fn build() -> Value {
     let mut paths = Map::new();
     for op in OPS {
         let item = paths
-            .entry(op.path)
+            .entry(op.decl.path)
             .or_insert_with(|| json!({}))
             .as_object_mut()
             .expect("a path item is an object");
-        item.insert(op.method.to_owned(), operation(op, &mut g));
+        item.insert(op.decl.method.to_owned(), operation(op, &mut g));
     }
     doc["paths"] = Value::Object(paths);
     let mut schemas = g.take_definitions(true);
@@ -185,7 +185,7 @@ fn build() -> Value {
 fn operation(op: &Op, g: &mut SchemaGenerator) -> Value {
     let mut o = json!({
         "tags": [op.tag],
-        "operationId": op.id,
+        "operationId": op.decl.id,
         "summary": op.summary,
         "description": op.description,
     });
@@ -203,7 +203,7 @@ fn operation(op: &Op, g: &mut SchemaGenerator) -> Value {
     } else {
         serde_json::from_str(op.params).expect("catalogue params are JSON")
     };
-    if let Some(query) = op.query {
+    if let Some(query) = op.decl.query {
         for (name, mut schema, required) in query_fields(query) {
             let description = schema
                 .as_object_mut()
@@ -222,10 +222,10 @@ fn operation(op: &Op, g: &mut SchemaGenerator) -> Value {
     if !params.is_empty() {
         o["parameters"] = Value::Array(params);
     }
-    if let Some(body) = &op.body {
+    if let (Some(schema), Some(body)) = (op.decl.body, &op.body) {
         let mut b = json!({
             "required": body.required,
-            "content": {"application/json": {"schema": (body.schema)(g)}},
+            "content": {"application/json": {"schema": schema(g)}},
         });
         if !body.description.is_empty() {
             b["description"] = json!(body.description);
@@ -237,9 +237,9 @@ fn operation(op: &Op, g: &mut SchemaGenerator) -> Value {
         let mut resp = json!({"description": r.description});
         let content = match &r.reply {
             Reply::Empty => None,
-            Reply::Json(s) => Some(json!({"application/json": {"schema": s(g)}})),
-            Reply::JsonOrCsv(s) => Some(json!({
-                "application/json": {"schema": s(g)},
+            Reply::Answer => Some(json!({"application/json": {"schema": (op.decl.answer)(g)}})),
+            Reply::AnswerOrCsv => Some(json!({
+                "application/json": {"schema": (op.decl.answer)(g)},
                 "text/csv": {"schema": {"type": "string"}},
             })),
             Reply::Error(code) => Some(json!({"application/json": {
@@ -304,7 +304,7 @@ mod tests {
         let mut checked = 0;
         for op in OPS {
             for r in op.responses.iter().chain(implied(op)) {
-                let at = format!("{} {} {}", op.method, op.path, r.status);
+                let at = format!("{} {} {}", op.decl.method, op.decl.path, r.status);
                 if let Reply::Error(code) = r.reply {
                     assert_eq!(status_of(code).as_u16(), r.status, "{at}: {code:?}");
                     checked += 1;

@@ -8,23 +8,23 @@ use std::time::Instant;
 use axum::extract::{ConnectInfo, Path, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{delete, get, post};
 use axum::{Extension, Router};
 use drover_wire::{self as wire, ErrorCode};
 
-use super::AppState;
 use super::dto;
 use super::error::error_response;
 use super::extract::{AuthMember, Json};
+use super::{AppState, Routes as _};
 use crate::error::{Error, Result};
+use drover_wire::op;
 
 pub fn router() -> Router<AppState> {
     Router::new()
-        .route("/v1/me", get(me))
-        .route("/v1/me/pairing-codes", post(create_code))
-        .route("/v1/pairing-codes/{code}/redeem", post(redeem))
-        .route("/v1/me/tokens", get(list_tokens))
-        .route("/v1/me/tokens/{id}", delete(revoke_token))
+        .at(op::GetMe, me)
+        .at(op::CreatePairingCode, create_code)
+        .at(op::RedeemPairingCode, redeem)
+        .at(op::ListTokensMine, list_tokens)
+        .at(op::RevokeTokenMine, revoke_token)
 }
 
 pub(super) async fn me(

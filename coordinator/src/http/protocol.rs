@@ -9,26 +9,26 @@ use axum::Router;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
-use axum::routing::{get, post};
 use drover_wire::{self as wire, ErrorCode, MAX_LEASE_WAIT_MS};
 
-use super::AppState;
 use super::extract::{AuthJoin, AuthRunner, Json};
+use super::{AppState, Routes as _};
 use crate::error::{Error, Result};
 use crate::metrics;
 use crate::store::{LeaseAttempt, RunnerAuth};
 use crate::wake::Signal;
+use drover_wire::op;
 
 pub fn router() -> Router<AppState> {
     Router::new()
-        .route("/v1/runner/join", post(join))
-        .route("/v1/runner/join-token", get(join_token))
-        .route("/v1/runner/hello", post(hello))
-        .route("/v1/runner/leave", post(leave))
-        .route("/v1/runner/lease", post(lease))
-        .route("/v1/runner/leases/{lease}/heartbeat", post(heartbeat))
-        .route("/v1/runner/leases/{lease}/logs", post(logs))
-        .route("/v1/runner/leases/{lease}/complete", post(complete))
+        .at(op::RunnerJoin, join)
+        .at(op::RunnerJoinTokenInfo, join_token)
+        .at(op::RunnerHello, hello)
+        .at(op::RunnerLeave, leave)
+        .at(op::RunnerLease, lease)
+        .at(op::RunnerHeartbeat, heartbeat)
+        .at(op::RunnerLogs, logs)
+        .at(op::RunnerComplete, complete)
 }
 
 async fn join(

@@ -4,24 +4,26 @@ use axum::Router;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
-use axum::routing::{delete, get, post};
 use drover_wire as wire;
 
-use super::AppState;
 use super::dto;
 use super::extract::{AuthMember, OptionalJson};
+use super::{AppState, Routes as _};
 use crate::error::Result;
 use crate::ids::JobId;
 use crate::store::{Owner, RunnerScope};
 use crate::wake::{Signal, Wake};
+use drover_wire::op;
 
 pub fn router() -> Router<AppState> {
     Router::new()
-        .route("/v1/me/runners", post(pair_mine).get(list_mine))
-        .route("/v1/me/runners/{id}", delete(revoke_mine))
-        .route("/v1/workspace/runners", post(pair_ws).get(roster))
-        .route("/v1/workspace/runners/owned", get(list_owned))
-        .route("/v1/workspace/runners/{id}", delete(revoke_ws))
+        .at(op::PairRunnerMine, pair_mine)
+        .at(op::ListRunnersMine, list_mine)
+        .at(op::RevokeRunnerMine, revoke_mine)
+        .at(op::PairRunnerWorkspace, pair_ws)
+        .at(op::ListRunnerRoster, roster)
+        .at(op::ListRunnersWorkspace, list_owned)
+        .at(op::RevokeRunnerWorkspace, revoke_ws)
 }
 
 pub(super) async fn pair_mine(

@@ -8,31 +8,27 @@ use axum::Router;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
-use axum::routing::{delete, get, post};
 use drover_wire as wire;
 
-use super::AppState;
 use super::dto;
 use super::extract::{AuthMember, Json, OptionalJson};
+use super::{AppState, Routes as _};
 use crate::error::Result;
 use crate::store::Owner;
+use drover_wire::op;
 
 pub fn router() -> Router<AppState> {
     Router::new()
-        .route("/v1/me/runtimes", post(create_mine).get(list_mine))
-        .route("/v1/me/runtimes/{id}/join-tokens", post(join_token_mine))
-        .route("/v1/workspace/runtimes", post(create_ws).get(list_ws))
-        .route(
-            "/v1/workspace/runtimes/{id}/join-tokens",
-            post(join_token_ws),
-        )
-        .route("/v1/me/join-tokens", get(list_join_tokens_mine))
-        .route("/v1/me/join-tokens/{id}", delete(revoke_join_token_mine))
-        .route("/v1/workspace/join-tokens", get(list_join_tokens_ws))
-        .route(
-            "/v1/workspace/join-tokens/{id}",
-            delete(revoke_join_token_ws),
-        )
+        .at(op::CreateRuntimeMine, create_mine)
+        .at(op::ListRuntimesMine, list_mine)
+        .at(op::CreateJoinTokenMine, join_token_mine)
+        .at(op::CreateRuntimeWorkspace, create_ws)
+        .at(op::ListRuntimesWorkspace, list_ws)
+        .at(op::CreateJoinTokenWorkspace, join_token_ws)
+        .at(op::ListJoinTokensMine, list_join_tokens_mine)
+        .at(op::RevokeJoinTokenMine, revoke_join_token_mine)
+        .at(op::ListJoinTokensWorkspace, list_join_tokens_ws)
+        .at(op::RevokeJoinTokenWorkspace, revoke_join_token_ws)
 }
 
 pub(super) async fn list_join_tokens_mine(

@@ -4,7 +4,7 @@
 use anyhow::{Context as _, bail};
 use clap::{Args, Subcommand};
 use drover_wire::text::percent_decode;
-use runner_core::client::{AuditFilter, Client, Token};
+use runner_core::client::{Client, Token};
 
 use crate::{human, table};
 
@@ -122,7 +122,7 @@ pub async fn members(client: &Client, cmd: &MembersCommand) -> anyhow::Result<()
 }
 
 pub async fn audit(client: &Client, args: &AuditArgs) -> anyhow::Result<()> {
-    let filter = AuditFilter {
+    let filter = drover_wire::AuditQuery {
         since: args
             .since
             .as_deref()

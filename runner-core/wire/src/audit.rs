@@ -68,3 +68,27 @@ pub const AUDIT_ACTIONS: &[&str] = &[
     "runtime.created",
     "token.revoked",
 ];
+
+/// The query of `GET /v1/workspace/audit`.
+#[derive(Serialize, Deserialize, Debug, Clone, Default)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct AuditQuery {
+    /// Only entries at or after this time (Unix milliseconds).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since: Option<i64>,
+    /// Only this actor: a member's id or email, a runner's id, or a join token's pool id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub actor: Option<String>,
+    /// Only this action.
+    #[cfg_attr(feature = "schema", schemars(extend("enum" = AUDIT_ACTIONS)))]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub action: Option<String>,
+    /// Only entries older than this id: the previous page's `nextBefore`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub before: Option<String>,
+    /// Entries per page, 1-500 (default 100).
+    #[cfg_attr(feature = "schema", schemars(range(min = 1, max = 500)))]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<u32>,
+}

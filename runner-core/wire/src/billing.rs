@@ -65,3 +65,22 @@ pub struct UsageReport {
     /// Largest first.
     pub lines: Vec<UsageLine>,
 }
+
+/// The query of the usage reports (`GET /v1/workspace/billing/usage`,
+/// `GET /v1/me/usage`).
+#[derive(Serialize, Deserialize, Debug, Clone, Default)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct UsageReportQuery {
+    /// The month, `YYYY-MM` (UTC); this month by default.
+    #[cfg_attr(feature = "schema", schemars(regex(pattern = r"^[0-9]{4}-[0-9]{2}$")))]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub month: Option<String>,
+    /// Add up by `pool` (the default), `member` or `runner`.
+    #[cfg_attr(
+        feature = "schema",
+        schemars(extend("enum" = ["pool", "member", "runner"]))
+    )]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub by: Option<String>,
+}

@@ -251,3 +251,28 @@ pub struct CiLink {
 pub struct CiLinkList {
     pub links: Vec<CiLink>,
 }
+
+/// The query of `GET /v1/workspace/github-app/repos`.
+#[derive(Serialize, Deserialize, Debug, Clone, Default)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct GithubRepoQuery {
+    /// The page, from 1 (default 1).
+    #[cfg_attr(feature = "schema", schemars(range(min = 1, max = 10000)))]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub page: Option<u32>,
+    /// Repositories a page, 1-100 (default 30, as GitHub's).
+    #[cfg_attr(feature = "schema", schemars(range(min = 1, max = 100)))]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub per_page: Option<u32>,
+}
+
+/// The host a CI link route names (`?host=`).
+#[derive(Serialize, Deserialize, Debug, Clone, Default)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct CiLinkQuery {
+    /// `github.com` (the default) or a GitHub Enterprise Server host.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
+}

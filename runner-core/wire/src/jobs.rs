@@ -200,3 +200,31 @@ pub struct JobList {
     #[serde(default)]
     pub next_before: Option<String>,
 }
+
+/// The query of `GET /v1/jobs`.
+#[derive(Serialize, Deserialize, Debug, Clone, Default)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct JobListQuery {
+    /// Only jobs in this state.
+    #[cfg_attr(feature = "schema", schemars(with = "Option<JobState>"))]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<String>,
+    /// At most this many jobs, 1-1000 (default 50).
+    #[cfg_attr(feature = "schema", schemars(range(min = 1, max = 1000)))]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<u32>,
+    /// Only jobs older than this: the previous page's `nextBefore`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub before: Option<String>,
+}
+
+/// The query of `GET /v1/jobs/{id}/logs`.
+#[derive(Serialize, Deserialize, Debug, Clone, Default)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct LogQuery {
+    /// Keep streaming new output until the job reaches a terminal state.
+    #[serde(default)]
+    pub follow: bool,
+}

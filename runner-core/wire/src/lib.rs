@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 
 pub mod github;
 pub mod integer;
+pub mod op;
 pub mod text;
 
 mod admin;
