@@ -735,3 +735,127 @@ async fn a_lease_that_finds_nothing_locks_nothing_on_postgres() {
     let full = f.store.lease_batch(&[f.lease_request(&one)]).await.unwrap();
     assert_eq!(full[0].as_ref().unwrap_err().code(), ErrorCode::LeaseLimit);
 }
+
+/// The lease rules' table (`leases::rules`), each case one batch on this
+/// backend: on SQLite `plan()` between the reads and the write, on
+/// PostgreSQL `drover_lease`. Each case has its own pools in one database.
+#[tokio::test]
+async fn every_lease_rule_holds_in_the_store() {
+    use super::leases::rules::{CASES, wake_text};
+    use std::collections::HashMap;
+
+    let f = fixture("rules").await;
+    for (n, case) in CASES.iter().enumerate() {
+        // Ids of this case's runners and pools, and their names in the table.
+        let mut runners: HashMap<&str, (RunnerId, RuntimeId)> = HashMap::new();
+        let mut names: HashMap<String, String> = HashMap::new();
+        for r in case.runners {
+            let pool = format!("c{n}-{}", r.pool);
+            if !names.values().any(|v| v == r.pool) {
+                let rt = f
+                    .store
+                    .create_runtime(&f.admin, &Owner::Workspace, &pool, 1)
+                    .await
+                    .unwrap();
+                names.insert(rt.id.to_string(), r.pool.to_owned());
+            }
+            let req = wire::PairRunner {
+                name: Some(format!("c{n}-{}", r.name)),
+                runtime: Some(pool),
+                labels: r.caps.iter().map(|c| c.to_string()).collect(),
+            };
+            let paired = f
+                .store
+                .pair_runner(&f.admin, &Owner::Workspace, &req, 1)
+                .await
+                .unwrap();
+            let id = paired.runner.id.clone();
+            let lost: Vec<String> = r.lost.iter().map(|c| c.to_string()).collect();
+            f.store.runner_hello(&id, &lost, r.slots, 1).await.unwrap();
+            names.insert(id.to_string(), r.name.to_owned());
+            runners.insert(r.name, (id.clone(), paired.runner.runtime_id.clone()));
+            // The leases it holds: jobs pinned to it, leased before the case.
+            for _ in 0..r.held {
+                f.submit_to(
+                    serde_json::json!({"runtime": format!("self:ws:{id}"), "script": "true"}),
+                )
+                .await;
+                let req = LeaseRequest {
+                    runner: id.clone(),
+                    runtime: paired.runner.runtime_id.clone(),
+                    now: 3,
+                    ttl_ms: TTL,
+                };
+                let held = f.store.lease_batch(&[req]).await.unwrap();
+                assert!(
+                    matches!(held[..], [Ok(LeaseAttempt::Leased { .. })]),
+                    "{}: {held:?}",
+                    case.name
+                );
+            }
+        }
+        let mut jobs: HashMap<String, &str> = HashMap::new();
+        for j in case.jobs {
+            let runtime = match j.pinned {
+                Some(runner) => format!("self:ws:{}", runners[runner].0),
+                None => format!("self:ws:c{n}-{}", j.pool),
+            };
+            let id = f
+                .submit_to(serde_json::json!({
+                    "runtime": runtime,
+                    "script": "true",
+                    "requires": j.requires,
+                    "priority": j.priority,
+                }))
+                .await;
+            jobs.insert(id, j.name);
+        }
+        for r in case.runners {
+            let id = &runners[r.name].0;
+            if !r.lost.is_empty() {
+                f.store.runner_hello(id, &[], r.slots, 2).await.unwrap();
+            }
+            if r.revoked {
+                f.store
+                    .revoke_runner(&f.admin, &Owner::Workspace, id.as_str(), 2)
+                    .await
+                    .unwrap();
+            }
+        }
+        let reqs: Vec<LeaseRequest> = case
+            .requests
+            .iter()
+            .map(|name| {
+                let (runner, runtime) = runners[name].clone();
+                LeaseRequest {
+                    runner,
+                    runtime,
+                    now: 3,
+                    ttl_ms: TTL,
+                }
+            })
+            .collect();
+        let out = f.store.lease_batch(&reqs).await.unwrap();
+        let name = |id: &str| names.get(id).cloned().unwrap_or_else(|| id.to_owned());
+        let (mut picks, mut wakes) = (Vec::new(), Vec::new());
+        for attempt in out {
+            let (pick, wake) = match attempt {
+                Ok(LeaseAttempt::Leased { lease, next }) => (
+                    jobs.get(lease.job.id.as_str())
+                        .copied()
+                        .unwrap_or("?")
+                        .to_owned(),
+                    wake_text(next.as_ref(), name, name),
+                ),
+                Ok(LeaseAttempt::Empty) => ("-".to_owned(), String::new()),
+                Ok(LeaseAttempt::Revoked) => ("revoked".to_owned(), String::new()),
+                Err(e) if e.code() == ErrorCode::LeaseLimit => ("limit".to_owned(), String::new()),
+                Err(e) => panic!("{}: {e}", case.name),
+            };
+            picks.push(pick);
+            wakes.push(wake);
+        }
+        assert_eq!(picks, case.picks, "{}: picks", case.name);
+        assert_eq!(wakes, case.wakes, "{}: wakes", case.name);
+    }
+}

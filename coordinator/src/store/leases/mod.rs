@@ -15,6 +15,8 @@ mod plan;
 #[cfg(test)]
 mod plan_tests;
 mod read;
+#[cfg(test)]
+pub(super) mod rules;
 mod running;
 
 use std::collections::HashMap;
