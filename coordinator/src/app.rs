@@ -17,6 +17,7 @@ use crate::ids::new_id;
 use crate::retention::{self, Retention};
 use crate::secrets::{self, KeySource};
 use crate::server::{self, ServeLimits};
+use crate::service::Services;
 use crate::store::{self, Backend, Durability, Envelope, Store};
 use crate::wake::Signal;
 
@@ -146,7 +147,7 @@ impl Application {
             None => default_public_url(listener.local_addr()?, tls.is_some()),
         };
         let (stop, shutdown) = watch::channel(false);
-        let state = AppState {
+        let svc = Services {
             store,
             hub: Arc::new(Hub::default()),
             clock: clock.clone(),
@@ -154,16 +155,7 @@ impl Application {
             shutdown,
             replica: new_id("co").into(),
             runners: Arc::default(),
-            limits: Arc::new(RequestLimits::new(
-                config.serve.body_memory,
-                config.serve.body_timeout,
-                config.serve.max_reads,
-                config.serve.read_wait,
-                config.serve.max_reads_per_member,
-            )),
-            probes: Arc::new(Probes::new(config.metrics_token.as_deref())),
             public_url: public_url.clone().into(),
-            redeem_limit: Arc::new(RateLimiter::for_redeems()),
             oidc: Arc::new(crate::github::oidc::Oidc::new(
                 crate::github::oidc::OidcConfig {
                     issuer: config.oidc_issuer.clone(),
@@ -183,6 +175,18 @@ impl Application {
                 )?)),
                 None => None,
             },
+        };
+        let state = AppState {
+            svc,
+            limits: Arc::new(RequestLimits::new(
+                config.serve.body_memory,
+                config.serve.body_timeout,
+                config.serve.max_reads,
+                config.serve.read_wait,
+                config.serve.max_reads_per_member,
+            )),
+            probes: Arc::new(Probes::new(config.metrics_token.as_deref())),
+            redeem_limit: Arc::new(RateLimiter::for_redeems()),
         };
         Ok(Self {
             listener,
@@ -222,11 +226,11 @@ impl Application {
             retention,
             github_retry,
         } = self;
-        let reaper = tokio::spawn(reap_expired_leases(state.clone()));
-        let purger = tokio::spawn(retention::purge_in_background(state.clone(), retention));
-        let signals = tokio::spawn(listen_to_replicas(state.clone()));
-        let replicas = tokio::spawn(look_for_replicas(state.clone()));
-        let github = tokio::spawn(retry_github_removals(state.clone(), github_retry));
+        let reaper = tokio::spawn(reap_expired_leases(state.svc.clone()));
+        let purger = tokio::spawn(retention::purge_in_background(state.svc.clone(), retention));
+        let signals = tokio::spawn(listen_to_replicas(state.svc.clone()));
+        let replicas = tokio::spawn(look_for_replicas(state.svc.clone()));
+        let github = tokio::spawn(retry_github_removals(state.svc.clone(), github_retry));
         let routers = server::Routers {
             all: http::router(state.clone()),
             runners_only: http::runner_router(state.clone()),
@@ -283,7 +287,7 @@ async fn open_secrets(store: &Store, config: &Config) -> anyhow::Result<()> {
 /// lease could expire (at most a second), so expiry is prompt but cheap.
 /// Removes, now and then, the GitHub runners of revoked runners that
 /// GitHub kept (busy) or could not be reached for.
-async fn retry_github_removals(st: AppState, every: Duration) {
+async fn retry_github_removals(st: Services, every: Duration) {
     if st.github.is_none() {
         return;
     }
@@ -292,11 +296,11 @@ async fn retry_github_removals(st: AppState, every: Duration) {
             _ = tokio::time::sleep(every) => {}
             _ = st.shutting_down() => return,
         }
-        http::retry_github_removals(&st).await;
+        crate::service::github::retry_removals(&st).await;
     }
 }
 
-async fn reap_expired_leases(st: AppState) {
+async fn reap_expired_leases(st: Services) {
     loop {
         let now = st.now();
         match st.store.expire_leases(now).await {
@@ -326,7 +330,7 @@ async fn reap_expired_leases(st: AppState) {
 /// link breaks, signals sent meanwhile are lost; so once a new `LISTEN` is in
 /// place, every local waiter and follower looks at the database again (what
 /// committed before is found there, what commits after is signalled).
-async fn listen_to_replicas(st: AppState) {
+async fn listen_to_replicas(st: Services) {
     let mut first = true;
     loop {
         let Some(mut listener) = connect_listener(&st).await else {
@@ -367,7 +371,7 @@ async fn listen_to_replicas(st: AppState) {
 /// On PostgreSQL: looks for other replicas a few times a second. While none
 /// listens, this one sends no signals; when one appears, it is first told to
 /// look again (what this one did not signal meanwhile is in the database).
-async fn look_for_replicas(st: AppState) {
+async fn look_for_replicas(st: Services) {
     if !st.store.has_replicas() {
         return;
     }
@@ -390,7 +394,7 @@ async fn look_for_replicas(st: AppState) {
 
 /// A listener on the signal channel, retried until it works; `None` on
 /// SQLite or at shutdown.
-async fn connect_listener(st: &AppState) -> Option<sqlx::postgres::PgListener> {
+async fn connect_listener(st: &Services) -> Option<sqlx::postgres::PgListener> {
     loop {
         match st.store.listener().await {
             Ok(listener) => return listener,

@@ -17,6 +17,7 @@ pub mod refs;
 pub mod retention;
 pub mod secrets;
 pub mod server;
+pub mod service;
 pub mod store;
 pub mod tls;
 pub mod trim;

@@ -8,7 +8,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::http::AppState;
+use crate::service::Services;
 use crate::store::Purged;
 
 /// How much finished history is kept, and how it is purged.
@@ -64,7 +64,7 @@ pub fn parse_age(s: &str) -> Result<Option<Duration>, String> {
 }
 
 /// Purges until shutdown: at start, then every `interval`.
-pub async fn purge_in_background(st: AppState, policy: Retention) {
+pub async fn purge_in_background(st: Services, policy: Retention) {
     loop {
         let started = Instant::now();
         let cutoff = policy.age.map(|age| st.now() - age.as_millis() as i64);
@@ -89,7 +89,7 @@ pub async fn purge_in_background(st: AppState, policy: Retention) {
 
 /// Everything due, batch by batch; `None` if shutdown came first.
 async fn purge_all(
-    st: &AppState,
+    st: &Services,
     policy: Retention,
     cutoff: Option<i64>,
 ) -> crate::error::Result<Option<Purged>> {
@@ -128,7 +128,7 @@ async fn purge_all(
 
 /// Waits as long as the last batch took (so whoever queued for the writer
 /// meanwhile goes first); false if shutdown came first.
-async fn pause(st: &AppState, took: Duration) -> bool {
+async fn pause(st: &Services, took: Duration) -> bool {
     tokio::select! {
         _ = tokio::time::sleep(took.max(Duration::from_millis(1))) => !*st.shutdown.borrow(),
         _ = st.shutting_down() => false,

@@ -409,3 +409,23 @@ fn routes_and_client_calls_name_declared_operations() {
     }
     assert!(bad.is_empty(), "paths not from drover_wire::op: {bad:#?}");
 }
+
+/// The services (and the background tasks, which call them) know nothing
+/// of HTTP: REST and MCP are two ways to reach them.
+#[test]
+fn services_and_background_tasks_know_nothing_of_http() {
+    let mut files = sources(&src().join("service"));
+    assert!(files.len() >= 4, "the service modules are where they were");
+    let retention = src().join("retention.rs");
+    let text = std::fs::read_to_string(&retention).unwrap();
+    files.push((retention, text));
+    let mut bad = Vec::new();
+    for (path, text) in files {
+        for word in ["crate::http", "super::http", "axum", "hyper", "rmcp"] {
+            if text.contains(word) {
+                bad.push(format!("{} names {word}", path.display()));
+            }
+        }
+    }
+    assert!(bad.is_empty(), "{bad:#?}");
+}

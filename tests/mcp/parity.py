@@ -382,6 +382,38 @@ async def main():
                     fail(f"{tool}: REST does not see what the MCP call did ({json.dumps(m)[:200]})")
             print(f"ok  {op['method'].upper():6} {op['path']:40} {tool}", flush=True)
 
+        # What REST takes in headers reaches MCP as arguments. An
+        # Idempotency-Key: the same key answers the same job, over either
+        # surface, and queues one.
+        key = "mcp-" + uid()
+        job = {"runtime": "self:ws", "command": ["true"]}
+        ok1, first = await mcp.call("admin", "submit_job", dict(job, idempotencyKey=key))
+        ok2, again = await mcp.call("admin", "submit_job", dict(job, idempotencyKey=key))
+        req = urllib.request.Request(URL + "/v1/jobs", data=json.dumps(job).encode(), method="POST",
+                                     headers={"Authorization": "Bearer " + TOKENS["admin"],
+                                              "Content-Type": "application/json", "Idempotency-Key": key})
+        with urllib.request.urlopen(req, timeout=30) as r:
+            via_rest = (r.status, json.loads(r.read()))
+        if not (ok1 and ok2) or first["id"] != again["id"] or via_rest != (200, via_rest[1]) \
+                or via_rest[1]["id"] != first["id"]:
+            fail(f"submit_job with idempotencyKey: {first.get('id')}, {again.get('id')}, REST {via_rest[0]} {via_rest[1].get('id')}")
+        ok, other = await mcp.call("admin", "submit_job", dict(job, command=["false"], idempotencyKey=key))
+        if ok or code_of(other) != "CONFLICT":
+            fail(f"submit_job: a key reused with another body: {other}")
+        # CSV, as REST gives it with `Accept: text/csv`.
+        for tool, path in [("get_usage_report", "/v1/workspace/billing/usage"), ("get_my_usage_report", "/v1/me/usage")]:
+            ok, m = await mcp.call("admin", tool, {"by": "member", "format": "csv"})
+            req = urllib.request.Request(URL + path + "?by=member",
+                                         headers={"Authorization": "Bearer " + TOKENS["admin"], "Accept": "text/csv"})
+            with urllib.request.urlopen(req, timeout=30) as r:
+                csv_text = r.read().decode()
+            if not ok or m.get("text") != csv_text or not csv_text.startswith("month,member_id,"):
+                fail(f"{tool} format=csv: MCP {json.dumps(m)[:200]} but REST {csv_text[:200]!r}")
+            ok, m = await mcp.call("admin", tool, {"format": "xml"})
+            if ok or code_of(m) != "BAD_REQUEST":
+                fail(f"{tool} format=xml: {m}")
+        print("ok  idempotencyKey and format=csv reach MCP", flush=True)
+
         # No token: refused before MCP, as on REST.
         req = urllib.request.Request(URL + "/mcp", data=b"{}", method="POST",
                                      headers={"Content-Type": "application/json", "Accept": "application/json, text/event-stream"})

@@ -10,9 +10,9 @@ use drover_wire as wire;
 use super::dto;
 use super::extract::{AuthMember, Json, Query};
 use super::{AppState, Routes as _};
-use crate::billing::Month;
-use crate::error::{Error, Result};
-use crate::store::{UsageBy, UsageOf};
+use crate::error::Result;
+use crate::service::billing;
+use crate::store::UsageOf;
 use drover_wire::op;
 
 pub fn router() -> Router<AppState> {
@@ -47,7 +47,6 @@ pub(super) async fn workspace_report(
     headers: HeaderMap,
     Query(q): Query<wire::UsageReportQuery>,
 ) -> Result<Response> {
-    m.require_admin()?;
     report(&st, &m, UsageOf::Workspace, &headers, q).await
 }
 
@@ -67,26 +66,9 @@ async fn report(
     headers: &HeaderMap,
     q: wire::UsageReportQuery,
 ) -> Result<Response> {
-    let month = match q.month.as_deref() {
-        None => Month::of(st.now()),
-        Some(s) => Month::parse(s).ok_or_else(|| {
-            Error::bad_request(format!("month must be YYYY-MM (1970-9999), not {s:?}"))
-        })?,
-    };
-    let by = match q.by.as_deref() {
-        None => UsageBy::Pool,
-        Some(s) => UsageBy::parse(s).ok_or_else(|| {
-            Error::bad_request(format!("by must be pool, member or runner, not {s:?}"))
-        })?,
-    };
-    let lines = st.store.usage_report(m, of, month, by).await?;
-    let report = wire::UsageReport {
-        month: month.to_string(),
-        by: by.as_str().to_owned(),
-        lines: dto::all(lines),
-    };
+    let report = dto::usage_report(billing::report(st, m, of, &q).await?);
     if wants_csv(headers) {
-        let mut response = dto::usage_csv(&report).into_response();
+        let mut response = billing::csv(&report).into_response();
         response.headers_mut().insert(
             header::CONTENT_TYPE,
             HeaderValue::from_static("text/csv; charset=utf-8"),

@@ -73,32 +73,13 @@ impl From<model::UsageLine> for wire::UsageLine {
     }
 }
 
-/// A usage report as CSV (RFC 4180): a header, then one line per pool,
-/// member or runner.
-pub fn usage_csv(report: &wire::UsageReport) -> String {
-    fn field(s: &str) -> String {
-        if s.contains([',', '"', '\n', '\r']) {
-            format!("\"{}\"", s.replace('"', "\"\""))
-        } else {
-            s.to_owned()
-        }
+/// A usage report's wire shape.
+pub fn usage_report(report: crate::service::billing::Report) -> wire::UsageReport {
+    wire::UsageReport {
+        month: report.month.to_string(),
+        by: report.by.as_str().to_owned(),
+        lines: all(report.lines),
     }
-    let mut out = format!(
-        "month,{by}_id,{by},runner_ms,charged_ms,attempts\r\n",
-        by = report.by
-    );
-    for l in &report.lines {
-        out.push_str(&format!(
-            "{},{},{},{},{},{}\r\n",
-            report.month,
-            field(&l.id),
-            field(&l.name),
-            l.runner_ms,
-            l.charged_ms,
-            l.attempts
-        ));
-    }
-    out
 }
 
 impl From<model::Runtime> for wire::Runtime {

@@ -14,9 +14,8 @@ use super::extract::{AuthMember, Json, Query};
 use super::heavy::{self, Turn};
 use super::{AppState, Routes as _};
 use crate::error::{Error, Result};
-use crate::store::{CancelOutcome, IdempotencyKey, JobPage, NewJob};
-use crate::wake::Signal;
-use crate::wake::Wake;
+use crate::service::jobs;
+use crate::store::JobPage;
 use drover_wire::op;
 
 pub fn router() -> Router<AppState> {
@@ -39,58 +38,27 @@ pub(super) async fn submit(
     headers: HeaderMap,
     Json(req): Json<wire::SubmitJob>,
 ) -> Result<Response> {
-    let key = match headers.get(IDEMPOTENCY_KEY) {
-        None => None,
-        Some(value) => {
-            let value = value
-                .to_str()
-                .map_err(|_| Error::bad_request("Idempotency-Key must be printable ASCII"))?;
-            Some(IdempotencyKey::new(value, &req)?)
-        }
-    };
-    let started = std::time::Instant::now();
-    let job = NewJob::validate(req)?;
+    let key = headers
+        .get(IDEMPOTENCY_KEY)
+        .map(|v| jobs::header_key(v.as_bytes()))
+        .transpose()?;
     // The answer carries the command or script whole: a large one takes a
     // turn (see `heavy`) before anything is written.
-    let text: usize = job.spec.command.iter().map(String::len).sum::<usize>()
-        + job.spec.script.as_ref().map_or(0, String::len);
-    let turn = match text > heavy::SMALL_ANSWER_BYTES {
+    let turn = match jobs::text_bytes(&req) > heavy::SMALL_ANSWER_BYTES {
         true => Some(st.limits.heavy.turn(member.id.as_str()).await?),
         false => None,
     };
-    let placement = st
-        .store
-        .place(&member, &job.parsed_ref, &job.requires)
-        .await?;
-    let submitted = st
-        .store
-        .submit_job(&member, &job, &placement, key, st.now())
-        .await?;
-    crate::metrics::get()
-        .submit
-        .observe(started.elapsed().as_secs_f64());
-    exit_after_submit_for_tests();
+    let submitted = jobs::submit(&st, &member, req, key).await?;
+    let mut answer = job_answer(submitted.job, turn)?;
     if submitted.replayed {
-        let mut answer = job_answer(submitted.job, turn)?;
         *answer.status_mut() = StatusCode::OK;
         answer.headers_mut().insert(
             "idempotent-replayed",
             axum::http::HeaderValue::from_static("true"),
         );
-        return Ok(answer);
+    } else {
+        *answer.status_mut() = StatusCode::CREATED;
     }
-    st.announce(vec![Signal::from(match placement.pinned_runner {
-        Some(runner) => Wake::Runner {
-            runtime: placement.runtime_id,
-            runner,
-        },
-        None => Wake::Pool {
-            runtime: placement.runtime_id,
-            requires: job.requires,
-        },
-    })]);
-    let mut answer = job_answer(submitted.job, turn)?;
-    *answer.status_mut() = StatusCode::CREATED;
     Ok(answer)
 }
 
@@ -101,17 +69,6 @@ fn job_answer(job: crate::store::model::Job, turn: Option<Turn>) -> Result<Respo
         Some(turn) => heavy::json(serde_json::to_vec(&job)?, turn),
         None => axum::Json(job).into_response(),
     })
-}
-
-/// For the tests only: with `DROVER_TEST_EXIT_AFTER_SUBMIT=1` the process
-/// dies as soon as a submit is written, before it answers (a crash between
-/// write and answer, which an Idempotency-Key makes safe to retry).
-fn exit_after_submit_for_tests() {
-    static EXIT: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    if *EXIT.get_or_init(|| std::env::var("DROVER_TEST_EXIT_AFTER_SUBMIT").as_deref() == Ok("1")) {
-        tracing::warn!("DROVER_TEST_EXIT_AFTER_SUBMIT: exiting after the write, before the answer");
-        std::process::exit(70);
-    }
 }
 
 /// Largest page of a job list, in bytes: a page ends before a job that
@@ -191,15 +148,7 @@ pub(super) async fn cancel(
 ) -> Result<Response> {
     // Its answer is the job, with its whole spec: a large answer.
     let turn = st.limits.heavy.turn(member.id.as_str()).await?;
-    let mut signals = vec![Signal::Job { job: id.clone() }];
-    match st.store.cancel_job(&member, &id, st.now()).await? {
-        CancelOutcome::Signalled(lease) => signals.push(Signal::Cancel {
-            lease: lease.to_string(),
-        }),
-        CancelOutcome::Dequeued | CancelOutcome::AlreadyCancelled => {}
-    }
-    st.announce(signals);
-    job_answer(st.store.get_job(&member, &id).await?, Some(turn))
+    job_answer(jobs::cancel(&st, &member, &id).await?, Some(turn))
 }
 
 /// Characters of log text read at once (one chunk at least).

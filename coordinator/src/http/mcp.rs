@@ -16,14 +16,13 @@
 //! a token it got hold of. Clients that send no `Origin` (the CLI, MCP
 //! SDKs, desktop clients) are served.
 
-use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
 
 use axum::Router;
 use axum::body::to_bytes;
-use axum::extract::{Path, Request, State};
+use axum::extract::{Request, State};
+use axum::http::header;
 use axum::http::request::Parts;
-use axum::http::{HeaderMap, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use rmcp::ErrorData;
@@ -35,16 +34,19 @@ use rmcp::model::{
 use rmcp::service::{RequestContext, RoleServer};
 use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
-use serde::de::DeserializeOwned;
-use serde_json::{Map, Value, json};
+use serde_json::json;
+
+mod args;
 
 use super::catalogue::{OPS, Op, by_tool};
-use super::extract::{AuthMember, Json, OptionalJson, Query, mcp_member};
-use super::openapi::{inline_generator, query_fields};
+use super::extract::{AuthMember, Json, Query, mcp_member};
 use super::{AppState, MAX_BODY_BYTES};
 use super::{billing, ci, github, jobs, members, pairing, runners, runtimes};
 use crate::error::Error;
-use crate::store::Member;
+use crate::service;
+use crate::store::{Member, UsageOf};
+use args::{Args, input_schema};
+use drover_wire as wire;
 
 /// Largest answer a tool returns (a job's log, followed to its end).
 const MAX_ANSWER_BYTES: usize = 16 * 1024 * 1024;
@@ -170,136 +172,37 @@ fn tools() -> &'static [Tool] {
     })
 }
 
-/// One object: the path parameters, the query fields and the body's fields.
-pub fn input_schema(op: &Op) -> Map<String, Value> {
-    let mut properties = Map::new();
-    let mut required = Vec::new();
-    let documented: Vec<Value> = if op.params.is_empty() {
-        Vec::new()
-    } else {
-        serde_json::from_str(op.params).expect("catalogue params are JSON")
-    };
-    for name in op.path_params() {
-        let description = documented
-            .iter()
-            .find(|p| p["name"] == name && p["in"] == "path")
-            .map(|p| p["description"].clone())
-            .unwrap_or_else(|| json!(format!("The `{name}` in the path.")));
-        properties.insert(
-            name.to_owned(),
-            json!({"type": "string", "description": description}),
-        );
-        required.push(json!(name));
-    }
-    if let Some(query) = op.decl.query {
-        for (name, schema, needed) in query_fields(query) {
-            if needed {
-                required.push(json!(name));
-            }
-            properties.insert(name, schema);
-        }
-    }
-    let mut schema = Map::new();
-    if let (Some(body_schema), Some(body)) = (op.decl.body, &op.body) {
-        let body_schema = body_schema(&mut inline_generator()).to_value();
-        if let Some(props) = body_schema["properties"].as_object() {
-            properties.extend(props.clone());
-        }
-        if body.required
-            && let Some(needed) = body_schema["required"].as_array()
-        {
-            required.extend(needed.iter().cloned());
-        }
-        if let Some(one_of) = body_schema.get("oneOf") {
-            schema.insert("oneOf".into(), one_of.clone());
-        }
-    }
-    schema.insert("type".into(), json!("object"));
-    schema.insert("properties".into(), Value::Object(properties));
-    schema.insert("required".into(), Value::Array(required));
-    schema.insert("additionalProperties".into(), json!(false));
-    schema
+/// A usage report, as JSON or (`format: csv`) as CSV text.
+async fn report(st: &AppState, m: &Member, of: UsageOf, a: &Args) -> Result<Response, Error> {
+    let Query(q) = a.query::<wire::UsageReportQuery>()?;
+    let report = super::dto::usage_report(service::billing::report(st, m, of, &q).await?);
+    Ok(match a.csv()? {
+        true => service::billing::csv(&report).into_response(),
+        false => axum::Json(report).into_response(),
+    })
 }
 
-/// A call's arguments, sorted into the path, the query and the body.
-struct Args {
-    path: HashMap<&'static str, String>,
-    query: Map<String, Value>,
-    body: Map<String, Value>,
-}
-
-impl Args {
-    fn split(op: &Op, mut args: Map<String, Value>) -> Result<Self, Error> {
-        let mut path = HashMap::new();
-        for name in op.path_params() {
-            match args.remove(name) {
-                Some(Value::String(s)) => path.insert(name, s),
-                Some(_) => return Err(Error::bad_request(format!("`{name}` must be a string"))),
-                None => return Err(Error::bad_request(format!("`{name}` is required"))),
-            };
-        }
-        let mut query = Map::new();
-        if let Some(q) = op.decl.query {
-            for (name, _, _) in query_fields(q) {
-                if let Some(v) = args.remove(&name) {
-                    query.insert(name, v);
-                }
-            }
-        }
-        if op.decl.body.is_none()
-            && let Some(name) = args.keys().next()
-        {
-            return Err(Error::bad_request(format!("unknown argument `{name}`")));
-        }
-        Ok(Self {
-            path,
-            query,
-            body: args,
-        })
-    }
-
-    fn id(&self, name: &str) -> Path<String> {
-        Path(self.path.get(name).cloned().unwrap_or_default())
-    }
-
-    fn ids(&self, a: &str, b: &str) -> Path<(String, String)> {
-        let get = |n: &str| self.path.get(n).cloned().unwrap_or_default();
-        Path((get(a), get(b)))
-    }
-
-    fn query<T: DeserializeOwned>(&self) -> Result<Query<T>, Error> {
-        serde_json::from_value(Value::Object(self.query.clone()))
-            .map(Query)
-            .map_err(|e| Error::bad_request(format!("invalid arguments: {e}")))
-    }
-
-    fn body<T: DeserializeOwned>(&self) -> Result<Json<T>, Error> {
-        serde_json::from_value(Value::Object(self.body.clone()))
-            .map(Json)
-            .map_err(|e| Error::bad_request(format!("invalid arguments: {e}")))
-    }
-
-    fn optional_body<T: DeserializeOwned + Default>(&self) -> Result<OptionalJson<T>, Error> {
-        if self.body.is_empty() {
-            return Ok(OptionalJson(T::default()));
-        }
-        self.body().map(|Json(t)| OptionalJson(t))
-    }
-}
-
-/// Runs the operation's handler, as its route would.
+/// Runs the operation: its service, or its handler as its route would.
 async fn call(st: &AppState, member: Member, op: &Op, a: Args) -> Result<Response, Error> {
-    let (s, m) = (State(st.clone()), AuthMember(member));
+    let (s, m) = (State(st.clone()), AuthMember(member.clone()));
     macro_rules! run {
         ($e:expr) => {
             $e.await.into_response()
         };
     }
     Ok(match op.decl.id {
-        "submitJob" => run!(jobs::submit(s, m, HeaderMap::new(), a.body()?)),
+        "submitJob" => {
+            let Json(req) = a.body()?;
+            let key = a.header("idempotencyKey")?;
+            let submitted = service::jobs::submit(st, &member, req, key).await?;
+            axum::Json(wire::Job::from(submitted.job)).into_response()
+        }
         "listJobs" => run!(jobs::list(s, m, a.query()?)),
         "getJob" => run!(jobs::show(s, m, a.id("id"))),
-        "cancelJob" => run!(jobs::cancel(s, m, a.id("id"))),
+        "cancelJob" => {
+            let job = service::jobs::cancel(st, &member, &a.id("id").0).await?;
+            axum::Json(wire::Job::from(job)).into_response()
+        }
         "getJobLogs" => run!(jobs::logs(s, m, a.id("id"), a.query()?)),
         "createRuntimeMine" => run!(runtimes::create_mine(s, m, a.body()?)),
         "listRuntimesMine" => run!(runtimes::list_mine(s, m)),
@@ -334,15 +237,8 @@ async fn call(st: &AppState, member: Member, op: &Op, a: Args) -> Result<Respons
         "revokeRunnerWorkspace" => run!(runners::revoke_ws(s, m, a.id("id"))),
         "setBudget" => run!(billing::set_budget(s, m, a.body()?)),
         "getUsage" => run!(billing::usage(s, m)),
-        "getWorkspaceUsageReport" => {
-            run!(billing::workspace_report(
-                s,
-                m,
-                HeaderMap::new(),
-                a.query()?
-            ))
-        }
-        "getMyUsageReport" => run!(billing::my_report(s, m, HeaderMap::new(), a.query()?)),
+        "getWorkspaceUsageReport" => report(st, &member, UsageOf::Workspace, &a).await?,
+        "getMyUsageReport" => report(st, &member, UsageOf::Mine, &a).await?,
         "getMe" => run!(pairing::me(s, m)),
         "createPairingCode" => run!(pairing::create_code(s, m)),
         "listTokensMine" => run!(pairing::list_tokens(s, m)),
@@ -402,8 +298,11 @@ async fn tool_result(answer: Response) -> CallToolResult {
 
 #[cfg(test)]
 mod tests {
+    use super::args::{FORMAT, header_params};
     use super::*;
     use crate::http::catalogue::Auth;
+    use crate::http::openapi::{inline_generator, query_fields};
+    use drover_wire::op::AnswerKind;
 
     #[test]
     fn every_member_operation_has_one_tool_and_its_inputs_do_not_collide() {
@@ -417,6 +316,10 @@ mod tests {
                 let mut inputs: Vec<String> = op.path_params().map(str::to_owned).collect();
                 if let Some(q) = op.decl.query {
                     inputs.extend(query_fields(q).into_iter().map(|(n, _, _)| n));
+                }
+                inputs.extend(header_params(op).into_iter().map(|(n, _)| n));
+                if op.decl.kind == AnswerKind::JsonOrCsv {
+                    inputs.push(FORMAT.into());
                 }
                 let schema = input_schema(op);
                 let props = schema["properties"].as_object().unwrap();

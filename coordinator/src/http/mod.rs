@@ -19,7 +19,6 @@ mod origin;
 mod pairing;
 mod protocol;
 pub mod rate_limit;
-mod runner_cache;
 mod runners;
 mod runtimes;
 mod version;
@@ -36,43 +35,34 @@ use axum::response::{IntoResponse as _, Response};
 use axum::routing::MethodFilter;
 use drover_wire::ErrorCode;
 use drover_wire::op::{self, Operation};
-use tokio::sync::{Semaphore, watch};
+use tokio::sync::Semaphore;
 
-use crate::clock::Clock;
-use crate::dispatch::Hub;
-use crate::store::Store;
-use crate::wake::Signal;
-pub use github::retry_removals as retry_github_removals;
+use crate::service::Services;
 pub use health::Probes;
-pub use runner_cache::RunnerCache;
 
 /// Largest request body accepted (a log chunk, a job with a big env).
 pub const MAX_BODY_BYTES: usize = 1024 * 1024;
 
+/// What a request handler holds: the services (which REST, MCP and the
+/// background tasks share; `Deref` reaches them) and what only requests
+/// in flight need.
 #[derive(Clone)]
 pub struct AppState {
-    pub store: Store,
-    pub hub: Arc<Hub>,
-    pub clock: Arc<dyn Clock>,
-    pub lease_ttl: Duration,
-    /// Flips to true when the server is shutting down; long-polls end early.
-    pub shutdown: watch::Receiver<bool>,
-    /// This process among the replicas sharing a PostgreSQL database.
-    pub replica: Arc<str>,
-    /// Runner credentials seen recently (see `runner_cache`).
-    pub runners: Arc<RunnerCache>,
+    pub svc: Services,
     /// What requests in flight may hold.
     pub limits: Arc<RequestLimits>,
     /// `/readyz` and `/metrics`: their token and what they keep.
     pub probes: Arc<Probes>,
-    /// How this coordinator names itself in links (`serve --public-url`).
-    pub public_url: Arc<str>,
     /// Wrong pairing codes per client (see `rate_limit`).
     pub redeem_limit: Arc<rate_limit::RateLimiter>,
-    /// The workspace GitHub App, when one is configured.
-    pub github: Option<Arc<crate::github::GithubApp>>,
-    /// GitHub Actions OIDC tokens, checked as CI principals.
-    pub oidc: Arc<crate::github::oidc::Oidc>,
+}
+
+impl std::ops::Deref for AppState {
+    type Target = Services;
+
+    fn deref(&self) -> &Services {
+        &self.svc
+    }
 }
 
 /// Bounds on what requests in flight hold, so that a crowd of slow or
@@ -108,55 +98,6 @@ impl RequestLimits {
             read_wait,
             heavy: heavy::HeavyReads::new(heavy_per_principal, read_wait),
         }
-    }
-}
-
-impl AppState {
-    pub fn now(&self) -> i64 {
-        self.clock.now_ms()
-    }
-
-    pub fn ttl_ms(&self) -> u64 {
-        self.lease_ttl.as_millis() as u64
-    }
-
-    /// Acts on signals here, then tells the other replicas (if any).
-    pub fn announce(&self, signals: Vec<Signal>) {
-        for signal in &signals {
-            self.apply(signal);
-        }
-        if self.store.has_replicas() && !signals.is_empty() {
-            let (store, origin) = (self.store.clone(), self.replica.clone());
-            tokio::spawn(async move {
-                if let Err(e) = store.publish(&origin, &signals).await {
-                    tracing::warn!(error = %e, "could not signal the other replicas");
-                }
-            });
-        }
-    }
-
-    /// Acts on one signal, from here or from another replica.
-    pub fn apply(&self, signal: &Signal) {
-        match signal {
-            Signal::Revoked { runner } | Signal::Hello { runner } => {
-                self.runners.forget_runner(runner)
-            }
-            Signal::LookAgain => self.runners.clear(),
-            _ => {}
-        }
-        self.hub.apply(signal);
-    }
-
-    /// After missing signals: nothing cached stays, nobody stays asleep.
-    pub fn look_again(&self) {
-        self.runners.clear();
-        self.hub.wake_everyone();
-    }
-
-    /// Resolves when the server starts shutting down.
-    pub async fn shutting_down(&self) {
-        let mut rx = self.shutdown.clone();
-        let _ = rx.wait_for(|stop| *stop).await;
     }
 }
 

@@ -146,7 +146,7 @@ pub(super) async fn revoke_ws(
     Ok(match github {
         None => status.into_response(),
         Some(row) => {
-            let removal = super::github::remove_github_runner(&st, &row).await;
+            let removal = crate::service::github::remove_github_runner(&st, &row).await;
             axum::Json(wire::RevokedRunner { github: removal }).into_response()
         }
     })
