@@ -19,7 +19,7 @@ const COMMAND_BYTES: usize = 1024 * 1024 - 200;
 /// The preview's bound (`store::preview::PREVIEW_BYTES`).
 const PREVIEW_BYTES: usize = 512;
 
-/// A list page's bound (`http::jobs::LIST_BUDGET_BYTES`).
+/// A list page's bound (`service::jobs::LIST_BUDGET_BYTES`).
 const PAGE_BYTES: usize = 512 * 1024;
 
 async fn start(serve_args: &[&str]) -> Coordinator {

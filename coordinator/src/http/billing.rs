@@ -7,11 +7,11 @@ use axum::http::{HeaderMap, HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use drover_wire as wire;
 
-use super::dto;
 use super::extract::{AuthMember, Json, Query};
 use super::{AppState, Routes as _};
 use crate::error::Result;
 use crate::service::billing;
+use crate::service::dto;
 use crate::store::UsageOf;
 use drover_wire::op;
 
@@ -28,17 +28,14 @@ pub(super) async fn set_budget(
     AuthMember(m): AuthMember,
     Json(req): Json<wire::SetBudget>,
 ) -> Result<axum::Json<wire::Usage>> {
-    m.require_admin()?;
-    let now = st.now();
-    st.store.set_budget(&m, req.monthly_minutes, now).await?;
-    Ok(axum::Json(st.store.usage(&m, now).await?.into()))
+    Ok(axum::Json(billing::set_budget(&st, &m, req).await?))
 }
 
 pub(super) async fn usage(
     State(st): State<AppState>,
     AuthMember(m): AuthMember,
 ) -> Result<axum::Json<wire::Usage>> {
-    Ok(axum::Json(st.store.usage(&m, st.now()).await?.into()))
+    Ok(axum::Json(billing::usage(&st, &m).await?))
 }
 
 pub(super) async fn workspace_report(

@@ -17,9 +17,9 @@ use drover_wire::ErrorCode;
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::github::app;
 use super::{AppState, Routes as _};
 use crate::error::{Error, Result};
+use crate::service::github::app;
 use crate::store::Member;
 use drover_wire::op;
 

@@ -193,21 +193,6 @@ impl hyper::body::Body for Sliced {
     }
 }
 
-/// Counts what is written (the size of an answer's part, unallocated).
-#[derive(Default)]
-pub struct Counter(pub usize);
-
-impl std::io::Write for Counter {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0 += buf.len();
-        Ok(buf.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -8,14 +8,14 @@ use axum::body::{Body, Bytes};
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use drover_wire::{self as wire, JobState};
+use drover_wire as wire;
 
 use super::extract::{AuthMember, Json, Query};
 use super::heavy::{self, Turn};
 use super::{AppState, Routes as _};
 use crate::error::{Error, Result};
 use crate::service::jobs;
-use crate::store::JobPage;
+use crate::store::Member;
 use drover_wire::op;
 
 pub fn router() -> Router<AppState> {
@@ -49,7 +49,7 @@ pub(super) async fn submit(
         false => None,
     };
     let submitted = jobs::submit(&st, &member, req, key).await?;
-    let mut answer = job_answer(submitted.job, turn)?;
+    let mut answer = job_answer(submitted.job.into(), turn)?;
     if submitted.replayed {
         *answer.status_mut() = StatusCode::OK;
         answer.headers_mut().insert(
@@ -63,73 +63,21 @@ pub(super) async fn submit(
 }
 
 /// A job as JSON: sent a slice at a time, holding `turn`, when there is one.
-fn job_answer(job: crate::store::model::Job, turn: Option<Turn>) -> Result<Response> {
-    let job = wire::Job::from(job);
+fn job_answer(job: wire::Job, turn: Option<Turn>) -> Result<Response> {
     Ok(match turn {
         Some(turn) => heavy::json(serde_json::to_vec(&job)?, turn),
         None => axum::Json(job).into_response(),
     })
 }
 
-/// Largest page of a job list, in bytes: a page ends before a job that
-/// would pass it (it always holds one).
-pub const LIST_BUDGET_BYTES: usize = 512 * 1024;
-
 pub(super) async fn list(
     State(st): State<AppState>,
     AuthMember(member): AuthMember,
     Query(q): Query<wire::JobListQuery>,
 ) -> Result<Response> {
-    let state = q
-        .state
-        .map(|s| {
-            JobState::parse(&s).ok_or_else(|| Error::bad_request(format!("unknown state {s:?}")))
-        })
-        .transpose()?;
-    let limit = q.limit.unwrap_or(50);
-    if !(1..=1000).contains(&limit) {
-        return Err(Error::bad_request("limit must be 1..=1000"));
-    }
-    let before = q
-        .before
-        .map(|b| {
-            b.parse::<i64>()
-                .ok()
-                .filter(|n| *n > 0)
-                .ok_or_else(|| Error::bad_request("before must be a page's nextBefore"))
-        })
-        .transpose()?;
     let turn = st.limits.heavy.turn(member.id.as_str()).await?;
-    let page = st
-        .store
-        .list_jobs(&member, state, before, limit, LIST_BUDGET_BYTES)
-        .await?;
-    Ok(heavy::json(page_json(page, LIST_BUDGET_BYTES)?, turn))
-}
-
-/// A page as JSON, cut before the job that would take it past `budget`.
-fn page_json(page: JobPage, budget: usize) -> Result<Vec<u8>> {
-    // `{"jobs":[],"nextBefore":"…"}` and the commas.
-    const FRAME: usize = 64;
-    let (mut jobs, mut used, mut next) = (Vec::new(), FRAME, page.next);
-    let mut last = None;
-    for listed in page.jobs {
-        let job = wire::Job::from(listed.job);
-        let mut size = heavy::Counter::default();
-        serde_json::to_writer(&mut size, &job)?;
-        if !jobs.is_empty() && used + size.0 + 1 > budget {
-            next = last;
-            break;
-        }
-        used += size.0 + 1;
-        jobs.push(job);
-        last = Some(listed.cursor);
-    }
-    let list = wire::JobList {
-        jobs,
-        next_before: next.map(|n| n.to_string()),
-    };
-    Ok(serde_json::to_vec(&list)?)
+    let page = jobs::list(&st, &member, q).await?;
+    Ok(heavy::json(serde_json::to_vec(&page)?, turn))
 }
 
 pub(super) async fn show(
@@ -138,7 +86,7 @@ pub(super) async fn show(
     Path(id): Path<String>,
 ) -> Result<Response> {
     let turn = st.limits.heavy.turn(member.id.as_str()).await?;
-    job_answer(st.store.get_job(&member, &id).await?, Some(turn))
+    job_answer(jobs::get(&st, &member, &id).await?, Some(turn))
 }
 
 pub(super) async fn cancel(
@@ -148,7 +96,7 @@ pub(super) async fn cancel(
 ) -> Result<Response> {
     // Its answer is the job, with its whole spec: a large answer.
     let turn = st.limits.heavy.turn(member.id.as_str()).await?;
-    job_answer(jobs::cancel(&st, &member, &id).await?, Some(turn))
+    job_answer(jobs::cancel(&st, &member, &id).await?.into(), Some(turn))
 }
 
 /// Characters of log text read at once (one chunk at least).
@@ -222,8 +170,20 @@ pub(super) async fn logs(
     Path(id): Path<String>,
     Query(q): Query<wire::LogQuery>,
 ) -> Result<Response> {
+    log_stream(st, &member, &id, q).await
+}
+
+/// A job's log as a stream of text, a batch at a time, each holding a turn
+/// of the member's large answers (`heavy`); with `follow`, until the job
+/// ends. REST streams it; an MCP tool reads it whole.
+pub(super) async fn log_stream(
+    st: AppState,
+    member: &Member,
+    id: &str,
+    q: wire::LogQuery,
+) -> Result<Response> {
     let turn = st.limits.heavy.turn(member.id.as_str()).await?;
-    let job = st.store.get_job(&member, &id).await?;
+    let job = st.store.get_job(member, id).await?;
     let follow = Follow {
         st,
         job: job.id.to_string(),

@@ -21,6 +21,7 @@ use std::sync::{Arc, OnceLock};
 use axum::Router;
 use axum::body::to_bytes;
 use axum::extract::{Request, State};
+use axum::http::StatusCode;
 use axum::http::header;
 use axum::http::request::Parts;
 use axum::middleware::{self, Next};
@@ -34,17 +35,18 @@ use rmcp::model::{
 use rmcp::service::{RequestContext, RoleServer};
 use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use serde::Serialize;
 use serde_json::json;
 
 mod args;
 
 use super::catalogue::{OPS, Op, by_tool};
-use super::extract::{AuthMember, Json, Query, mcp_member};
+use super::extract::mcp_member;
+use super::heavy;
 use super::{AppState, MAX_BODY_BYTES};
-use super::{billing, ci, github, jobs, members, pairing, runners, runtimes};
 use crate::error::Error;
-use crate::service;
-use crate::store::{Member, UsageOf};
+use crate::service::{self, billing, ci, dto, github, jobs, members, pairing, pools, runners};
+use crate::store::{Member, RunnerScope, UsageOf};
 use args::{Args, input_schema};
 use drover_wire as wire;
 
@@ -174,91 +176,110 @@ fn tools() -> &'static [Tool] {
 
 /// A usage report, as JSON or (`format: csv`) as CSV text.
 async fn report(st: &AppState, m: &Member, of: UsageOf, a: &Args) -> Result<Response, Error> {
-    let Query(q) = a.query::<wire::UsageReportQuery>()?;
-    let report = super::dto::usage_report(service::billing::report(st, m, of, &q).await?);
+    let q: wire::UsageReportQuery = a.query()?;
+    let report = dto::usage_report(billing::report(st, m, of, &q).await?);
     Ok(match a.csv()? {
-        true => service::billing::csv(&report).into_response(),
+        true => billing::csv(&report).into_response(),
         false => axum::Json(report).into_response(),
     })
 }
 
-/// Runs the operation: its service, or its handler as its route would.
-async fn call(st: &AppState, member: Member, op: &Op, a: Args) -> Result<Response, Error> {
-    let (s, m) = (State(st.clone()), AuthMember(member.clone()));
-    macro_rules! run {
-        ($e:expr) => {
-            $e.await.into_response()
-        };
-    }
+fn json<T: Serialize>(answer: T) -> Response {
+    axum::Json(answer).into_response()
+}
+
+fn empty(_: ()) -> Response {
+    StatusCode::NO_CONTENT.into_response()
+}
+
+/// Runs the operation's service with the call's typed arguments: what its
+/// REST route runs, with the same turns for large answers (`heavy`).
+async fn call(st: &AppState, m: Member, op: &Op, a: Args) -> Result<Response, Error> {
+    use service::Scope::{Mine, Workspace};
+    let turn = || st.limits.heavy.turn(m.id.as_str());
     Ok(match op.decl.id {
         "submitJob" => {
-            let Json(req) = a.body()?;
+            let req: wire::SubmitJob = a.body()?;
+            let _turn = match jobs::text_bytes(&req) > heavy::SMALL_ANSWER_BYTES {
+                true => Some(turn().await?),
+                false => None,
+            };
             let key = a.header("idempotencyKey")?;
-            let submitted = service::jobs::submit(st, &member, req, key).await?;
-            axum::Json(wire::Job::from(submitted.job)).into_response()
+            json(wire::Job::from(jobs::submit(st, &m, req, key).await?.job))
         }
-        "listJobs" => run!(jobs::list(s, m, a.query()?)),
-        "getJob" => run!(jobs::show(s, m, a.id("id"))),
+        "listJobs" => {
+            let _turn = turn().await?;
+            json(jobs::list(st, &m, a.query()?).await?)
+        }
+        "getJob" => {
+            let _turn = turn().await?;
+            json(jobs::get(st, &m, &a.id("id")).await?)
+        }
         "cancelJob" => {
-            let job = service::jobs::cancel(st, &member, &a.id("id").0).await?;
-            axum::Json(wire::Job::from(job)).into_response()
+            let _turn = turn().await?;
+            json(wire::Job::from(jobs::cancel(st, &m, &a.id("id")).await?))
         }
-        "getJobLogs" => run!(jobs::logs(s, m, a.id("id"), a.query()?)),
-        "createRuntimeMine" => run!(runtimes::create_mine(s, m, a.body()?)),
-        "listRuntimesMine" => run!(runtimes::list_mine(s, m)),
+        "getJobLogs" => super::jobs::log_stream(st.clone(), &m, &a.id("id"), a.query()?).await?,
+        "createRuntimeMine" => json(pools::create(st, &m, Mine, a.body()?).await?),
+        "listRuntimesMine" => json(pools::list(st, &m, Mine).await?),
         "createJoinTokenMine" => {
-            run!(runtimes::join_token_mine(
-                s,
-                m,
-                a.id("id"),
-                a.optional_body()?
-            ))
+            let req = a.optional_body()?;
+            json(pools::mint_join_token(st, &m, Mine, &a.id("id"), req).await?)
         }
-        "createRuntimeWorkspace" => run!(runtimes::create_ws(s, m, a.body()?)),
-        "listRuntimesWorkspace" => run!(runtimes::list_ws(s, m)),
+        "createRuntimeWorkspace" => json(pools::create(st, &m, Workspace, a.body()?).await?),
+        "listRuntimesWorkspace" => json(pools::list(st, &m, Workspace).await?),
         "createJoinTokenWorkspace" => {
-            run!(runtimes::join_token_ws(
-                s,
-                m,
-                a.id("id"),
-                a.optional_body()?
-            ))
+            let req = a.optional_body()?;
+            json(pools::mint_join_token(st, &m, Workspace, &a.id("id"), req).await?)
         }
-        "listJoinTokensMine" => run!(runtimes::list_join_tokens_mine(s, m)),
-        "revokeJoinTokenMine" => run!(runtimes::revoke_join_token_mine(s, m, a.id("id"))),
-        "listJoinTokensWorkspace" => run!(runtimes::list_join_tokens_ws(s, m)),
-        "revokeJoinTokenWorkspace" => run!(runtimes::revoke_join_token_ws(s, m, a.id("id"))),
-        "pairRunnerMine" => run!(runners::pair_mine(s, m, a.optional_body()?)),
-        "listRunnersMine" => run!(runners::list_mine(s, m)),
-        "revokeRunnerMine" => run!(runners::revoke_mine(s, m, a.id("id"))),
-        "pairRunnerWorkspace" => run!(runners::pair_ws(s, m, a.optional_body()?)),
-        "listRunnerRoster" => run!(runners::roster(s, m)),
-        "listRunnersWorkspace" => run!(runners::list_owned(s, m)),
-        "revokeRunnerWorkspace" => run!(runners::revoke_ws(s, m, a.id("id"))),
-        "setBudget" => run!(billing::set_budget(s, m, a.body()?)),
-        "getUsage" => run!(billing::usage(s, m)),
-        "getWorkspaceUsageReport" => report(st, &member, UsageOf::Workspace, &a).await?,
-        "getMyUsageReport" => report(st, &member, UsageOf::Mine, &a).await?,
-        "getMe" => run!(pairing::me(s, m)),
-        "createPairingCode" => run!(pairing::create_code(s, m)),
-        "listTokensMine" => run!(pairing::list_tokens(s, m)),
-        "revokeTokenMine" => run!(pairing::revoke_token(s, m, a.id("id"))),
-        "listMembers" => run!(members::list(s, m)),
-        "inviteMember" => run!(members::invite(s, m, a.body()?)),
-        "updateMember" => run!(members::update(s, m, a.id("id"), a.body()?)),
-        "removeMember" => run!(members::remove(s, m, a.id("id"))),
-        "listAuditEvents" => run!(members::audit(s, m, a.query()?)),
-        "createGithubInstallLink" => run!(github::install_link(s, m, a.optional_body()?)),
-        "listGithubInstallations" => run!(github::installations(s, m)),
-        "listGithubRepos" => run!(github::repos(s, m, a.query()?)),
-        "installGithubWorkspaceRunner" => run!(github::install_runner(s, m, a.body()?)),
-        "setCiLink" => run!(ci::set(s, m, a.body()?)),
-        "listCiLinks" => run!(ci::list(s, m)),
-        "removeCiLink" => run!(ci::remove(s, m, a.ids("owner", "repo"), a.query()?)),
-        "getCiWorkflow" => run!(ci::render(s, m, a.ids("owner", "repo"), a.query()?)),
+        "listJoinTokensMine" => json(pools::join_tokens(st, &m, Mine).await?),
+        "revokeJoinTokenMine" => empty(pools::revoke_join_token(st, &m, Mine, &a.id("id")).await?),
+        "listJoinTokensWorkspace" => json(pools::join_tokens(st, &m, Workspace).await?),
+        "revokeJoinTokenWorkspace" => {
+            empty(pools::revoke_join_token(st, &m, Workspace, &a.id("id")).await?)
+        }
+        "pairRunnerMine" => json(runners::pair(st, &m, Mine, a.optional_body()?).await?),
+        "listRunnersMine" => json(runners::list(st, &m, RunnerScope::Mine).await?),
+        "revokeRunnerMine" => match runners::revoke(st, &m, Mine, &a.id("id")).await? {
+            Some(revoked) => json(revoked),
+            None => empty(()),
+        },
+        "pairRunnerWorkspace" => json(runners::pair(st, &m, Workspace, a.optional_body()?).await?),
+        "listRunnerRoster" => json(runners::list(st, &m, RunnerScope::Roster).await?),
+        "listRunnersWorkspace" => json(runners::list(st, &m, RunnerScope::WorkspaceOwned).await?),
+        "revokeRunnerWorkspace" => match runners::revoke(st, &m, Workspace, &a.id("id")).await? {
+            Some(revoked) => json(revoked),
+            None => empty(()),
+        },
+        "setBudget" => json(billing::set_budget(st, &m, a.body()?).await?),
+        "getUsage" => json(billing::usage(st, &m).await?),
+        "getWorkspaceUsageReport" => report(st, &m, UsageOf::Workspace, &a).await?,
+        "getMyUsageReport" => report(st, &m, UsageOf::Mine, &a).await?,
+        "getMe" => json(pairing::me(st, &m).await?),
+        "createPairingCode" => json(pairing::create_code(st, &m).await?),
+        "listTokensMine" => json(pairing::tokens(st, &m).await?),
+        "revokeTokenMine" => empty(pairing::revoke_token(st, &m, &a.id("id")).await?),
+        "listMembers" => json(members::list(st, &m).await?),
+        "inviteMember" => json(members::invite(st, &m, a.body()?).await?),
+        "updateMember" => json(members::update(st, &m, &a.id("id"), a.body()?).await?),
+        "removeMember" => empty(members::remove(st, &m, &a.id("id")).await?),
+        "listAuditEvents" => json(members::audit(st, &m, a.query()?).await?),
+        "createGithubInstallLink" => json(github::install_link(st, &m, a.optional_body()?).await?),
+        "listGithubInstallations" => json(github::installations(st, &m).await?),
+        "listGithubRepos" => json(github::repos(st, &m, a.query()?).await?),
+        "installGithubWorkspaceRunner" => json(github::install_runner(st, &m, a.body()?).await?),
+        "setCiLink" => json(ci::set(st, &m, a.body()?).await?),
+        "listCiLinks" => json(ci::list(st, &m).await?),
+        "removeCiLink" => {
+            empty(ci::remove(st, &m, &a.id("owner"), &a.id("repo"), a.query()?).await?)
+        }
+        "getCiWorkflow" => {
+            let yaml = ci::workflow(st, &m, &a.id("owner"), &a.id("repo"), a.query()?).await?;
+            yaml.into_response()
+        }
         other => Error::api(
             drover_wire::ErrorCode::Internal,
-            format!("the MCP tool of {other} has no handler"),
+            format!("the MCP tool of {other} has no service"),
         )
         .into_response(),
     })

@@ -4,7 +4,6 @@ mod billing;
 pub mod catalogue;
 mod ci;
 mod docs;
-mod dto;
 pub mod error;
 mod extract;
 mod github;
@@ -118,6 +117,11 @@ impl Routes for Router<AppState> {
         };
         self.route(O::PATH, axum::routing::on(method, handler))
     }
+}
+
+/// A `201 Created` answer.
+fn created<T: serde::Serialize>(answer: T) -> (axum::http::StatusCode, axum::Json<T>) {
+    (axum::http::StatusCode::CREATED, axum::Json(answer))
 }
 
 async fn not_found() -> Response {

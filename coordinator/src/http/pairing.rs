@@ -11,11 +11,11 @@ use axum::response::{IntoResponse, Response};
 use axum::{Extension, Router};
 use drover_wire::{self as wire, ErrorCode};
 
-use super::dto;
 use super::error::error_response;
 use super::extract::{AuthMember, Json};
-use super::{AppState, Routes as _};
+use super::{AppState, Routes as _, created};
 use crate::error::{Error, Result};
+use crate::service::pairing;
 use drover_wire::op;
 
 pub fn router() -> Router<AppState> {
@@ -31,19 +31,14 @@ pub(super) async fn me(
     State(st): State<AppState>,
     AuthMember(m): AuthMember,
 ) -> Result<axum::Json<wire::Me>> {
-    let token = st.store.current_token(&m).await?;
-    Ok(axum::Json(dto::me(m, token)))
+    Ok(axum::Json(pairing::me(&st, &m).await?))
 }
 
 pub(super) async fn create_code(
     State(st): State<AppState>,
     AuthMember(m): AuthMember,
 ) -> Result<impl IntoResponse> {
-    let code = st.store.create_pairing_code(&m, st.now()).await?;
-    Ok((
-        StatusCode::CREATED,
-        axum::Json(dto::pairing_code(code, &st.public_url)),
-    ))
+    Ok(created(pairing::create_code(&st, &m).await?))
 }
 
 /// Redeems a code. A wrong code (unknown, used or expired) costs its client
@@ -94,10 +89,7 @@ pub(super) async fn list_tokens(
     State(st): State<AppState>,
     AuthMember(m): AuthMember,
 ) -> Result<axum::Json<wire::ApiTokenList>> {
-    let tokens = st.store.list_member_tokens(&m, st.now()).await?;
-    Ok(axum::Json(wire::ApiTokenList {
-        tokens: dto::all(tokens),
-    }))
+    Ok(axum::Json(pairing::tokens(&st, &m).await?))
 }
 
 pub(super) async fn revoke_token(
@@ -105,6 +97,6 @@ pub(super) async fn revoke_token(
     AuthMember(m): AuthMember,
     Path(id): Path<String>,
 ) -> Result<StatusCode> {
-    st.store.revoke_member_token(&m, &id, st.now()).await?;
+    pairing::revoke_token(&st, &m, &id).await?;
     Ok(StatusCode::NO_CONTENT)
 }

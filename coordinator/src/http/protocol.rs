@@ -88,7 +88,7 @@ async fn hello(
 /// stops working at once and what it held goes back to the queue.
 async fn leave(State(st): State<AppState>, AuthRunner(r): AuthRunner) -> Result<StatusCode> {
     let changed = st.store.leave(&r.runner_id, st.now()).await?;
-    st.announce(super::runners::revoked_signals(
+    st.announce(crate::service::runners::revoked_signals(
         changed,
         r.runner_id.as_str(),
     ));

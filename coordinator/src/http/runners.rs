@@ -3,16 +3,14 @@
 use axum::Router;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
-use axum::response::IntoResponse;
+use axum::response::{IntoResponse, Response};
 use drover_wire as wire;
 
-use super::dto;
 use super::extract::{AuthMember, OptionalJson};
-use super::{AppState, Routes as _};
+use super::{AppState, Routes as _, created};
 use crate::error::Result;
-use crate::ids::JobId;
-use crate::store::{Owner, RunnerScope};
-use crate::wake::{Signal, Wake};
+use crate::service::{Scope, runners};
+use crate::store::RunnerScope;
 use drover_wire::op;
 
 pub fn router() -> Router<AppState> {
@@ -31,55 +29,14 @@ pub(super) async fn pair_mine(
     AuthMember(m): AuthMember,
     OptionalJson(req): OptionalJson<wire::PairRunner>,
 ) -> Result<impl IntoResponse> {
-    let paired = st
-        .store
-        .pair_runner(&m, &Owner::Member(m.id.clone()), &req, st.now())
-        .await?;
-    Ok((
-        StatusCode::CREATED,
-        axum::Json(wire::PairedRunner::from(paired)),
-    ))
+    Ok(created(runners::pair(&st, &m, Scope::Mine, req).await?))
 }
 
 pub(super) async fn list_mine(
     State(st): State<AppState>,
     AuthMember(m): AuthMember,
 ) -> Result<axum::Json<wire::RunnerList>> {
-    let runners = st
-        .store
-        .list_runners(&m, RunnerScope::Mine, st.now())
-        .await?;
-    Ok(axum::Json(wire::RunnerList {
-        runners: dto::all(runners),
-    }))
-}
-
-async fn revoke(
-    st: &AppState,
-    m: &crate::store::Member,
-    owner: Owner,
-    id: &str,
-) -> Result<StatusCode> {
-    let changed = st.store.revoke_runner(m, &owner, id, st.now()).await?;
-    st.announce(revoked_signals(changed, id));
-    Ok(StatusCode::NO_CONTENT)
-}
-
-/// What revoking runner `id` tells this coordinator and the others: the
-/// jobs that changed, who to wake for them, and that its credential is gone
-/// (so no cache keeps it).
-pub(super) fn revoked_signals(changed: Vec<(JobId, Option<Wake>)>, id: &str) -> Vec<Signal> {
-    let mut signals = Vec::new();
-    for (job, wake) in changed {
-        signals.push(Signal::Job {
-            job: job.to_string(),
-        });
-        signals.extend(wake.map(Signal::from));
-    }
-    signals.push(Signal::Revoked {
-        runner: id.to_owned(),
-    });
-    signals
+    Ok(axum::Json(runners::list(&st, &m, RunnerScope::Mine).await?))
 }
 
 pub(super) async fn revoke_mine(
@@ -87,8 +44,8 @@ pub(super) async fn revoke_mine(
     AuthMember(m): AuthMember,
     Path(id): Path<String>,
 ) -> Result<StatusCode> {
-    let owner = Owner::Member(m.id.clone());
-    revoke(&st, &m, owner, &id).await
+    runners::revoke(&st, &m, Scope::Mine, &id).await?;
+    Ok(StatusCode::NO_CONTENT)
 }
 
 pub(super) async fn pair_ws(
@@ -96,14 +53,8 @@ pub(super) async fn pair_ws(
     AuthMember(m): AuthMember,
     OptionalJson(req): OptionalJson<wire::PairRunner>,
 ) -> Result<impl IntoResponse> {
-    m.require_admin()?;
-    let paired = st
-        .store
-        .pair_runner(&m, &Owner::Workspace, &req, st.now())
-        .await?;
-    Ok((
-        StatusCode::CREATED,
-        axum::Json(wire::PairedRunner::from(paired)),
+    Ok(created(
+        runners::pair(&st, &m, Scope::Workspace, req).await?,
     ))
 }
 
@@ -111,43 +62,31 @@ pub(super) async fn roster(
     State(st): State<AppState>,
     AuthMember(m): AuthMember,
 ) -> Result<axum::Json<wire::RunnerList>> {
-    let runners = st
-        .store
-        .list_runners(&m, RunnerScope::Roster, st.now())
-        .await?;
-    Ok(axum::Json(wire::RunnerList {
-        runners: dto::all(runners),
-    }))
+    Ok(axum::Json(
+        runners::list(&st, &m, RunnerScope::Roster).await?,
+    ))
 }
 
 pub(super) async fn list_owned(
     State(st): State<AppState>,
     AuthMember(m): AuthMember,
 ) -> Result<axum::Json<wire::RunnerList>> {
-    let runners = st
-        .store
-        .list_runners(&m, RunnerScope::WorkspaceOwned, st.now())
-        .await?;
-    Ok(axum::Json(wire::RunnerList {
-        runners: dto::all(runners),
-    }))
+    Ok(axum::Json(
+        runners::list(&st, &m, RunnerScope::WorkspaceOwned).await?,
+    ))
 }
 
-/// Revokes a workspace runner; one registered with GitHub loses its
-/// GitHub runner too, and the answer says what GitHub did.
+/// A workspace runner registered with GitHub answers what GitHub did with
+/// its GitHub runner; any other, `204`.
 pub(super) async fn revoke_ws(
     State(st): State<AppState>,
     AuthMember(m): AuthMember,
     Path(id): Path<String>,
-) -> Result<axum::response::Response> {
-    m.require_admin()?;
-    let github = st.store.github_runner(&m.workspace_id, &id).await?;
-    let status = revoke(&st, &m, Owner::Workspace, &id).await?;
-    Ok(match github {
-        None => status.into_response(),
-        Some(row) => {
-            let removal = crate::service::github::remove_github_runner(&st, &row).await;
-            axum::Json(wire::RevokedRunner { github: removal }).into_response()
-        }
-    })
+) -> Result<Response> {
+    Ok(
+        match runners::revoke(&st, &m, Scope::Workspace, &id).await? {
+            None => StatusCode::NO_CONTENT.into_response(),
+            Some(revoked) => axum::Json(revoked).into_response(),
+        },
+    )
 }

@@ -10,11 +10,10 @@ use axum::http::StatusCode;
 use axum::response::IntoResponse;
 use drover_wire as wire;
 
-use super::dto;
 use super::extract::{AuthMember, Json, OptionalJson};
-use super::{AppState, Routes as _};
+use super::{AppState, Routes as _, created};
 use crate::error::Result;
-use crate::store::Owner;
+use crate::service::{Scope, pools};
 use drover_wire::op;
 
 pub fn router() -> Router<AppState> {
@@ -35,13 +34,7 @@ pub(super) async fn list_join_tokens_mine(
     State(st): State<AppState>,
     AuthMember(m): AuthMember,
 ) -> Result<axum::Json<wire::JoinTokenList>> {
-    let tokens = st
-        .store
-        .list_join_tokens(&m, &Owner::Member(m.id.clone()), st.now())
-        .await?;
-    Ok(axum::Json(wire::JoinTokenList {
-        join_tokens: dto::all(tokens),
-    }))
+    Ok(axum::Json(pools::join_tokens(&st, &m, Scope::Mine).await?))
 }
 
 pub(super) async fn revoke_join_token_mine(
@@ -49,9 +42,7 @@ pub(super) async fn revoke_join_token_mine(
     AuthMember(m): AuthMember,
     Path(id): Path<String>,
 ) -> Result<StatusCode> {
-    st.store
-        .revoke_join_token(&m, &Owner::Member(m.id.clone()), &id, st.now())
-        .await?;
+    pools::revoke_join_token(&st, &m, Scope::Mine, &id).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -59,14 +50,9 @@ pub(super) async fn list_join_tokens_ws(
     State(st): State<AppState>,
     AuthMember(m): AuthMember,
 ) -> Result<axum::Json<wire::JoinTokenList>> {
-    m.require_admin()?;
-    let tokens = st
-        .store
-        .list_join_tokens(&m, &Owner::Workspace, st.now())
-        .await?;
-    Ok(axum::Json(wire::JoinTokenList {
-        join_tokens: dto::all(tokens),
-    }))
+    Ok(axum::Json(
+        pools::join_tokens(&st, &m, Scope::Workspace).await?,
+    ))
 }
 
 pub(super) async fn revoke_join_token_ws(
@@ -74,10 +60,7 @@ pub(super) async fn revoke_join_token_ws(
     AuthMember(m): AuthMember,
     Path(id): Path<String>,
 ) -> Result<StatusCode> {
-    m.require_admin()?;
-    st.store
-        .revoke_join_token(&m, &Owner::Workspace, &id, st.now())
-        .await?;
+    pools::revoke_join_token(&st, &m, Scope::Workspace, &id).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -86,24 +69,14 @@ pub(super) async fn create_mine(
     AuthMember(m): AuthMember,
     Json(req): Json<wire::CreateRuntime>,
 ) -> Result<impl IntoResponse> {
-    let rt = st
-        .store
-        .create_runtime(&m, &Owner::Member(m.id.clone()), &req.name, st.now())
-        .await?;
-    Ok((StatusCode::CREATED, axum::Json(wire::Runtime::from(rt))))
+    Ok(created(pools::create(&st, &m, Scope::Mine, req).await?))
 }
 
 pub(super) async fn list_mine(
     State(st): State<AppState>,
     AuthMember(m): AuthMember,
 ) -> Result<axum::Json<wire::RuntimeList>> {
-    let runtimes = st
-        .store
-        .list_runtimes(&m, &Owner::Member(m.id.clone()))
-        .await?;
-    Ok(axum::Json(wire::RuntimeList {
-        runtimes: dto::all(runtimes),
-    }))
+    Ok(axum::Json(pools::list(&st, &m, Scope::Mine).await?))
 }
 
 pub(super) async fn join_token_mine(
@@ -112,19 +85,8 @@ pub(super) async fn join_token_mine(
     Path(id): Path<String>,
     OptionalJson(req): OptionalJson<wire::CreateJoinToken>,
 ) -> Result<impl IntoResponse> {
-    let token = st
-        .store
-        .create_join_token(
-            &m,
-            &Owner::Member(m.id.clone()),
-            &id,
-            req.ttl_seconds,
-            st.now(),
-        )
-        .await?;
-    Ok((
-        StatusCode::CREATED,
-        axum::Json(dto::join_token(token, &st.public_url)),
+    Ok(created(
+        pools::mint_join_token(&st, &m, Scope::Mine, &id, req).await?,
     ))
 }
 
@@ -133,22 +95,16 @@ pub(super) async fn create_ws(
     AuthMember(m): AuthMember,
     Json(req): Json<wire::CreateRuntime>,
 ) -> Result<impl IntoResponse> {
-    m.require_admin()?;
-    let rt = st
-        .store
-        .create_runtime(&m, &Owner::Workspace, &req.name, st.now())
-        .await?;
-    Ok((StatusCode::CREATED, axum::Json(wire::Runtime::from(rt))))
+    Ok(created(
+        pools::create(&st, &m, Scope::Workspace, req).await?,
+    ))
 }
 
 pub(super) async fn list_ws(
     State(st): State<AppState>,
     AuthMember(m): AuthMember,
 ) -> Result<axum::Json<wire::RuntimeList>> {
-    let runtimes = st.store.list_runtimes(&m, &Owner::Workspace).await?;
-    Ok(axum::Json(wire::RuntimeList {
-        runtimes: dto::all(runtimes),
-    }))
+    Ok(axum::Json(pools::list(&st, &m, Scope::Workspace).await?))
 }
 
 pub(super) async fn join_token_ws(
@@ -157,13 +113,7 @@ pub(super) async fn join_token_ws(
     Path(id): Path<String>,
     OptionalJson(req): OptionalJson<wire::CreateJoinToken>,
 ) -> Result<impl IntoResponse> {
-    m.require_admin()?;
-    let token = st
-        .store
-        .create_join_token(&m, &Owner::Workspace, &id, req.ttl_seconds, st.now())
-        .await?;
-    Ok((
-        StatusCode::CREATED,
-        axum::Json(dto::join_token(token, &st.public_url)),
+    Ok(created(
+        pools::mint_join_token(&st, &m, Scope::Workspace, &id, req).await?,
     ))
 }

@@ -1,5 +1,5 @@
-//! Usage reports: a month's usage by pool, member or runner, as data and
-//! as CSV (RFC 4180), for whichever surface asked.
+//! The monthly budget, this month's usage, and usage reports: a month's
+//! usage by pool, member or runner, as data and as CSV (RFC 4180).
 
 use drover_wire as wire;
 
@@ -14,6 +14,20 @@ pub struct Report {
     pub month: Month,
     pub by: UsageBy,
     pub lines: Vec<UsageLine>,
+}
+
+/// Sets the workspace's budget per calendar month, in runner-minutes
+/// (`None`: no limit); answers this month's usage with it.
+pub async fn set_budget(svc: &Services, m: &Member, req: wire::SetBudget) -> Result<wire::Usage> {
+    m.require_admin()?;
+    let now = svc.now();
+    svc.store.set_budget(m, req.monthly_minutes, now).await?;
+    Ok(svc.store.usage(m, now).await?.into())
+}
+
+/// The workspace's usage this month, and its budget.
+pub async fn usage(svc: &Services, m: &Member) -> Result<wire::Usage> {
+    Ok(svc.store.usage(m, svc.now()).await?.into())
 }
 
 /// The workspace's report (admins) or the member's own jobs'.

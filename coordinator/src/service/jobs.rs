@@ -4,7 +4,9 @@ use drover_wire as wire;
 
 use super::Services;
 use crate::error::{Error, Result};
-use crate::store::{CancelOutcome, IdempotencyKey, Member, NewJob, Submitted};
+use drover_wire::JobState;
+
+use crate::store::{CancelOutcome, IdempotencyKey, JobPage, Member, NewJob, Submitted};
 use crate::wake::{Signal, Wake};
 
 /// Bytes of command and script a job carries: its answer holds them whole.
@@ -71,6 +73,81 @@ pub async fn cancel(svc: &Services, member: &Member, id: &str) -> Result<crate::
     }
     svc.announce(signals);
     svc.store.get_job(member, id).await
+}
+
+/// Largest page of a job list, in bytes: a page ends before a job that
+/// would pass it (it always holds one).
+pub const LIST_BUDGET_BYTES: usize = 512 * 1024;
+
+/// A page of the jobs the member may see, newest first, at most `limit`
+/// and [`LIST_BUDGET_BYTES`] of JSON.
+pub async fn list(svc: &Services, member: &Member, q: wire::JobListQuery) -> Result<wire::JobList> {
+    let state = q
+        .state
+        .map(|s| {
+            JobState::parse(&s).ok_or_else(|| Error::bad_request(format!("unknown state {s:?}")))
+        })
+        .transpose()?;
+    let limit = q.limit.unwrap_or(50);
+    if !(1..=1000).contains(&limit) {
+        return Err(Error::bad_request("limit must be 1..=1000"));
+    }
+    let before = q
+        .before
+        .map(|b| {
+            b.parse::<i64>()
+                .ok()
+                .filter(|n| *n > 0)
+                .ok_or_else(|| Error::bad_request("before must be a page's nextBefore"))
+        })
+        .transpose()?;
+    let page = svc
+        .store
+        .list_jobs(member, state, before, limit, LIST_BUDGET_BYTES)
+        .await?;
+    cut_page(page, LIST_BUDGET_BYTES)
+}
+
+/// A page, cut before the job that would take its JSON past `budget`.
+fn cut_page(page: JobPage, budget: usize) -> Result<wire::JobList> {
+    // `{"jobs":[],"nextBefore":"…"}` and the commas.
+    const FRAME: usize = 64;
+    let (mut jobs, mut used, mut next) = (Vec::new(), FRAME, page.next);
+    let mut last = None;
+    for listed in page.jobs {
+        let job = wire::Job::from(listed.job);
+        let mut size = Counter(0);
+        serde_json::to_writer(&mut size, &job)?;
+        if !jobs.is_empty() && used + size.0 + 1 > budget {
+            next = last;
+            break;
+        }
+        used += size.0 + 1;
+        jobs.push(job);
+        last = Some(listed.cursor);
+    }
+    Ok(wire::JobList {
+        jobs,
+        next_before: next.map(|n| n.to_string()),
+    })
+}
+
+/// Counts the bytes written to it.
+struct Counter(usize);
+
+impl std::io::Write for Counter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0 += buf.len();
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+pub async fn get(svc: &Services, member: &Member, id: &str) -> Result<wire::Job> {
+    Ok(svc.store.get_job(member, id).await?.into())
 }
 
 /// For the tests only: with `DROVER_TEST_EXIT_AFTER_SUBMIT=1` the process

@@ -7,9 +7,15 @@
 //! requests in flight need (body and read limits, the probes' cache).
 
 pub mod billing;
+pub mod ci;
+pub mod dto;
 pub mod github;
 pub mod jobs;
+pub mod members;
+pub mod pairing;
+pub mod pools;
 mod runner_cache;
+pub mod runners;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -18,7 +24,8 @@ use tokio::sync::watch;
 
 use crate::clock::Clock;
 use crate::dispatch::Hub;
-use crate::store::Store;
+use crate::error::Result;
+use crate::store::{Member, Owner, Store};
 use crate::wake::Signal;
 pub use runner_cache::RunnerCache;
 
@@ -88,5 +95,32 @@ impl Services {
     pub async fn shutting_down(&self) {
         let mut rx = self.shutdown.clone();
         let _ = rx.wait_for(|stop| *stop).await;
+    }
+}
+
+/// Personal (`/v1/me/…`: the member's own) or the workspace's
+/// (`/v1/workspace/…`: any member reads, admins write).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scope {
+    Mine,
+    Workspace,
+}
+
+impl Scope {
+    /// Who owns what this scope names, for a read.
+    pub fn owner(self, m: &Member) -> Owner {
+        match self {
+            Self::Mine => Owner::Member(m.id.clone()),
+            Self::Workspace => Owner::Workspace,
+        }
+    }
+
+    /// Who owns what this scope names, for a change: the workspace's are
+    /// its admins' to change.
+    pub fn write_owner(self, m: &Member) -> Result<Owner> {
+        if self == Self::Workspace {
+            m.require_admin()?;
+        }
+        Ok(self.owner(m))
     }
 }

@@ -1,5 +1,5 @@
 //! What the store returns: coordinator-side types. The wire shapes
-//! (`drover_wire`) are built from these at the HTTP boundary (`http::dto`).
+//! (`drover_wire`) are built from these where the services answer (`service::dto`).
 //! Value enums shared with the wire (`JobState`) are used as they are.
 
 use drover_wire::{Env, JobState};

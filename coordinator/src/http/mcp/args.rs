@@ -4,12 +4,10 @@
 
 use std::collections::HashMap;
 
-use axum::extract::Path;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value, json};
 
 use super::super::catalogue::Op;
-use super::super::extract::{Json, OptionalJson, Query};
 use super::super::openapi::{inline_generator, query_fields};
 use crate::error::Error;
 use drover_wire::op::AnswerKind;
@@ -178,33 +176,26 @@ impl Args {
         }
     }
 
-    pub(super) fn id(&self, name: &str) -> Path<String> {
-        Path(self.path.get(name).cloned().unwrap_or_default())
+    /// A path parameter (required, so present: `split` checked it).
+    pub(super) fn id(&self, name: &str) -> String {
+        self.path.get(name).cloned().unwrap_or_default()
     }
 
-    pub(super) fn ids(&self, a: &str, b: &str) -> Path<(String, String)> {
-        let get = |n: &str| self.path.get(n).cloned().unwrap_or_default();
-        Path((get(a), get(b)))
-    }
-
-    pub(super) fn query<T: DeserializeOwned>(&self) -> Result<Query<T>, Error> {
+    pub(super) fn query<T: DeserializeOwned>(&self) -> Result<T, Error> {
         serde_json::from_value(Value::Object(self.query.clone()))
-            .map(Query)
             .map_err(|e| Error::bad_request(format!("invalid arguments: {e}")))
     }
 
-    pub(super) fn body<T: DeserializeOwned>(&self) -> Result<Json<T>, Error> {
+    pub(super) fn body<T: DeserializeOwned>(&self) -> Result<T, Error> {
         serde_json::from_value(Value::Object(self.body.clone()))
-            .map(Json)
             .map_err(|e| Error::bad_request(format!("invalid arguments: {e}")))
     }
 
-    pub(super) fn optional_body<T: DeserializeOwned + Default>(
-        &self,
-    ) -> Result<OptionalJson<T>, Error> {
+    /// A body whose fields all have defaults: none given is all defaults.
+    pub(super) fn optional_body<T: DeserializeOwned + Default>(&self) -> Result<T, Error> {
         if self.body.is_empty() {
-            return Ok(OptionalJson(T::default()));
+            return Ok(T::default());
         }
-        self.body().map(|Json(t)| OptionalJson(t))
+        self.body()
     }
 }

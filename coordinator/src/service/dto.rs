@@ -1,5 +1,5 @@
-//! The wire shapes (`drover_wire`) of what the store returns: built here, at
-//! the HTTP boundary, and nowhere else.
+//! The wire shapes (`drover_wire`) of what the store returns: built here,
+//! where the services answer, and nowhere else.
 
 use drover_wire as wire;
 use drover_wire::text::percent_encode;
