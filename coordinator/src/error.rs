@@ -10,7 +10,7 @@ pub enum Error {
     Api { code: ErrorCode, message: String },
     #[error("database: {0}")]
     Db(#[from] sqlx::Error),
-    /// From SQLite's batch writer (see `store::sqlite_writer`).
+    /// From SQLite's batch writer (see `store::backend::sqlite_writer`).
     #[error("database: {0}")]
     Sqlite(#[from] rusqlite::Error),
     #[error("migration: {0}")]

@@ -5,8 +5,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::Store;
+use super::backend::sqlite::with_param;
 use super::pools::ONLINE_WINDOW_MS;
-use super::sqlite::with_param;
 use crate::error::Result;
 use crate::metrics::PoolReading;
 

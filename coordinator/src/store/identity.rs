@@ -4,7 +4,7 @@ use drover_wire::ErrorCode;
 use sqlx::Row;
 
 use super::audit::Surface;
-use super::sqlite_writer::{self, Cols};
+use super::sqlite_writer::Cols;
 use super::{Store, on_unique};
 use crate::error::{Error, Result};
 use crate::ids::{
@@ -12,6 +12,7 @@ use crate::ids::{
     TokenKind, WorkspaceId,
 };
 use crate::refs::{DEFAULT_POOL, valid_segment};
+use crate::store::backend::FromCols;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Role {
@@ -256,18 +257,9 @@ impl Store {
                      FROM tokens t JOIN members m ON m.id = t.subject_id JOIN workspaces w ON w.id = m.workspace_id
                      WHERE t.hash = $1 AND t.kind = 'user' AND (t.expires_at IS NULL OR t.expires_at > $2)
                        AND m.removed_at IS NULL";
-                let found: Option<(Member, Option<i64>)> = match &self.inline_reads {
-                    Some(reads) => reads
-                        .read(|conn| sqlite_writer::rows(conn, SQL, &[&hash, &now], |row| token_member(row)))?
-                        .pop(),
-                    None => sqlx::query(SQL)
-                        .bind(&hash)
-                        .bind(now)
-                        .fetch_optional(&self.reader)
-                        .await?
-                        .map(|row| token_member(&row))
-                        .transpose()?,
-                };
+                let args = vec![hash.as_str().into(), now.into()];
+                let found: Option<(Member, Option<i64>)> =
+                    self.engine.read(self, SQL, args).await?.pop();
                 let Some((member, last_used)) = found else {
                     return Ok(None);
                 };
@@ -279,17 +271,10 @@ impl Store {
             TokenKind::Runner => {
                 const SQL: &str = "SELECT r.id, r.runtime_id, r.labels, r.detected, r.slots FROM tokens t JOIN runners r ON r.id = t.subject_id
                      WHERE t.hash = $1 AND t.kind = 'runner' AND r.revoked_at IS NULL";
-                match &self.inline_reads {
-                    Some(reads) => reads
-                        .read(|conn| sqlite_writer::rows(conn, SQL, &[&hash], |row| token_runner(row)))?
-                        .pop(),
-                    None => sqlx::query(SQL)
-                        .bind(&hash)
-                        .fetch_optional(&self.reader)
-                        .await?
-                        .map(|row| token_runner(&row))
-                        .transpose()?,
-                }
+                self.engine
+                    .read::<Principal>(self, SQL, vec![hash.as_str().into()])
+                    .await?
+                    .pop()
             }
             // Never cached: a revoked join token is refused at once, on every replica.
             TokenKind::Join => sqlx::query_as::<_, (String, String)>(
@@ -333,6 +318,18 @@ const LAST_USED_GRAIN_MS: i64 = 60_000;
 /// A member token's row: the member, and when the token was last used.
 fn token_member(row: &impl Cols) -> Result<(Member, Option<i64>)> {
     Ok((member_at(row)?, row.col(6)?))
+}
+
+impl FromCols for (Member, Option<i64>) {
+    fn from_cols(row: &impl Cols) -> Result<Self> {
+        token_member(row)
+    }
+}
+
+impl FromCols for Principal {
+    fn from_cols(row: &impl Cols) -> Result<Self> {
+        token_runner(row)
+    }
 }
 
 /// A runner token's row: `r.id, r.runtime_id, r.labels, r.detected, r.slots`.

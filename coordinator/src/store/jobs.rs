@@ -9,12 +9,13 @@ use sqlx::FromRow;
 use super::audit::{Actor, record};
 use super::model::{Job, Provenance};
 use super::preview::{self, JobPage, ListRow};
-use super::sqlite_writer::{self, Cols};
+use super::sqlite_writer::Cols;
 use super::{Member, Store, json_list};
 use crate::caps;
 use crate::error::{Error, Result};
 use crate::ids::{JobId, LeaseId, RunnerId, RuntimeId};
 use crate::refs::RuntimeRef;
+use crate::store::backend::FromCols;
 
 pub const DEFAULT_MAX_ATTEMPTS: u32 = 3;
 const MAX_ATTEMPTS_LIMIT: u32 = 20;
@@ -254,6 +255,12 @@ impl JobRow {
     }
 }
 
+impl FromCols for JobRow {
+    fn from_cols(row: &impl Cols) -> Result<Self> {
+        JobRow::from_cols(row)
+    }
+}
+
 /// What a cancel did.
 #[derive(Debug)]
 pub enum CancelOutcome {
@@ -282,26 +289,8 @@ impl Store {
             visible(2, member)
         );
         let (workspace, submitter) = (member.workspace_id.as_str(), member.id.as_str());
-        let row = match &self.inline_reads {
-            Some(reads) => reads
-                .read(|conn| {
-                    sqlite_writer::rows(
-                        conn,
-                        &sql,
-                        &[&id.as_str(), &workspace, &submitter],
-                        |row| JobRow::from_cols(row),
-                    )
-                })?
-                .pop(),
-            None => {
-                sqlx::query_as::<_, JobRow>(&sql)
-                    .bind(id.as_str())
-                    .bind(workspace)
-                    .bind(submitter)
-                    .fetch_optional(&self.reader)
-                    .await?
-            }
-        };
+        let args = vec![id.as_str().into(), workspace.into(), submitter.into()];
+        let row = self.engine.read::<JobRow>(self, &sql, args).await?.pop();
         row.ok_or_else(not_found)?.into_job()
     }
 
@@ -443,18 +432,12 @@ impl Store {
     /// The job's state as seen now (for log followers).
     pub async fn job_state(&self, job: &str) -> Result<JobState> {
         const SQL: &str = "SELECT state FROM jobs WHERE id = $1";
-        let state: String = match &self.inline_reads {
-            Some(reads) => reads
-                .read(|conn| sqlite_writer::rows(conn, SQL, &[&job], |row| Ok(row.get(0)?)))?
-                .pop()
-                .ok_or(Error::Internal("a job being followed is gone"))?,
-            None => {
-                sqlx::query_scalar(SQL)
-                    .bind(job)
-                    .fetch_one(&self.reader)
-                    .await?
-            }
-        };
+        let state: String = self
+            .engine
+            .read(self, SQL, vec![job.into()])
+            .await?
+            .pop()
+            .ok_or(Error::Internal("a job being followed is gone"))?;
         JobState::parse(&state).ok_or_else(|| Error::Corrupt(format!("job state {state}")))
     }
 }

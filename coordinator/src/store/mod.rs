@@ -17,6 +17,7 @@
 //!   and replicas wake each other through `LISTEN`/`NOTIFY` (see `signals`).
 
 mod audit;
+mod backend;
 mod billing;
 mod ci;
 mod env;
@@ -30,16 +31,11 @@ mod members;
 pub mod model;
 mod pairing;
 mod pools;
-mod postgres;
 mod preview;
 mod retention;
 mod runners;
 #[cfg(test)]
 mod schema_tests;
-pub mod signals;
-mod sqlite;
-pub mod sqlite_backup;
-mod sqlite_writer;
 mod submit;
 #[cfg(test)]
 mod tests;
@@ -56,6 +52,9 @@ use leases::{CompleteRequest, LeaseRequest};
 use submit::SubmitRequest;
 
 pub use audit::{AuditQuery, MAX_AUDIT_PAGE, Surface};
+pub use backend::signals::Envelope;
+use backend::{postgres, sqlite, sqlite_writer};
+pub use backend::{signals, sqlite_backup};
 pub use billing::{UsageBy, UsageOf};
 pub use ci::{CiLink, CiLinkSpec, CiLookup, CiPolicy, ci_member_id};
 pub use github::{GithubRunnerRow, Installation, LINK_STATE_TTL_MS, LinkState};
@@ -68,7 +67,6 @@ pub use pools::{Owner, Placement};
 pub use preview::{JobPage, ListedJob};
 pub use retention::Purged;
 pub use runners::RunnerScope;
-pub use signals::Envelope;
 pub use submit::Submitted;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -144,10 +142,8 @@ pub struct Store {
     reader: AnyPool,
     dialect: &'static Dialect,
     url: String,
-    /// SQLite's lease and complete batches run here (see `sqlite_writer`).
-    sqlite: Option<Arc<sqlite_writer::SqliteWriter>>,
-    /// SQLite's reads on every request, on the calling thread.
-    inline_reads: Option<Arc<sqlite_writer::InlineReaders>>,
+    /// Where the hot paths run (see `backend`).
+    engine: backend::Engine,
     /// Batches lease and complete calls (`None` inside the batch writers).
     batches: Option<Arc<Batches>>,
     /// Background tasks end once every clone of the store is gone.
@@ -227,28 +223,6 @@ impl Store {
         self
     }
 
-    /// Runs `f` on SQLite's batch writer (see `sqlite_writer`), holding
-    /// sqlx's writer until `f` has run: one writer at a time. In a task of
-    /// its own, so a caller that goes away (a client hung up) cannot hand
-    /// sqlx's writer back while `f` still writes.
-    async fn on_sqlite_writer<R, F>(
-        &self,
-        writer: &Arc<sqlite_writer::SqliteWriter>,
-        f: F,
-    ) -> Result<R, BatchError>
-    where
-        R: Send + 'static,
-        F: FnOnce(&mut rusqlite::Connection) -> R + Send + 'static,
-    {
-        let (sole, writer) = (self.writer.clone(), writer.clone());
-        tokio::spawn(async move {
-            let _sole = sole.acquire().await?;
-            writer.run(f).await
-        })
-        .await
-        .map_err(|_| BatchError::Ambiguous(Error::Internal("a SQLite write's task failed")))?
-    }
-
     pub fn backend(&self) -> Backend {
         self.dialect.backend
     }
@@ -259,9 +233,7 @@ impl Store {
     }
 
     pub async fn close(&self) {
-        if let Some(w) = &self.sqlite {
-            w.close();
-        }
+        self.engine.close();
         self.reader.close().await;
         self.writer.close().await;
     }

@@ -9,7 +9,7 @@ use super::audit::{Actor, record};
 use super::identity::insert_join_token;
 use super::model::{JoinToken, ListedJoinToken, Runtime};
 use super::runners::{RUNNER_COLUMNS, RunnerRow, capabilities};
-use super::{Member, Store, on_unique, sqlite_writer};
+use super::{Member, Store, on_unique};
 use crate::caps;
 use crate::error::{Error, Result};
 use crate::ids::{JoinTokenId, MemberId, RunnerId, RuntimeId, Secret, TokenKind};
@@ -436,23 +436,8 @@ impl Store {
             column = if RuntimeId::parse(target).is_some() { "rt.id" } else { "rt.name" }
         );
         let (workspace, owner_id) = (member.workspace_id.as_str(), owner.member_id());
-        let pool: Option<(String, i64)> = match &self.inline_reads {
-            Some(reads) => reads
-                .read(|conn| {
-                    sqlite_writer::rows(conn, &sql, &[&workspace, &owner_id, &target], |row| {
-                        Ok((row.get(0)?, row.get(1)?))
-                    })
-                })?
-                .pop(),
-            None => {
-                sqlx::query_as(&sql)
-                    .bind(workspace)
-                    .bind(owner_id)
-                    .bind(target)
-                    .fetch_optional(&self.reader)
-                    .await?
-            }
-        };
+        let args = vec![workspace.into(), owner_id.into(), target.into()];
+        let pool: Option<(String, i64)> = self.engine.read(self, &sql, args).await?.pop();
         let (pool_id, has_runners) =
             pool.ok_or_else(|| Error::not_found(format!("no runtime {target:?} in this scope")))?;
         if has_runners == 0 {

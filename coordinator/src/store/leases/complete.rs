@@ -10,6 +10,10 @@ use crate::batch::BatchError;
 use crate::billing::Month;
 use crate::error::{Error, Result};
 use crate::ids::{JobId, RunnerId};
+use std::sync::Arc;
+
+use crate::store::backend::OnEngine;
+use crate::store::backend::sqlite::SqliteEngine;
 use crate::store::{Store, bind_all, only_result, placeholders, sqlite_writer};
 
 /// One job a complete batch finishes.
@@ -91,12 +95,7 @@ impl Store {
         &self,
         reqs: &[CompleteRequest],
     ) -> Result<Vec<Result<Completion>>, BatchError> {
-        let Some(writer) = &self.sqlite else {
-            return self.complete_in_one_statement(reqs).await;
-        };
-        let reqs = reqs.to_vec();
-        self.on_sqlite_writer(writer, move |conn| complete_on_sqlite(conn, &reqs))
-            .await?
+        self.engine.run(self, CompleteBatch(reqs)).await
     }
 
     /// As `complete_batch`, in one statement (one round trip, autocommit):
@@ -425,4 +424,22 @@ fn complete_on_sqlite(
     }
     tx.commit().map_err(sqlite_writer::commit_failed)?;
     Ok(out)
+}
+
+/// A complete batch, as each database runs it.
+struct CompleteBatch<'a>(&'a [CompleteRequest]);
+
+impl OnEngine for CompleteBatch<'_> {
+    type Out = Result<Vec<Result<Completion>>, BatchError>;
+
+    async fn on_sqlite(self, store: &Store, engine: &Arc<SqliteEngine>) -> Self::Out {
+        let reqs = self.0.to_vec();
+        engine
+            .on_writer(store, move |conn| complete_on_sqlite(conn, &reqs))
+            .await?
+    }
+
+    async fn on_postgres(self, store: &Store) -> Self::Out {
+        store.complete_in_one_statement(self.0).await
+    }
 }

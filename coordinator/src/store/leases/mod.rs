@@ -30,6 +30,10 @@ use super::{Dialect, Store, json_list, only_result, sqlite_writer, text_array};
 use crate::batch::BatchError;
 use crate::error::{Error, Result};
 use crate::ids::{JobId, LeaseId, RunnerId, RuntimeId};
+use std::sync::Arc;
+
+use crate::store::backend::OnEngine;
+use crate::store::backend::sqlite::SqliteEngine;
 use crate::wake::Wake;
 pub(crate) use expiry::release_leases_of_runner;
 use plan::{Pick, Planner};
@@ -116,23 +120,16 @@ impl Store {
         &self,
         reqs: &[LeaseRequest],
     ) -> Result<Vec<Result<LeaseAttempt>>, BatchError> {
-        let d = self.dialect;
         let now = reqs.iter().map(|r| r.now).max().unwrap_or_default();
         let ttl_ms = reqs.iter().map(|r| r.ttl_ms).max().unwrap_or_default();
         let Written {
             plan,
             chosen,
             mut taken,
-        } = match &self.sqlite {
-            Some(writer) => {
-                let reqs = reqs.to_vec();
-                self.on_sqlite_writer(writer, move |conn| {
-                    lease_on_sqlite(conn, d, &reqs, now, ttl_ms)
-                })
-                .await??
-            }
-            None => self.lease_in_one_call(reqs, now, ttl_ms).await?,
-        };
+        } = self
+            .engine
+            .run(self, LeaseBatch { reqs, now, ttl_ms })
+            .await?;
 
         let mut wakes = plan.wakes;
         let mut out: Vec<Result<LeaseAttempt>> = plan
@@ -409,4 +406,30 @@ fn lease_on_sqlite(
         chosen,
         taken,
     })
+}
+
+/// A lease batch, as each database runs it.
+struct LeaseBatch<'a> {
+    reqs: &'a [LeaseRequest],
+    now: i64,
+    ttl_ms: u64,
+}
+
+impl OnEngine for LeaseBatch<'_> {
+    type Out = Result<Written, BatchError>;
+
+    async fn on_sqlite(self, store: &Store, engine: &Arc<SqliteEngine>) -> Self::Out {
+        let (d, reqs, now, ttl_ms) = (store.dialect, self.reqs.to_vec(), self.now, self.ttl_ms);
+        engine
+            .on_writer(store, move |conn| {
+                lease_on_sqlite(conn, d, &reqs, now, ttl_ms)
+            })
+            .await?
+    }
+
+    async fn on_postgres(self, store: &Store) -> Self::Out {
+        store
+            .lease_in_one_call(self.reqs, self.now, self.ttl_ms)
+            .await
+    }
 }

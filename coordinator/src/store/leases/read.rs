@@ -7,8 +7,8 @@ use std::collections::HashMap;
 use super::LeaseRequest;
 use super::plan::{LiveRunner, QueuedJob};
 use crate::error::{Error, Result};
+use crate::store::backend::sqlite_writer::{self, Cols};
 use crate::store::runners::capabilities;
-use crate::store::sqlite_writer::{self, Cols};
 use crate::store::{Dialect, json_list, placeholders};
 
 /// What a lease batch reads before it plans.

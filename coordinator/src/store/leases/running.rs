@@ -2,10 +2,9 @@
 
 use drover_wire as wire;
 
-use crate::batch::BatchError;
 use crate::error::{Error, Result};
 use crate::ids::{JobId, LeaseId, RunnerId};
-use crate::store::{Store, sqlite_writer};
+use crate::store::Store;
 
 impl Store {
     /// Ends a leased job the coordinator cannot read (its env does not
@@ -41,28 +40,13 @@ impl Store {
             self.dialect.now("$1")
         );
         let ttl_ms = ttl_ms as i64;
-        let cancel: Option<i64> = match &self.sqlite {
-            Some(writer) => {
-                let (lease, runner) = (lease.to_owned(), runner.to_string());
-                self.on_sqlite_writer(writer, move |conn| {
-                    sqlite_writer::rows(conn, &sql, &[&now, &ttl_ms, &lease, &runner], |row| {
-                        Ok(row.get::<_, i64>(0)?)
-                    })
-                })
-                .await
-                .map_err(BatchError::into_error)??
-                .pop()
-            }
-            None => {
-                sqlx::query_scalar(&sql)
-                    .bind(now)
-                    .bind(ttl_ms)
-                    .bind(lease)
-                    .bind(runner.as_str())
-                    .fetch_optional(&self.writer)
-                    .await?
-            }
-        };
+        let args = vec![
+            now.into(),
+            ttl_ms.into(),
+            lease.into(),
+            runner.as_str().into(),
+        ];
+        let cancel: Option<i64> = self.engine.write(self, sql, args).await?.pop();
         cancel.map(|c| c != 0).ok_or_else(Error::lease_lost)
     }
 

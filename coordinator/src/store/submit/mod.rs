@@ -19,6 +19,10 @@ use crate::batch::BatchError;
 use crate::billing::Month;
 use crate::error::{Error, Result};
 use crate::ids::JobId;
+use std::sync::Arc;
+
+use crate::store::backend::OnEngine;
+use crate::store::backend::sqlite::SqliteEngine;
 
 /// One submit call, for a batch.
 #[derive(Debug, Clone)]
@@ -80,16 +84,13 @@ impl Store {
             .map(|(r, id)| self.seal_env(id.as_str(), &r.job.env))
             .collect::<Result<Vec<_>>>()
             .map_err(BatchError::BeforeWrite)?;
-        let (decided, wrote) = match &self.sqlite {
-            Some(writer) => {
-                let (reqs, ids) = (reqs.to_vec(), ids.clone());
-                self.on_sqlite_writer(writer, move |conn| {
-                    submit_on_sqlite(conn, &reqs, &ids, &sealed, now)
-                })
-                .await??
-            }
-            None => self.submit_in_transaction(reqs, &ids, &sealed, now).await?,
+        let batch = SubmitBatch {
+            reqs,
+            ids: &ids,
+            sealed,
+            now,
         };
+        let (decided, wrote) = self.engine.run(self, batch).await?;
         Ok(assemble(decided, wrote, &ids))
     }
 
@@ -419,4 +420,32 @@ fn replayed_jobs(decided: &Decided) -> Vec<&str> {
     ids.sort_unstable();
     ids.dedup();
     ids
+}
+
+/// A submit batch, as each database runs it.
+struct SubmitBatch<'a> {
+    reqs: &'a [SubmitRequest],
+    ids: &'a [JobId],
+    sealed: Vec<Option<String>>,
+    now: i64,
+}
+
+impl OnEngine for SubmitBatch<'_> {
+    type Out = Result<(Decided, Wrote), BatchError>;
+
+    async fn on_sqlite(self, store: &Store, engine: &Arc<SqliteEngine>) -> Self::Out {
+        let (reqs, ids, sealed, now) =
+            (self.reqs.to_vec(), self.ids.to_vec(), self.sealed, self.now);
+        engine
+            .on_writer(store, move |conn| {
+                submit_on_sqlite(conn, &reqs, &ids, &sealed, now)
+            })
+            .await?
+    }
+
+    async fn on_postgres(self, store: &Store) -> Self::Out {
+        store
+            .submit_in_transaction(self.reqs, self.ids, &self.sealed, self.now)
+            .await
+    }
 }

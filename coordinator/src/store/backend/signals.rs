@@ -13,8 +13,8 @@ use std::sync::atomic::Ordering;
 
 use sqlx::postgres::{PgConnectOptions, PgListener, PgPoolOptions};
 
-use super::Store;
 use crate::error::Result;
+use crate::store::Store;
 use crate::wake::Signal;
 
 /// The notification channel every replica listens on.
@@ -79,7 +79,7 @@ impl Store {
     }
 
     /// Signals from one batch of `publish` calls (all from this replica).
-    pub(super) async fn publish_batch(
+    pub(in crate::store) async fn publish_batch(
         &self,
         reqs: &[(String, Vec<Signal>)],
     ) -> Result<Vec<Result<()>>> {

@@ -8,12 +8,13 @@ use std::time::Duration;
 use sqlx::Connection as _;
 use sqlx::any::AnyPoolOptions;
 
-use super::{Backend, Dialect, Store};
+use super::Engine;
 use crate::error::Result;
+use crate::store::{Backend, Dialect, Store};
 
 static MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("../migrations/postgres");
 
-pub(super) const DIALECT: Dialect = Dialect {
+pub(in crate::store) const DIALECT: Dialect = Dialect {
     backend: Backend::Postgres,
     is: "IS NOT DISTINCT FROM",
     lock_skip_locked: "FOR UPDATE SKIP LOCKED",
@@ -55,7 +56,7 @@ async fn warm(pool: &sqlx::AnyPool) -> Result<()> {
     Ok(())
 }
 
-pub(super) async fn open(url: &str) -> Result<Store> {
+pub(in crate::store) async fn open(url: &str) -> Result<Store> {
     let pool = AnyPoolOptions::new()
         .max_connections(CONNECTIONS)
         .min_connections(CONNECTIONS)
@@ -83,8 +84,7 @@ pub(super) async fn open(url: &str) -> Result<Store> {
         reader: pool,
         dialect: &DIALECT,
         url: url.to_owned(),
-        sqlite: None,
-        inline_reads: None,
+        engine: Engine::Postgres,
         batches: None,
         alive: Arc::default(),
         secrets: Arc::default(),

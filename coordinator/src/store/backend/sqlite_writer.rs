@@ -26,14 +26,14 @@ use crate::error::{Error, Result};
 type Task = Box<dyn FnOnce(&mut Connection) + Send>;
 
 /// The connection's thread, fed closures; it ends once closed.
-pub(super) struct SqliteWriter {
+pub(in crate::store) struct SqliteWriter {
     tasks: Mutex<Option<mpsc::Sender<Task>>>,
 }
 
 impl SqliteWriter {
     /// Opens `file` (already created and migrated) with `pragmas`, on a
     /// thread of its own.
-    pub(super) async fn open(file: String, pragmas: String) -> Result<Self> {
+    pub(in crate::store) async fn open(file: String, pragmas: String) -> Result<Self> {
         let (tasks, inbox) = mpsc::channel::<Task>();
         let (opened, ready) = oneshot::channel();
         std::thread::Builder::new()
@@ -80,7 +80,7 @@ impl SqliteWriter {
 
     /// Runs `f` on the writer's connection and hands back what it returns.
     /// If `f` panicked, whether it wrote is not known to the caller.
-    pub(super) async fn run<R, F>(&self, f: F) -> Result<R, BatchError>
+    pub(in crate::store) async fn run<R, F>(&self, f: F) -> Result<R, BatchError>
     where
         R: Send + 'static,
         F: FnOnce(&mut Connection) -> R + Send + 'static,
@@ -104,7 +104,7 @@ impl SqliteWriter {
     }
 
     /// Ends the thread once what was sent has run; the connection closes.
-    pub(super) fn close(&self) {
+    pub(in crate::store) fn close(&self) {
         self.tasks.lock().expect("never poisoned").take();
     }
 }
@@ -113,7 +113,7 @@ impl SqliteWriter {
 /// token, where a submit goes), run on the calling thread. A read of a row
 /// or two by index costs microseconds: less than handing it to a
 /// connection's thread and back, which is what a sqlx read does.
-pub(super) struct InlineReaders {
+pub(in crate::store) struct InlineReaders {
     file: String,
     idle: Mutex<Vec<Connection>>,
 }
@@ -122,7 +122,7 @@ pub(super) struct InlineReaders {
 const IDLE_READERS: usize = 8;
 
 impl InlineReaders {
-    pub(super) fn new(file: String) -> Self {
+    pub(in crate::store) fn new(file: String) -> Self {
         Self {
             file,
             idle: Mutex::default(),
@@ -130,7 +130,7 @@ impl InlineReaders {
     }
 
     /// Runs `f` on an idle read-only connection (or a new one).
-    pub(super) fn read<R>(&self, f: impl FnOnce(&Connection) -> Result<R>) -> Result<R> {
+    pub(in crate::store) fn read<R>(&self, f: impl FnOnce(&Connection) -> Result<R>) -> Result<R> {
         let idle = self.idle.lock().expect("never poisoned").pop();
         let conn = match idle {
             Some(conn) => conn,
@@ -155,7 +155,7 @@ impl InlineReaders {
 /// A COMMIT that failed (the disk, not a lock: the batch holds the write
 /// lock from `BEGIN IMMEDIATE`) may have reached the WAL: whether the batch
 /// was written is not known.
-pub(super) fn commit_failed(e: rusqlite::Error) -> BatchError {
+pub(in crate::store) fn commit_failed(e: rusqlite::Error) -> BatchError {
     BatchError::Ambiguous(e.into())
 }
 
@@ -172,7 +172,7 @@ fn connect(file: &str, pragmas: &str) -> Result<Connection> {
 }
 
 /// A row's columns by index, as either driver reads them.
-pub(super) trait Cols {
+pub(in crate::store) trait Cols {
     fn col<T>(&self, i: usize) -> Result<T>
     where
         T: for<'r> sqlx::Decode<'r, sqlx::Any> + sqlx::Type<sqlx::Any> + rusqlite::types::FromSql;
@@ -230,7 +230,7 @@ fn prepare<'c>(
 }
 
 /// Runs one statement, each row through `f`.
-pub(super) fn rows<T>(
+pub(in crate::store) fn rows<T>(
     conn: &Connection,
     sql: &str,
     args: &[&dyn ToSql],
@@ -246,7 +246,11 @@ pub(super) fn rows<T>(
 }
 
 /// Runs one statement that returns no rows; how many it changed.
-pub(super) fn execute(conn: &Connection, sql: &str, args: &[&dyn ToSql]) -> Result<usize> {
+pub(in crate::store) fn execute(
+    conn: &Connection,
+    sql: &str,
+    args: &[&dyn ToSql],
+) -> Result<usize> {
     Ok(prepare(conn, sql, args)?.raw_execute()?)
 }
 

@@ -10,13 +10,15 @@ use sqlx::AnyPool;
 use sqlx::Executor as _;
 use sqlx::any::AnyPoolOptions;
 
-use super::sqlite_writer::{InlineReaders, SqliteWriter};
-use super::{Backend, Dialect, Durability, Store};
+use super::sqlite_writer::{self, InlineReaders, SqliteWriter};
+use super::{Arg, Engine, FromCols};
+use crate::batch::BatchError;
 use crate::error::{Error, Result};
+use crate::store::{Backend, Dialect, Durability, Store};
 
 static MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("../migrations/sqlite");
 
-pub(super) const DIALECT: Dialect = Dialect {
+pub(in crate::store) const DIALECT: Dialect = Dialect {
     backend: Backend::Sqlite,
     is: "IS",
     lock_skip_locked: "",
@@ -28,11 +30,69 @@ pub(super) const DIALECT: Dialect = Dialect {
     readiness_reopens: true,
 };
 
-pub(super) fn with_param(url: &str, param: &str) -> String {
+/// SQLite's hot paths: the batches on the batch writer's connection (its
+/// own thread, rusqlite), the reads on every request inline on the
+/// calling thread (`sqlite_writer`); the same SQL text as through sqlx.
+pub(in crate::store) struct SqliteEngine {
+    writer: SqliteWriter,
+    reads: InlineReaders,
+}
+
+impl SqliteEngine {
+    /// Runs `f` on the batch writer, holding sqlx's writer until `f` has
+    /// run: one writer at a time. In a task of its own, so a caller that
+    /// goes away (a client hung up) cannot hand sqlx's writer back while
+    /// `f` still writes.
+    pub(in crate::store) async fn on_writer<R, F>(
+        self: &Arc<Self>,
+        store: &Store,
+        f: F,
+    ) -> Result<R, BatchError>
+    where
+        R: Send + 'static,
+        F: FnOnce(&mut rusqlite::Connection) -> R + Send + 'static,
+    {
+        let (sole, engine) = (store.writer.clone(), self.clone());
+        tokio::spawn(async move {
+            let _sole = sole.acquire().await?;
+            engine.writer.run(f).await
+        })
+        .await
+        .map_err(|_| BatchError::Ambiguous(Error::Internal("a SQLite write's task failed")))?
+    }
+
+    pub(super) fn read<T: FromCols>(&self, sql: &str, args: &[Arg]) -> Result<Vec<T>> {
+        self.reads
+            .read(|conn| sqlite_writer::rows(conn, sql, &to_sql(args), |row| T::from_cols(row)))
+    }
+
+    pub(super) async fn write<T: FromCols>(
+        self: &Arc<Self>,
+        store: &Store,
+        sql: String,
+        args: Vec<Arg>,
+    ) -> Result<Vec<T>> {
+        self.on_writer(store, move |conn| {
+            sqlite_writer::rows(conn, &sql, &to_sql(&args), |row| T::from_cols(row))
+        })
+        .await
+        .map_err(BatchError::into_error)?
+    }
+
+    pub(super) fn close(&self) {
+        self.writer.close();
+    }
+}
+
+fn to_sql(args: &[Arg]) -> Vec<&dyn rusqlite::types::ToSql> {
+    args.iter().map(Arg::to_sql).collect()
+}
+
+pub(in crate::store) fn with_param(url: &str, param: &str) -> String {
     format!("{url}{}{param}", if url.contains('?') { '&' } else { '?' })
 }
 
-pub(super) async fn open(url: &str, durability: Durability) -> Result<Store> {
+pub(in crate::store) async fn open(url: &str, durability: Durability) -> Result<Store> {
     let sync = match durability {
         Durability::Full => "FULL",
         Durability::Normal => "NORMAL",
@@ -95,8 +155,10 @@ pub(super) async fn open(url: &str, durability: Durability) -> Result<Store> {
         reader,
         dialect: &DIALECT,
         url: url.to_owned(),
-        sqlite: Some(Arc::new(batches)),
-        inline_reads: Some(Arc::new(inline_reads)),
+        engine: Engine::Sqlite(Arc::new(SqliteEngine {
+            writer: batches,
+            reads: inline_reads,
+        })),
         batches: None,
         alive: Arc::default(),
         secrets: Arc::default(),
