@@ -56,6 +56,15 @@ impl Error {
     }
 }
 
+/// The domain's refusals, each with its stable code.
+impl From<drover_domain::Error> for Error {
+    fn from(e: drover_domain::Error) -> Self {
+        match e {
+            drover_domain::Error::Invalid(message) => Self::bad_request(message),
+        }
+    }
+}
+
 impl From<serde_json::Error> for Error {
     fn from(e: serde_json::Error) -> Self {
         Self::Corrupt(e.to_string())

@@ -5,15 +5,11 @@ pub mod admin;
 pub mod app;
 pub mod batch;
 pub mod billing;
-pub mod caps;
-pub mod clock;
 pub mod dispatch;
 pub mod error;
 pub mod github;
 pub mod http;
-pub mod ids;
 pub mod metrics;
-pub mod refs;
 pub mod retention;
 pub mod secrets;
 pub mod server;
@@ -21,4 +17,6 @@ pub mod service;
 pub mod store;
 pub mod tls;
 pub mod trim;
-pub mod wake;
+
+// The domain (no I/O) is its own crate; its modules keep their paths here.
+pub use drover_domain::{caps, clock, ids, refs, wake};

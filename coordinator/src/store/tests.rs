@@ -741,7 +741,7 @@ async fn a_lease_that_finds_nothing_locks_nothing_on_postgres() {
 /// PostgreSQL `drover_lease`. Each case has its own pools in one database.
 #[tokio::test]
 async fn every_lease_rule_holds_in_the_store() {
-    use super::leases::rules::{CASES, wake_text};
+    use drover_domain::lease::rules::{CASES, wake_text};
     use std::collections::HashMap;
 
     let f = fixture("rules").await;

@@ -11,12 +11,7 @@
 
 mod complete;
 mod expiry;
-mod plan;
-#[cfg(test)]
-mod plan_tests;
 mod read;
-#[cfg(test)]
-pub(super) mod rules;
 mod running;
 
 use std::collections::HashMap;
@@ -35,8 +30,9 @@ use std::sync::Arc;
 use crate::store::backend::OnEngine;
 use crate::store::backend::sqlite::SqliteEngine;
 use crate::wake::Wake;
+pub use drover_domain::lease::LeaseRequest;
+use drover_domain::lease::plan::{self, Pick, Planner};
 pub(crate) use expiry::release_leases_of_runner;
-use plan::{Pick, Planner};
 
 #[derive(Debug)]
 pub enum LeaseAttempt {
@@ -57,16 +53,6 @@ pub struct Completion {
     pub state: JobState,
     /// True when this lease had already completed the job; nothing changed.
     pub repeated: bool,
-}
-
-/// One runner's lease call, for a batch.
-#[derive(Debug, Clone)]
-pub struct LeaseRequest {
-    pub runner: RunnerId,
-    /// The runner's pool, as its credential says (a runner never moves).
-    pub runtime: RuntimeId,
-    pub now: i64,
-    pub ttl_ms: u64,
 }
 
 /// One complete call, for a batch.

@@ -5,11 +5,11 @@
 use std::collections::HashMap;
 
 use super::LeaseRequest;
-use super::plan::{LiveRunner, QueuedJob};
 use crate::error::{Error, Result};
 use crate::store::backend::sqlite_writer::{self, Cols};
 use crate::store::runners::capabilities;
 use crate::store::{Dialect, json_list, placeholders};
+use drover_domain::lease::plan::{LiveRunner, QueuedJob};
 
 /// What a lease batch reads before it plans.
 pub(super) struct LeaseReads {

@@ -25,13 +25,13 @@ pub fn valid(item: &str) -> bool {
 /// Validates, trims and sorts a list (deduplicated), naming `what` in errors.
 pub fn normalize(items: &[String], what: &str) -> Result<Vec<String>> {
     if items.len() > MAX_ITEMS {
-        return Err(Error::bad_request(format!("at most {MAX_ITEMS} {what}")));
+        return Err(Error::invalid(format!("at most {MAX_ITEMS} {what}")));
     }
     let mut out: Vec<String> = Vec::with_capacity(items.len());
     for item in items {
         let item = item.trim();
         if !valid(item) {
-            return Err(Error::bad_request(format!(
+            return Err(Error::invalid(format!(
                 "invalid {what} entry {item:?}: use name or key=value of [A-Za-z0-9._/-]"
             )));
         }

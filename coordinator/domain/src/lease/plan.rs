@@ -17,8 +17,9 @@
 //!
 //! SQLite plans here. PostgreSQL plans by the same rules inside the lease's
 //! one function call, `drover_lease` (migrations/postgres/0015_lease_quiet.sql):
-//! a change to the rules is made in both, and the dispatch and store tests,
-//! run on both backends, hold them to the same answers.
+//! a change to the rules is made in both, and the table in `rules.rs`, run
+//! against this function and against the store on each backend, holds them
+//! to the same answers.
 
 use std::collections::HashMap;
 
