@@ -4,7 +4,6 @@
 pub mod admin;
 pub mod app;
 pub mod batch;
-pub mod billing;
 pub mod dispatch;
 pub mod error;
 pub mod github;
@@ -19,4 +18,4 @@ pub mod tls;
 pub mod trim;
 
 // The domain (no I/O) is its own crate; its modules keep their paths here.
-pub use drover_domain::{caps, clock, ids, refs, wake};
+pub use drover_domain::{billing, caps, clock, ids, refs, wake};

@@ -2,7 +2,7 @@
 //! 0000-01, so that 2026-12 is 2026 × 12 + 11) that the database stores
 //! with each usage line and each workspace's running total.
 
-use drover_wire::text::{civil_from_days, days_from_civil};
+use crate::calendar::{civil_from_days, days_from_civil};
 
 /// A calendar month in UTC.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
