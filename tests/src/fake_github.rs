@@ -205,26 +205,13 @@ fn now_s() -> i64 {
 fn iso(t: i64) -> String {
     let days = t.div_euclid(86_400);
     let secs = t.rem_euclid(86_400);
-    let (y, m, d) = drover_wire_civil(days);
+    let (y, m, d) = drover_wire::text::civil_from_days(days);
     format!(
         "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
         secs / 3600,
         secs / 60 % 60,
         secs % 60
     )
-}
-
-/// Days since 1970-01-01 → (year, month, day) (Howard Hinnant's algorithm).
-fn drover_wire_civil(z: i64) -> (i64, u32, u32) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    (era * 400 + yoe + i64::from(m <= 2), m, d)
 }
 
 fn random_token(prefix: &str) -> String {

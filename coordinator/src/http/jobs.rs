@@ -40,7 +40,10 @@ pub(super) async fn submit(
 ) -> Result<Response> {
     let key = headers
         .get(IDEMPOTENCY_KEY)
-        .map(|v| jobs::header_key(v.as_bytes()))
+        .map(|v| {
+            v.to_str()
+                .map_err(|_| Error::bad_request("Idempotency-Key must be printable ASCII"))
+        })
         .transpose()?;
     // The answer carries the command or script whole: a large one takes a
     // turn (see `heavy`) before anything is written.

@@ -53,14 +53,6 @@ pub async fn submit(
     Ok(submitted)
 }
 
-/// An `Idempotency-Key` as a header gives it: printable ASCII.
-pub fn header_key(value: &[u8]) -> Result<&str> {
-    std::str::from_utf8(value)
-        .ok()
-        .filter(|v| v.bytes().all(|b| (b' '..=b'~').contains(&b)))
-        .ok_or_else(|| Error::bad_request("Idempotency-Key must be printable ASCII"))
-}
-
 /// Cancels a job (a queued one leaves the queue; a running one's runner is
 /// told), and answers it as it is now.
 pub async fn cancel(svc: &Services, member: &Member, id: &str) -> Result<crate::store::model::Job> {

@@ -115,9 +115,9 @@ impl Scope {
         }
     }
 
-    /// Who owns what this scope names, for a change: the workspace's are
-    /// its admins' to change.
-    pub fn write_owner(self, m: &Member) -> Result<Owner> {
+    /// Who owns what this scope names, for what only its owner may do
+    /// (change it, see its join tokens): the workspace's are its admins'.
+    pub fn admin_owner(self, m: &Member) -> Result<Owner> {
         if self == Self::Workspace {
             m.require_admin()?;
         }

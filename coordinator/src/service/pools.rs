@@ -13,7 +13,7 @@ pub async fn create(
     scope: Scope,
     req: wire::CreateRuntime,
 ) -> Result<wire::Runtime> {
-    let owner = scope.write_owner(m)?;
+    let owner = scope.admin_owner(m)?;
     let rt = svc
         .store
         .create_runtime(m, &owner, &req.name, svc.now())
@@ -36,7 +36,7 @@ pub async fn mint_join_token(
     pool: &str,
     req: wire::CreateJoinToken,
 ) -> Result<wire::JoinToken> {
-    let owner = scope.write_owner(m)?;
+    let owner = scope.admin_owner(m)?;
     let token = svc
         .store
         .create_join_token(m, &owner, pool, req.ttl_seconds, svc.now())
@@ -47,7 +47,7 @@ pub async fn mint_join_token(
 /// The join tokens of the scope's pools that have not expired (never the
 /// tokens themselves); the workspace's are for its admins.
 pub async fn join_tokens(svc: &Services, m: &Member, scope: Scope) -> Result<wire::JoinTokenList> {
-    let owner = scope.write_owner(m)?;
+    let owner = scope.admin_owner(m)?;
     let tokens = svc.store.list_join_tokens(m, &owner, svc.now()).await?;
     Ok(wire::JoinTokenList {
         join_tokens: dto::all(tokens),
@@ -55,6 +55,6 @@ pub async fn join_tokens(svc: &Services, m: &Member, scope: Scope) -> Result<wir
 }
 
 pub async fn revoke_join_token(svc: &Services, m: &Member, scope: Scope, id: &str) -> Result<()> {
-    let owner = scope.write_owner(m)?;
+    let owner = scope.admin_owner(m)?;
     svc.store.revoke_join_token(m, &owner, id, svc.now()).await
 }

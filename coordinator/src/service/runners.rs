@@ -16,7 +16,7 @@ pub async fn pair(
     scope: Scope,
     req: wire::PairRunner,
 ) -> Result<wire::PairedRunner> {
-    let owner = scope.write_owner(m)?;
+    let owner = scope.admin_owner(m)?;
     let paired = svc.store.pair_runner(m, &owner, &req, svc.now()).await?;
     Ok(paired.into())
 }
@@ -38,7 +38,7 @@ pub async fn revoke(
     scope: Scope,
     id: &str,
 ) -> Result<Option<wire::RevokedRunner>> {
-    let owner = scope.write_owner(m)?;
+    let owner = scope.admin_owner(m)?;
     let github = match owner {
         Owner::Workspace => svc.store.github_runner(&m.workspace_id, id).await?,
         Owner::Member(_) => None,
