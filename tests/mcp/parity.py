@@ -386,7 +386,8 @@ async def main():
         # Idempotency-Key: the same key answers the same job, over either
         # surface, and queues one.
         key = "mcp-" + uid()
-        job = {"runtime": "self:ws", "command": ["true"]}
+        # Never runnable: it adds no usage while the reports are compared.
+        job = {"runtime": "self:ws", "command": ["true"], "requires": ["parity-nobody"]}
         ok1, first = await mcp.call("admin", "submit_job", dict(job, idempotencyKey=key))
         ok2, again = await mcp.call("admin", "submit_job", dict(job, idempotencyKey=key))
         req = urllib.request.Request(URL + "/v1/jobs", data=json.dumps(job).encode(), method="POST",
@@ -400,7 +401,19 @@ async def main():
         ok, other = await mcp.call("admin", "submit_job", dict(job, command=["false"], idempotencyKey=key))
         if ok or code_of(other) != "CONFLICT":
             fail(f"submit_job: a key reused with another body: {other}")
-        # CSV, as REST gives it with `Accept: text/csv`.
+        # CSV, as REST gives it with `Accept: text/csv`: once every job that
+        # can run has finished, so the usage holds still between the two reads.
+        deadline = time.monotonic() + 30
+        while True:
+            live = [j for st in ("queued", "leased", "running")
+                    for j in rest("admin", "get", "/v1/jobs", query={"state": st, "limit": 1000})[1]["jobs"]
+                    if "parity-nobody" not in j["requires"]]
+            if not live:
+                break
+            if time.monotonic() > deadline:
+                fail(f"{len(live)} jobs still running after 30 s")
+                break
+            await asyncio.sleep(0.05)
         for tool, path in [("get_usage_report", "/v1/workspace/billing/usage"), ("get_my_usage_report", "/v1/me/usage")]:
             ok, m = await mcp.call("admin", tool, {"by": "member", "format": "csv"})
             req = urllib.request.Request(URL + path + "?by=member",
