@@ -22,7 +22,7 @@ pub async fn bootstrap(
         .bootstrap_workspace(workspace, email, SystemClock.now_ms())
         .await;
     store.close().await;
-    result.map(credential)
+    Ok(credential(result?))
 }
 
 /// Adds a member to a workspace.
@@ -37,7 +37,7 @@ pub async fn add_member(
         .add_member(workspace, email, role, SystemClock.now_ms())
         .await;
     store.close().await;
-    result.map(credential)
+    Ok(credential(result?))
 }
 
 /// Re-seals every stored job env with the current key. Returns the key's

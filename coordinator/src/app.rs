@@ -108,6 +108,7 @@ pub struct Application {
 impl Application {
     pub async fn build(config: Config) -> anyhow::Result<Self> {
         use anyhow::Context as _;
+        crate::metrics::install();
         // The URL may hold a password: name only its scheme.
         let store = Store::open(&config.database_url, config.durability)
             .await

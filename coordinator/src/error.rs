@@ -1,8 +1,13 @@
-//! The coordinator's one error type. `Api` errors carry a stable code and a
-//! message safe to show the caller; everything else is internal, logged and
-//! answered as a bare 500 (see `http::error`).
+//! The API's error: what the services and the HTTP layer answer with.
+//! `Api` errors carry a stable code and a message safe to show the caller;
+//! everything else is internal, logged and answered as a bare 500 (see
+//! `http::error`). The domain's and the store's refusals become codes here,
+//! by kind ([`code_of`]), and nowhere else.
 
+use drover_domain::error::Kind;
 use drover_wire::ErrorCode;
+
+use crate::store;
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -56,11 +61,52 @@ impl Error {
     }
 }
 
+/// The stable code of each kind of refusal.
+pub fn code_of(kind: Kind) -> ErrorCode {
+    match kind {
+        Kind::Invalid => ErrorCode::BadRequest,
+        Kind::InvalidRef => ErrorCode::InvalidRef,
+        Kind::NotFound => ErrorCode::NotFound,
+        Kind::Conflict => ErrorCode::Conflict,
+        Kind::Unauthorized => ErrorCode::Unauthorized,
+        Kind::Forbidden => ErrorCode::Forbidden,
+        Kind::LeaseLost => ErrorCode::LeaseLost,
+        Kind::LeaseLimit => ErrorCode::LeaseLimit,
+        Kind::StateUsed => ErrorCode::StateUsed,
+        Kind::StateExpired => ErrorCode::StateExpired,
+        Kind::PairingCodeUsed => ErrorCode::PairingCodeUsed,
+        Kind::PairingCodeExpired => ErrorCode::PairingCodeExpired,
+        Kind::Overloaded => ErrorCode::Overloaded,
+        Kind::NoRunners => ErrorCode::NoRunners,
+        Kind::LastAdmin => ErrorCode::LastAdmin,
+        Kind::CiNotAllowed => ErrorCode::CiNotAllowed,
+        Kind::CapabilityMismatch => ErrorCode::CapabilityMismatch,
+        Kind::BudgetExceeded => ErrorCode::BudgetExceeded,
+    }
+}
+
 /// The domain's refusals, each with its stable code.
 impl From<drover_domain::Error> for Error {
     fn from(e: drover_domain::Error) -> Self {
+        Self::api(code_of(e.kind), e.message)
+    }
+}
+
+impl From<store::error::Error> for Error {
+    fn from(e: store::error::Error) -> Self {
+        use store::error::Error as E;
         match e {
-            drover_domain::Error::Invalid(message) => Self::bad_request(message),
+            E::Refused(refusal) => refusal.into(),
+            E::Db(e) => Self::Db(e),
+            E::Sqlite(e) => Self::Sqlite(e),
+            E::Migrate(e) => Self::Migrate(e),
+            E::Corrupt(what) => Self::Corrupt(what),
+            E::Internal(what) => Self::Internal(what),
+            E::Ambiguous => Self::api(
+                ErrorCode::Internal,
+                "the write failed and may or may not have happened; \
+                 retry (a submit with the same Idempotency-Key)",
+            ),
         }
     }
 }

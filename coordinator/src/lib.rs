@@ -3,7 +3,6 @@
 
 pub mod admin;
 pub mod app;
-pub mod batch;
 pub mod dispatch;
 pub mod error;
 pub mod github;

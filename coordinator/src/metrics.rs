@@ -20,6 +20,7 @@
 use std::sync::LazyLock;
 use std::time::Duration;
 
+use crate::store::{self, PoolReading};
 use prometheus::{
     Encoder as _, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge,
     IntGaugeVec, Opts, Registry, TextEncoder,
@@ -60,6 +61,21 @@ pub struct Metrics {
 pub fn get() -> &'static Metrics {
     static METRICS: LazyLock<Metrics> = LazyLock::new(Metrics::new);
     &METRICS
+}
+
+/// Makes these metrics the store's observer (batches written, signals sent).
+pub fn install() {
+    store::observe::set(get());
+}
+
+impl store::observe::Observer for Metrics {
+    fn batch_written(&self, kind: &str, size: usize, took: Duration) {
+        self.batch(kind).written(size, took);
+    }
+
+    fn signal_sent(&self) {
+        self.signals_sent.inc();
+    }
 }
 
 fn histogram(name: &str, help: &str, buckets: &[f64]) -> Histogram {
@@ -235,16 +251,6 @@ impl Metrics {
         }
         String::from_utf8(out).unwrap_or_default()
     }
-}
-
-/// What one pool looks like now.
-#[derive(Debug, Clone, PartialEq)]
-pub struct PoolReading {
-    pub pool: String,
-    pub queued: i64,
-    /// Milliseconds since the oldest queued job was submitted.
-    pub oldest_age_ms: Option<i64>,
-    pub runners_online: i64,
 }
 
 /// At most [`MAX_POOL_SERIES`] pools: those with the most queued, then the

@@ -55,6 +55,13 @@ impl std::fmt::Display for Month {
     }
 }
 
+/// Runner-milliseconds as runner-minutes, to a tenth (`1.5`), as the
+/// budget's messages and the CLI show them.
+pub fn runner_minutes(ms: u64) -> String {
+    let tenths = (ms + 3_000) / 6_000;
+    format!("{}.{}", tenths / 10, tenths % 10)
+}
+
 #[cfg(test)]
 mod tests {
     use super::Month;

@@ -36,7 +36,7 @@ pub use target::Target;
 use target::TokenScope;
 
 /// The host name of github.com, and the default of every `host` field.
-pub const GITHUB_COM: &str = "github.com";
+pub use drover_domain::model::GITHUB_COM;
 
 /// GitHub's REST API version this coordinator speaks.
 const API_VERSION: &str = "2022-11-28";

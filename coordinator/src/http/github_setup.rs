@@ -202,4 +202,5 @@ async fn link_as(
             now,
         )
         .await
+        .map_err(Into::into)
 }

@@ -64,7 +64,8 @@ async fn redeem(
     let redeemed = st
         .store
         .redeem_pairing_code(&code, &req.device_name, st.now())
-        .await;
+        .await
+        .map_err(Error::from);
     let wrong_code = matches!(
         &redeemed,
         Err(Error::Api { code, .. }) if matches!(

@@ -38,7 +38,14 @@ async fn join(
 ) -> Result<impl IntoResponse> {
     let (runner, token) = st
         .store
-        .join_runner(&runtime, &join_token, &req, st.now())
+        .join_runner(
+            &runtime,
+            &join_token,
+            &req.reference,
+            &req.name,
+            &req.capabilities,
+            st.now(),
+        )
         .await?;
     let joined = wire::JoinedRunner {
         runner_id: runner.to_string(),
@@ -300,7 +307,14 @@ async fn logs(
 ) -> Result<StatusCode> {
     let job = st
         .store
-        .append_log(&r.runner_id, &lease, &chunk, st.now())
+        .append_log(
+            &r.runner_id,
+            &lease,
+            chunk.seq,
+            chunk.stream,
+            &chunk.data,
+            st.now(),
+        )
         .await?;
     st.announce(vec![Signal::Job {
         job: job.to_string(),
@@ -317,7 +331,7 @@ async fn complete(
     let started = std::time::Instant::now();
     let completion = st
         .store
-        .complete(&r.runner_id, &lease, &done, st.now())
+        .complete(&r.runner_id, &lease, &(&done).into(), st.now())
         .await?;
     metrics::get()
         .complete

@@ -208,7 +208,7 @@ pub async fn remove(
 ) -> Result<()> {
     m.require_admin()?;
     let (host, repo) = named(st, owner, repo, &q)?;
-    st.store.remove_ci_link(m, &host, &repo, st.now()).await
+    Ok(st.store.remove_ci_link(m, &host, &repo, st.now()).await?)
 }
 
 /// The workflow file (YAML) that runs a linked repository's jobs here.

@@ -12,6 +12,7 @@ use super::Services;
 use crate::error::{Error, Result};
 use crate::github::script::{self, Install};
 use crate::github::{GITHUB_COM, GithubApp, Removal, Target, names};
+use crate::store::model::NewRunner;
 use crate::store::{GithubRunnerRow, Member};
 
 /// Tries to remove the GitHub runner of a revoked workspace runner; what it
@@ -306,9 +307,9 @@ pub async fn install_runner(
         .pair_runner(
             m,
             &crate::store::Owner::Workspace,
-            &wire::PairRunner {
+            &NewRunner {
                 name: Some(drover_name),
-                runtime: req.pool.clone(),
+                pool: req.pool.clone(),
                 labels: vec!["github-actions".into()],
             },
             st.now(),

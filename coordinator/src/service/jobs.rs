@@ -25,7 +25,7 @@ pub async fn submit(
 ) -> Result<Submitted> {
     let key = key.map(|k| IdempotencyKey::new(k, &req)).transpose()?;
     let started = std::time::Instant::now();
-    let job = NewJob::validate(req)?;
+    let job = NewJob::validate(req.into())?;
     let placement = svc
         .store
         .place(member, &job.parsed_ref, &job.requires)
@@ -64,7 +64,7 @@ pub async fn cancel(svc: &Services, member: &Member, id: &str) -> Result<crate::
         CancelOutcome::Dequeued | CancelOutcome::AlreadyCancelled => {}
     }
     svc.announce(signals);
-    svc.store.get_job(member, id).await
+    Ok(svc.store.get_job(member, id).await?)
 }
 
 /// Largest page of a job list, in bytes: a page ends before a job that

@@ -27,5 +27,5 @@ pub async fn tokens(svc: &Services, m: &Member) -> Result<wire::ApiTokenList> {
 }
 
 pub async fn revoke_token(svc: &Services, m: &Member, id: &str) -> Result<()> {
-    svc.store.revoke_member_token(m, id, svc.now()).await
+    Ok(svc.store.revoke_member_token(m, id, svc.now()).await?)
 }

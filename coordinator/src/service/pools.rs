@@ -56,5 +56,8 @@ pub async fn join_tokens(svc: &Services, m: &Member, scope: Scope) -> Result<wir
 
 pub async fn revoke_join_token(svc: &Services, m: &Member, scope: Scope, id: &str) -> Result<()> {
     let owner = scope.admin_owner(m)?;
-    svc.store.revoke_join_token(m, &owner, id, svc.now()).await
+    Ok(svc
+        .store
+        .revoke_join_token(m, &owner, id, svc.now())
+        .await?)
 }

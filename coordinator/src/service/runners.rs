@@ -17,7 +17,10 @@ pub async fn pair(
     req: wire::PairRunner,
 ) -> Result<wire::PairedRunner> {
     let owner = scope.admin_owner(m)?;
-    let paired = svc.store.pair_runner(m, &owner, &req, svc.now()).await?;
+    let paired = svc
+        .store
+        .pair_runner(m, &owner, &req.into(), svc.now())
+        .await?;
     Ok(paired.into())
 }
 

@@ -5,46 +5,14 @@
 //! Targets are ids and details are names, roles and limits: no token, code
 //! or job env value is ever passed here.
 
-use drover_wire::AUDIT_ACTIONS;
+use drover_domain::model::AUDIT_ACTIONS;
 use serde_json::Value;
 use sqlx::Row;
 
 use super::Store;
-use super::identity::Member;
 use super::model::AuditEvent;
-use crate::error::{Error, Result};
-
-/// Which surface a request came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Surface {
-    #[default]
-    Rest,
-    Cli,
-    Desktop,
-    Mcp,
-}
-
-impl Surface {
-    /// What a client may claim in its `drover-surface` header (MCP is
-    /// set by the coordinator's MCP server, never claimed).
-    pub fn from_header(s: &str) -> Option<Self> {
-        match s {
-            "rest" => Some(Self::Rest),
-            "cli" => Some(Self::Cli),
-            "desktop" => Some(Self::Desktop),
-            _ => None,
-        }
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Rest => "rest",
-            Self::Cli => "cli",
-            Self::Desktop => "desktop",
-            Self::Mcp => "mcp",
-        }
-    }
-}
+use crate::store::error::{Error, Result};
+use drover_domain::member::{Member, Surface};
 
 /// Who acted, when it was not a signed-in member.
 pub(super) enum Actor<'a> {

@@ -10,7 +10,7 @@ use super::audit::{Actor, record};
 use super::model::{Usage, UsageLine};
 use super::{Member, Store};
 use crate::billing::Month;
-use crate::error::{Error, Result};
+use crate::store::error::{Error, Result};
 
 /// What a usage report adds up by.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

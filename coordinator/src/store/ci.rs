@@ -9,10 +9,10 @@ use sqlx::Row;
 
 use super::Store;
 use super::audit::{Actor, record};
-use super::identity::Member;
 use super::{Role, Surface};
-use crate::error::{Error, Result};
 use crate::ids::{MemberId, WorkspaceId};
+use crate::store::error::{Error, Result};
+use drover_domain::member::Member;
 
 /// A repository linked to a workspace for CI.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -124,7 +124,7 @@ fn link_of(row: &sqlx::any::AnyRow) -> Result<CiLink> {
 
 /// The CI principal's member id for `repository` on `host`.
 pub fn ci_member_id(host: &str, repository: &str) -> String {
-    if host == crate::github::GITHUB_COM {
+    if host == drover_domain::model::GITHUB_COM {
         format!("ci:{repository}")
     } else {
         format!("ci:{host}/{repository}")

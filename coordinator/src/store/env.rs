@@ -4,12 +4,12 @@
 
 use std::sync::Arc;
 
-use drover_wire::Env;
+use drover_domain::env::Env;
 use serde::Deserialize;
 
 use super::Store;
-use crate::error::{Error, Result};
 use crate::secrets::{self, KeyRing};
+use crate::store::error::{Error, Result};
 
 /// Rows read per round by the start-up and rotation scans.
 const PAGE: i64 = 256;

@@ -2,15 +2,16 @@
 //! states of install links, and the GitHub runners registered beside
 //! workspace runners. No GitHub token is stored here.
 
-use drover_wire::ErrorCode;
+use crate::store::error::Kind;
 use serde_json::json;
 use sqlx::Row;
 
 use super::Store;
 use super::audit::{Actor, record};
-use super::identity::{Member, member_of};
-use crate::error::{Error, Result};
+use super::identity::member_of;
 use crate::ids::{Secret, TokenKind, WorkspaceId};
+use crate::store::error::{Error, Result};
+use drover_domain::member::Member;
 
 /// How long an install link's `state` works.
 pub const LINK_STATE_TTL_MS: i64 = 10 * 60 * 1000;
@@ -127,14 +128,14 @@ impl Store {
         .await?
         .ok_or_else(unknown)?;
         if row.try_get::<Option<i64>, _>("used_at")?.is_some() {
-            return Err(Error::api(
-                ErrorCode::StateUsed,
+            return Err(Error::refused(
+                Kind::StateUsed,
                 "this install link was already used; ask for a new one",
             ));
         }
         if row.try_get::<i64, _>("expires_at")? < now {
-            return Err(Error::api(
-                ErrorCode::StateExpired,
+            return Err(Error::refused(
+                Kind::StateExpired,
                 "this install link is older than its ten minutes; ask for a new one",
             ));
         }
@@ -146,8 +147,8 @@ impl Store {
         .execute(&mut *tx)
         .await?;
         if done.rows_affected() == 0 {
-            return Err(Error::api(
-                ErrorCode::StateUsed,
+            return Err(Error::refused(
+                Kind::StateUsed,
                 "this install link was already used; ask for a new one",
             ));
         }
@@ -156,8 +157,8 @@ impl Store {
         let member = member_of(&row)?;
         tx.commit().await?;
         if removed {
-            return Err(Error::api(
-                ErrorCode::Forbidden,
+            return Err(Error::refused(
+                Kind::Forbidden,
                 "the admin who made this install link was removed",
             ));
         }
@@ -267,7 +268,7 @@ impl Store {
             .filter(|i| i.account.to_ascii_lowercase() == owner)
             .filter(|i| host.is_none_or(|h| i.host == h))
             .collect();
-        found.sort_by_key(|i| (i.host != crate::github::GITHUB_COM, i.linked_at));
+        found.sort_by_key(|i| (i.host != drover_domain::model::GITHUB_COM, i.linked_at));
         Ok(found.into_iter().next())
     }
 

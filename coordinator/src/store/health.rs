@@ -6,9 +6,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::Store;
 use super::backend::sqlite::with_param;
-use super::pools::ONLINE_WINDOW_MS;
-use crate::error::Result;
-use crate::metrics::PoolReading;
+use crate::store::error::Result;
+use drover_domain::model::ONLINE_WINDOW_MS;
 
 /// Why the store is not ready to serve (safe to show anyone: versions only).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -18,6 +17,16 @@ pub enum NotReady {
     /// Migrations applied to the database that this build does not know (a
     /// newer coordinator migrated it).
     Unknown(Vec<i64>),
+}
+
+/// What one pool looks like now.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PoolReading {
+    pub pool: String,
+    pub queued: i64,
+    /// Milliseconds since the oldest queued job was submitted.
+    pub oldest_age_ms: Option<i64>,
+    pub runners_online: i64,
 }
 
 impl std::fmt::Display for NotReady {

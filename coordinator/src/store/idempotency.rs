@@ -10,11 +10,12 @@
 
 use std::collections::HashMap;
 
-use drover_wire as wire;
 use sha2::{Digest, Sha256};
 
+use drover_domain::submit::Stored;
+
 use super::placeholders;
-use crate::error::{Error, Result};
+use crate::store::error::{Error, Result};
 
 /// How long a key names its job.
 pub const KEY_TTL_MS: i64 = 24 * 3600 * 1000;
@@ -43,7 +44,7 @@ fn sha256_hex(parts: &[&[u8]]) -> String {
 impl IdempotencyKey {
     /// `key`: 1..=255 printable ASCII characters. `request`: the body, as
     /// parsed (so spacing and field order do not make it a different one).
-    pub fn new(key: &str, request: &wire::SubmitJob) -> Result<Self> {
+    pub fn new(key: &str, request: &impl serde::Serialize) -> Result<Self> {
         if key.is_empty()
             || key.len() > MAX_KEY_LEN
             || !key.bytes().all(|b| (b' '..=b'~').contains(&b))
@@ -66,12 +67,6 @@ pub(super) fn in_flight() -> String {
     "another request with this Idempotency-Key was being submitted at the same moment; \
      retry it to get its job"
         .into()
-}
-
-/// A key already stored: its request's hash and its job.
-pub(super) struct Stored {
-    pub request_hash: String,
-    pub job_id: String,
 }
 
 /// The keys stored since `$1` among `n` key hashes (from `$2`).
@@ -157,6 +152,7 @@ pub(super) fn bind<'q>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use drover_wire as wire;
 
     fn job(script: &str) -> wire::SubmitJob {
         wire::SubmitJob {
@@ -173,7 +169,11 @@ mod tests {
         assert!(IdempotencyKey::new(&"k".repeat(MAX_KEY_LEN), &job("true")).is_ok());
         for bad in ["", "tab\there", "é", "nul\0"] {
             let e = IdempotencyKey::new(bad, &job("true")).unwrap_err();
-            assert_eq!(e.code(), wire::ErrorCode::BadRequest, "{bad:?}");
+            assert_eq!(
+                e.kind(),
+                Some(crate::store::error::Kind::Invalid),
+                "{bad:?}"
+            );
         }
         assert!(IdempotencyKey::new(&"k".repeat(MAX_KEY_LEN + 1), &job("true")).is_err());
     }

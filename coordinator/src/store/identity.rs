@@ -1,96 +1,17 @@
 //! Workspaces, members and bearer credentials.
 
-use drover_wire::ErrorCode;
 use sqlx::Row;
 
-use super::audit::Surface;
 use super::sqlite_writer::Cols;
 use super::{Store, on_unique};
-use crate::error::{Error, Result};
 use crate::ids::{
     JobId, JoinTokenId, LeaseId, MemberId, REPLICA_PREFIX, RunnerId, RuntimeId, Secret, TokenId,
     TokenKind, WorkspaceId,
 };
 use crate::refs::{DEFAULT_POOL, valid_segment};
 use crate::store::backend::FromCols;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Role {
-    Admin,
-    Member,
-}
-
-impl Role {
-    pub fn parse(s: &str) -> Option<Self> {
-        match s {
-            "admin" => Some(Self::Admin),
-            "member" => Some(Self::Member),
-            _ => None,
-        }
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Admin => "admin",
-            Self::Member => "member",
-        }
-    }
-}
-
-/// A signed-in member of one workspace.
-#[derive(Debug, Clone)]
-pub struct Member {
-    pub id: MemberId,
-    pub email: String,
-    pub role: Role,
-    pub workspace_id: WorkspaceId,
-    pub workspace_name: String,
-    /// The API token this member signed in with, if it has an id.
-    pub token_id: Option<TokenId>,
-    /// Where this request came from (the audit log names it).
-    pub surface: Surface,
-    /// A CI principal (a linked repository's GitHub Actions OIDC token):
-    /// it may submit jobs to the workspace's pools only, and sees (reads,
-    /// follows, cancels) only the jobs its repository submitted.
-    pub ci: bool,
-}
-
-impl Member {
-    /// `settings:write`: managing workspace pools and runners.
-    pub fn require_admin(&self) -> Result<()> {
-        if self.role == Role::Admin {
-            Ok(())
-        } else {
-            Err(Error::api(
-                ErrorCode::Forbidden,
-                "this needs the workspace admin role (settings:write)",
-            ))
-        }
-    }
-}
-
-/// A runner credential: can only lease from its own pool.
-#[derive(Debug, Clone)]
-pub struct RunnerAuth {
-    pub runner_id: RunnerId,
-    pub runtime_id: RuntimeId,
-    /// Labels and detected capabilities, as of authentication.
-    pub capabilities: Vec<String>,
-    /// Leases (and lease long-polls) it may have at once, as of its last hello.
-    pub slots: u32,
-}
-
-#[derive(Debug, Clone)]
-pub enum Principal {
-    Member(Member),
-    Runner(RunnerAuth),
-    /// A pool's join token: can only exchange itself for a runner credential.
-    Join {
-        runtime_id: RuntimeId,
-        /// The token's id, so a join counts its use (and finds it revoked).
-        token_id: JoinTokenId,
-    },
-}
+use crate::store::error::{Error, Result};
+use drover_domain::member::{Member, Principal, Role, RunnerAuth, Surface};
 
 pub(super) fn valid_email(email: &str) -> bool {
     email.len() <= 254
@@ -337,7 +258,7 @@ fn token_runner(row: &impl Cols) -> Result<Principal> {
     Ok(Principal::Runner(RunnerAuth {
         runner_id: RunnerId::from_db(row.col(0)?),
         runtime_id: RuntimeId::from_db(row.col(1)?),
-        capabilities: super::runners::capabilities(&row.col::<String>(2)?, &row.col::<String>(3)?)?,
+        capabilities: super::capabilities(&row.col::<String>(2)?, &row.col::<String>(3)?)?,
         slots: u32::try_from(row.col::<i64>(4)?).unwrap_or(1),
     }))
 }

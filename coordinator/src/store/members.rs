@@ -5,17 +5,18 @@
 
 use std::collections::HashMap;
 
-use drover_wire::ErrorCode;
+use crate::store::error::Kind;
 use serde_json::json;
 use sqlx::{AnyConnection, Row};
 
 use super::Store;
 use super::audit::{Actor, record};
-use super::identity::{Member, Role, valid_email};
+use super::identity::valid_email;
 use super::model::{ApiToken, MemberInfo, PairingCode, Removed};
 use super::pairing::{Purpose, insert_code};
-use crate::error::{Error, Result};
 use crate::ids::{JobId, LeaseId, MemberId, RunnerId, TokenId};
+use crate::store::error::{Error, Result};
+use drover_domain::member::{Member, Role};
 
 const MEMBER_COLUMNS: &str = "id, email, role, joined_at, created_at";
 
@@ -110,8 +111,8 @@ impl Store {
         .fetch_one(tx)
         .await?;
         if admins <= 1 {
-            return Err(Error::api(
-                ErrorCode::LastAdmin,
+            return Err(Error::refused(
+                Kind::LastAdmin,
                 format!(
                     "{} is the workspace's last admin and cannot be {change}; make another member admin first",
                     target.email

@@ -18,17 +18,20 @@
 
 mod audit;
 mod backend;
+mod batch;
 mod billing;
 mod ci;
 mod env;
+pub mod error;
 mod github;
 mod health;
 mod idempotency;
 mod identity;
+mod job_row;
 mod jobs;
 mod leases;
 mod members;
-pub mod model;
+pub mod observe;
 mod pairing;
 mod pools;
 mod preview;
@@ -46,24 +49,27 @@ use std::sync::atomic::{AtomicBool, AtomicI64};
 
 use sqlx::AnyPool;
 
-use crate::batch::{BatchError, BatchFn, Batcher};
-use crate::error::{Error, Result};
+use batch::{BatchError, BatchFn, Batcher};
+use error::{Error, Result};
 use leases::{CompleteRequest, LeaseRequest};
 use submit::SubmitRequest;
 
-pub use audit::{AuditQuery, MAX_AUDIT_PAGE, Surface};
+pub use audit::{AuditQuery, MAX_AUDIT_PAGE};
 pub use backend::signals::Envelope;
 use backend::{postgres, sqlite, sqlite_writer};
 pub use backend::{signals, sqlite_backup};
 pub use billing::{UsageBy, UsageOf};
 pub use ci::{CiLink, CiLinkSpec, CiLookup, CiPolicy, ci_member_id};
+pub use drover_domain::job::{JobSpec, NewJob};
+pub use drover_domain::member::{Member, Principal, Role, RunnerAuth, Surface};
+pub use drover_domain::model;
+pub use drover_domain::model::Owner;
 pub use github::{GithubRunnerRow, Installation, LINK_STATE_TTL_MS, LinkState};
-pub use health::NotReady;
+pub use health::{NotReady, PoolReading};
 pub use idempotency::IdempotencyKey;
-pub use identity::{Member, Principal, Role, RunnerAuth};
-pub use jobs::{CancelOutcome, JobSpec, NewJob};
+pub use jobs::CancelOutcome;
 pub use leases::{Completion, LeaseAttempt};
-pub use pools::{Owner, Placement};
+pub use pools::Placement;
 pub use preview::{JobPage, ListedJob};
 pub use retention::Purged;
 pub use runners::RunnerScope;
@@ -267,6 +273,15 @@ pub(super) fn only_result<T>(mut results: Vec<Result<T>>) -> Result<T> {
     results
         .pop()
         .unwrap_or(Err(Error::Internal("a batch of one gave no result")))
+}
+
+/// Capabilities = labels set at pairing ∪ what the runner detected.
+pub(super) fn capabilities(labels: &str, detected: &str) -> Result<Vec<String>> {
+    let mut all = json_list(labels)?;
+    all.extend(json_list(detected)?);
+    all.sort();
+    all.dedup();
+    Ok(all)
 }
 
 fn json_list(s: &str) -> Result<Vec<String>> {

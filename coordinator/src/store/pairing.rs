@@ -1,16 +1,17 @@
 //! Pairing a device: one-time codes redeemed for a member API token, and
 //! the member's tokens, listed and revoked one by one.
 
-use drover_wire::ErrorCode;
+use crate::store::error::Kind;
 use serde_json::json;
 use sqlx::Row;
 
 use super::Store;
 use super::audit::{Actor, record};
-use super::identity::{Member, insert_member_token, member_of};
+use super::identity::{insert_member_token, member_of};
 use super::model::{ApiToken, DeviceToken, PairingCode};
-use crate::error::{Error, Result};
 use crate::ids::{MemberId, Secret, TokenId, TokenKind};
+use crate::store::error::{Error, Result};
+use drover_domain::member::Member;
 
 /// How long a pairing code works.
 pub const PAIRING_CODE_TTL_MS: i64 = 10 * 60 * 1000;
@@ -102,12 +103,12 @@ impl Store {
                     .await?;
             return Err(match used {
                 None => unknown_code(),
-                Some(Some(_)) => Error::api(
-                    ErrorCode::PairingCodeUsed,
+                Some(Some(_)) => Error::refused(
+                    Kind::PairingCodeUsed,
                     "this pairing code was already used; ask for a new one",
                 ),
-                Some(None) => Error::api(
-                    ErrorCode::PairingCodeExpired,
+                Some(None) => Error::refused(
+                    Kind::PairingCodeExpired,
                     "this pairing code has expired; ask for a new one",
                 ),
             });

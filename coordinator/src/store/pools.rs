@@ -1,41 +1,25 @@
 //! Runtimes (pools), join tokens, and placement: turning a parsed
 //! ref into a pool (and maybe a pinned runner) for the caller's tenant.
 
-use drover_wire::ErrorCode;
+use crate::store::error::Kind;
 use serde_json::json;
 use sqlx::{AnyConnection, FromRow};
 
 use super::audit::{Actor, record};
+use super::capabilities;
 use super::identity::insert_join_token;
 use super::model::{JoinToken, ListedJoinToken, Runtime};
-use super::runners::{RUNNER_COLUMNS, RunnerRow, capabilities};
+use super::runners::{RUNNER_COLUMNS, RunnerRow};
 use super::{Member, Store, on_unique};
 use crate::caps;
-use crate::error::{Error, Result};
 use crate::ids::{JoinTokenId, MemberId, RunnerId, RuntimeId, Secret, TokenKind};
 use crate::refs::{DEFAULT_POOL, RuntimeRef, valid_segment};
+use crate::store::error::{Error, Result};
+use drover_domain::model::{Owner, owner_label};
 
-/// A runner is online if it has talked to the coordinator this recently.
-pub const ONLINE_WINDOW_MS: i64 = 40_000;
 /// A join token's longest lifetime (30 days) and its default (one day).
 pub const MAX_JOIN_TTL_S: u64 = 30 * 24 * 3600;
 pub const DEFAULT_JOIN_TTL_S: u64 = 24 * 3600;
-
-/// Who owns a pool, seen from inside the caller's workspace.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Owner {
-    Member(MemberId),
-    Workspace,
-}
-
-impl Owner {
-    pub(super) fn member_id(&self) -> Option<&str> {
-        match self {
-            Self::Member(id) => Some(id.as_str()),
-            Self::Workspace => None,
-        }
-    }
-}
 
 /// Where a submitted job goes.
 #[derive(Debug, Clone)]
@@ -71,14 +55,6 @@ struct JoinTokenRow {
 
 const RUNTIME_COLUMNS: &str = "rt.id, rt.name, rt.owner_member_id, rt.created_at,
     (SELECT COUNT(*) FROM runners r WHERE r.runtime_id = rt.id AND r.revoked_at IS NULL) AS runners";
-
-/// `user:<subject>` or `ws:<workspace>`.
-pub(super) fn owner_label(member: &Member, owner_member_id: Option<&str>) -> String {
-    match owner_member_id {
-        Some(id) => format!("user:{id}"),
-        None => format!("ws:{}", member.workspace_name),
-    }
-}
 
 fn runtime_of(member: &Member, row: RuntimeRow) -> Runtime {
     let reference = match &row.owner_member_id {
@@ -354,8 +330,8 @@ impl Store {
                 Err(_) => false,
             };
             if !same {
-                return Err(Error::api(
-                    ErrorCode::CiNotAllowed,
+                return Err(Error::refused(
+                    Kind::CiNotAllowed,
                     format!(
                         "this repository's CI link sends its jobs to {allowed}; an admin changes that with `drover ci link … --runtime`"
                     ),
@@ -373,8 +349,8 @@ impl Store {
     ) -> Result<Placement> {
         let (owner, target) = match reference {
             RuntimeRef::Personal { .. } if member.ci => {
-                return Err(Error::api(
-                    ErrorCode::Forbidden,
+                return Err(Error::refused(
+                    Kind::Forbidden,
                     "a CI principal may target only the workspace's pools (self:ws…), never a personal pool",
                 ));
             }
@@ -414,8 +390,8 @@ impl Store {
                 })?;
             let have = capabilities(&row.labels, &row.detected)?;
             if !caps::satisfies(&have, requires) {
-                return Err(Error::api(
-                    ErrorCode::CapabilityMismatch,
+                return Err(Error::refused(
+                    Kind::CapabilityMismatch,
                     format!(
                         "runner {target} lacks required capabilities {requires:?} (it has {have:?})"
                     ),
@@ -441,8 +417,8 @@ impl Store {
         let (pool_id, has_runners) =
             pool.ok_or_else(|| Error::not_found(format!("no runtime {target:?} in this scope")))?;
         if has_runners == 0 {
-            return Err(Error::api(
-                ErrorCode::NoRunners,
+            return Err(Error::refused(
+                Kind::NoRunners,
                 format!(
                     "runtime {target:?} has no runner; pair or join one first (jobs never fall back to another pool)"
                 ),

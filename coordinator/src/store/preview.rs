@@ -9,9 +9,10 @@ use serde::{Deserialize, Serialize};
 
 use sqlx::FromRow;
 
-use super::jobs::{JobRow, JobSpec};
+use super::job_row::JobRow;
 use super::model::Job;
-use crate::error::{Error, Result};
+use crate::store::error::{Error, Result};
+use drover_domain::job::JobSpec;
 
 /// Characters (and bytes: a spec of more bytes gets a summary) of a stored
 /// spec that a list reads.

@@ -21,7 +21,7 @@
 use super::idempotency::KEY_TTL_MS;
 use super::pairing::PAIRING_CODE_GRACE_MS;
 use super::{Store, placeholders};
-use crate::error::Result;
+use crate::store::error::Result;
 
 /// What one batch deleted.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -2,7 +2,8 @@
 
 use std::collections::HashMap;
 
-use drover_wire::{self as wire, ErrorCode};
+use crate::store::error::Kind;
+use drover_domain::model::{MAX_SLOTS, NewRunner};
 use sqlx::{AnyConnection, FromRow};
 
 use serde_json::json;
@@ -11,13 +12,13 @@ use super::audit::{Actor, record};
 use super::identity::insert_token;
 use super::leases::release_leases_of_runner;
 use super::model::{PairedRunner, Runner};
-use super::pools::{ONLINE_WINDOW_MS, Owner, owner_label};
-use super::{Member, Store, json_list, to_json};
+use super::{Member, Store, capabilities, to_json};
 use crate::caps;
-use crate::error::{Error, Result};
 use crate::ids::{JobId, JoinTokenId, RunnerId, RuntimeId, Secret, TokenKind};
 use crate::refs::{DEFAULT_POOL, RuntimeRef, valid_segment};
+use crate::store::error::{Error, Result};
 use crate::wake::Wake;
+use drover_domain::model::{ONLINE_WINDOW_MS, Owner, owner_label};
 
 #[derive(FromRow)]
 pub(super) struct RunnerRow {
@@ -35,15 +36,6 @@ pub(super) struct RunnerRow {
 pub(super) const RUNNER_COLUMNS: &str =
     "r.id, r.name, r.labels, r.detected, r.created_at, r.last_seen_at,
     r.runtime_id, rt.name AS runtime_name, rt.owner_member_id";
-
-/// Capabilities = labels set at pairing ∪ what the runner detected.
-pub(super) fn capabilities(labels: &str, detected: &str) -> Result<Vec<String>> {
-    let mut all = json_list(labels)?;
-    all.extend(json_list(detected)?);
-    all.sort();
-    all.dedup();
-    Ok(all)
-}
 
 fn runner_of(
     member: &Member,
@@ -103,7 +95,7 @@ impl Store {
         &self,
         member: &Member,
         owner: &Owner,
-        req: &wire::PairRunner,
+        req: &NewRunner,
         now: i64,
     ) -> Result<PairedRunner> {
         let labels = caps::normalize(&req.labels, "labels")?;
@@ -117,7 +109,7 @@ impl Store {
                 &mut tx,
                 member,
                 owner,
-                req.runtime.as_deref().unwrap_or(DEFAULT_POOL),
+                req.pool.as_deref().unwrap_or(DEFAULT_POOL),
                 now,
             )
             .await?;
@@ -144,18 +136,17 @@ impl Store {
         &self,
         runtime_id: &RuntimeId,
         token_id: &JoinTokenId,
-        req: &wire::JoinRequest,
+        reference: &str,
+        name: &str,
+        capabilities: &[String],
         now: i64,
     ) -> Result<(RunnerId, Secret)> {
-        let parsed = RuntimeRef::parse(&req.reference)
-            .map_err(|e| Error::api(ErrorCode::InvalidRef, e.0))?;
-        if !valid_segment(&req.name) {
-            return Err(Error::bad_request(format!(
-                "invalid runner name {:?}",
-                req.name
-            )));
+        let parsed =
+            RuntimeRef::parse(reference).map_err(|e| Error::refused(Kind::InvalidRef, e.0))?;
+        if !valid_segment(name) {
+            return Err(Error::bad_request(format!("invalid runner name {name:?}")));
         }
-        let detected = caps::normalize(&req.capabilities, "capabilities")?;
+        let detected = caps::normalize(capabilities, "capabilities")?;
         let mut tx = self.writer.begin().await?;
         let pool: Option<(String, Option<String>, String, String)> = sqlx::query_as(
             "SELECT rt.name, rt.owner_member_id, w.name, w.id FROM runtimes rt JOIN workspaces w ON w.id = rt.workspace_id WHERE rt.id = $1",
@@ -180,8 +171,7 @@ impl Store {
         };
         if !matches {
             return Err(Error::not_found(format!(
-                "this join token does not belong to runtime {:?}",
-                req.reference
+                "this join token does not belong to runtime {reference:?}"
             )));
         }
         let counted = sqlx::query(
@@ -195,13 +185,12 @@ impl Store {
         .await?
         .rows_affected();
         if counted == 0 {
-            return Err(Error::api(
-                ErrorCode::Unauthorized,
+            return Err(Error::refused(
+                Kind::Unauthorized,
                 "this join token was revoked or has expired",
             ));
         }
-        let (id, token) =
-            Self::insert_runner(&mut tx, runtime_id.as_str(), &req.name, &[], now).await?;
+        let (id, token) = Self::insert_runner(&mut tx, runtime_id.as_str(), name, &[], now).await?;
         sqlx::query("UPDATE runners SET detected = $1 WHERE id = $2")
             .bind(to_json(&detected))
             .bind(id.as_str())
@@ -216,7 +205,7 @@ impl Store {
             },
             "runner.joined",
             id.as_str(),
-            json!({ "name": req.name, "runtime": pool, "pool": pool_name, "joinToken": token_id.as_str() }),
+            json!({ "name": name, "runtime": pool, "pool": pool_name, "joinToken": token_id.as_str() }),
             now,
         )
         .await?;
@@ -243,7 +232,7 @@ impl Store {
 
     /// A runner announces what it detected about its host (`os=`, `arch=`, `docker`).
     /// Records what a runner announced: its capabilities, and its slots
-    /// (how many leases it may hold at once; 1..=[`wire::MAX_SLOTS`]).
+    /// (how many leases it may hold at once; 1..=[`MAX_SLOTS`]).
     pub async fn runner_hello(
         &self,
         runner: &RunnerId,
@@ -252,10 +241,10 @@ impl Store {
         now: i64,
     ) -> Result<()> {
         let detected = caps::normalize(detected, "capabilities")?;
-        if !(1..=wire::MAX_SLOTS).contains(&slots) {
+        if !(1..=MAX_SLOTS).contains(&slots) {
             return Err(Error::bad_request(format!(
                 "slots must be 1..={}",
-                wire::MAX_SLOTS
+                MAX_SLOTS
             )));
         }
         let done = sqlx::query(
@@ -268,8 +257,8 @@ impl Store {
         .execute(&self.writer)
         .await?;
         if done.rows_affected() == 0 {
-            return Err(Error::api(
-                ErrorCode::Unauthorized,
+            return Err(Error::refused(
+                Kind::Unauthorized,
                 "this runner was revoked",
             ));
         }
@@ -394,8 +383,8 @@ impl Store {
         .fetch_optional(&mut *tx)
         .await?;
         let Some(workspace) = workspace else {
-            return Err(Error::api(
-                ErrorCode::Unauthorized,
+            return Err(Error::refused(
+                Kind::Unauthorized,
                 "this runner was revoked",
             ));
         };

@@ -8,7 +8,9 @@
 //! a fresh database on the server `DROVER_TEST_PG_URL` names (tests/run.sh
 //! sets both, as for the end-to-end tests).
 
-use drover_wire::{self as wire, ErrorCode, JobState, Outcome};
+use drover_wire::{self as wire, JobState, Outcome};
+
+use super::error::Kind;
 
 use super::{
     Backend, CompleteRequest, Durability, LeaseAttempt, LeaseRequest, Member, NewJob, Owner, Store,
@@ -168,7 +170,7 @@ impl Fixture {
         };
         let paired = self
             .store
-            .pair_runner(&self.admin, &Owner::Workspace, &req, 1)
+            .pair_runner(&self.admin, &Owner::Workspace, &req.into(), 1)
             .await
             .unwrap();
         let id = paired.runner.id.clone();
@@ -180,7 +182,12 @@ impl Fixture {
     }
 
     async fn submit_request(&self, body: serde_json::Value) -> SubmitRequest {
-        let job = NewJob::validate(serde_json::from_value(body).unwrap()).unwrap();
+        let job = NewJob::validate(
+            serde_json::from_value::<wire::SubmitJob>(body)
+                .unwrap()
+                .into(),
+        )
+        .unwrap();
         let placement = self
             .store
             .place(&self.admin, &job.parsed_ref, &job.requires)
@@ -343,7 +350,7 @@ async fn completes_in_one_batch_finish_once_bill_once_and_refuse_strangers() {
     let req = |runner: &RunnerId, lease: &str, outcome| CompleteRequest {
         runner: runner.clone(),
         lease: lease.to_owned(),
-        done: done(outcome),
+        done: (&done(outcome)).into(),
         now: 1_003,
     };
     let results = f
@@ -365,7 +372,7 @@ async fn completes_in_one_batch_finish_once_bill_once_and_refuse_strangers() {
         "a repeat changes nothing"
     );
     for stranger in &results[2..] {
-        assert_eq!(stranger.as_ref().unwrap_err().code(), ErrorCode::LeaseLost);
+        assert_eq!(stranger.as_ref().unwrap_err().kind(), Some(Kind::LeaseLost));
     }
     assert_eq!(f.store.job_state(&job).await.unwrap(), JobState::Succeeded);
     let usage = f.store.usage(&f.admin, 1_003).await.unwrap();
@@ -400,7 +407,7 @@ async fn one_bad_submit_does_not_fail_its_batch_and_order_is_kept() {
         out[0].as_ref().unwrap().job.id.to_string(),
         out[2].as_ref().unwrap().job.id.to_string(),
     );
-    assert_eq!(out[1].as_ref().unwrap_err().code(), ErrorCode::NotFound);
+    assert_eq!(out[1].as_ref().unwrap_err().kind(), Some(Kind::NotFound));
     assert_eq!(out[0].as_ref().unwrap().job.state, JobState::Queued);
     let leases = f.lease(&[&a]).await;
     assert_eq!(leased(&leases[0]).0, j1, "FIFO across the batch");
@@ -553,13 +560,16 @@ async fn a_runner_leases_no_more_than_its_slots_within_a_batch() {
         .unwrap();
     assert!(matches!(out[0], Ok(LeaseAttempt::Leased { .. })));
     assert_eq!(
-        out[1].as_ref().unwrap_err().code(),
-        ErrorCode::LeaseLimit,
+        out[1].as_ref().unwrap_err().kind(),
+        Some(Kind::LeaseLimit),
         "the second request of a one-slot runner"
     );
     // Holding its one lease, it gets no other, in a later batch either.
     let later = f.store.lease_batch(&[req]).await.unwrap();
-    assert_eq!(later[0].as_ref().unwrap_err().code(), ErrorCode::LeaseLimit);
+    assert_eq!(
+        later[0].as_ref().unwrap_err().kind(),
+        Some(Kind::LeaseLimit)
+    );
 }
 
 /// More expired leases than one chunk, with every ending: out of attempts
@@ -671,7 +681,7 @@ async fn an_in_memory_sqlite_database_is_refused_clearly() {
     for url in ["sqlite::memory:", "sqlite://x.db?mode=memory"] {
         match Store::open(url, Durability::Full).await {
             Err(e) => {
-                assert_eq!(e.code(), ErrorCode::BadRequest, "{url}: {e}");
+                assert_eq!(e.kind(), Some(Kind::Invalid), "{url}: {e}");
                 assert!(e.to_string().contains("in-memory"), "{url}: {e}");
             }
             Ok(_) => panic!("{url} opened"),
@@ -733,7 +743,7 @@ async fn a_lease_that_finds_nothing_locks_nothing_on_postgres() {
     leased(&f.lease(&[&one]).await[0]);
     assert!(locked().await, "a lease that takes a job locks its runner");
     let full = f.store.lease_batch(&[f.lease_request(&one)]).await.unwrap();
-    assert_eq!(full[0].as_ref().unwrap_err().code(), ErrorCode::LeaseLimit);
+    assert_eq!(full[0].as_ref().unwrap_err().kind(), Some(Kind::LeaseLimit));
 }
 
 /// The lease rules' table (`leases::rules`), each case one batch on this
@@ -766,7 +776,7 @@ async fn every_lease_rule_holds_in_the_store() {
             };
             let paired = f
                 .store
-                .pair_runner(&f.admin, &Owner::Workspace, &req, 1)
+                .pair_runner(&f.admin, &Owner::Workspace, &req.into(), 1)
                 .await
                 .unwrap();
             let id = paired.runner.id.clone();
@@ -849,7 +859,7 @@ async fn every_lease_rule_holds_in_the_store() {
                 ),
                 Ok(LeaseAttempt::Empty) => ("-".to_owned(), String::new()),
                 Ok(LeaseAttempt::Revoked) => ("revoked".to_owned(), String::new()),
-                Err(e) if e.code() == ErrorCode::LeaseLimit => ("limit".to_owned(), String::new()),
+                Err(e) if e.kind() == Some(Kind::LeaseLimit) => ("limit".to_owned(), String::new()),
                 Err(e) => panic!("{}: {e}", case.name),
             };
             picks.push(pick);

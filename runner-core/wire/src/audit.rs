@@ -43,31 +43,8 @@ pub struct AuditPage {
     pub next_before: Option<String>,
 }
 
-/// Every action the audit log records.
-pub const AUDIT_ACTIONS: &[&str] = &[
-    "budget.set",
-    "ci_link.removed",
-    "ci_link.set",
-    "github.install_link_created",
-    "github.installation_linked",
-    "github.runner_installed",
-    "invite.accepted",
-    "invite.revoked",
-    "job.cancelled",
-    "join_token.created",
-    "join_token.revoked",
-    "member.invited",
-    "member.removed",
-    "member.updated",
-    "pairing_code.created",
-    "pairing_code.redeemed",
-    "runner.joined",
-    "runner.left",
-    "runner.paired",
-    "runner.revoked",
-    "runtime.created",
-    "token.revoked",
-];
+/// Every action the audit log records (the domain's list).
+pub use drover_domain::model::AUDIT_ACTIONS;
 
 /// The query of `GET /v1/workspace/audit`.
 #[derive(Serialize, Deserialize, Debug, Clone, Default)]

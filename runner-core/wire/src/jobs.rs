@@ -2,61 +2,9 @@
 
 use serde::{Deserialize, Serialize};
 
+pub use drover_domain::job::JobState;
+
 use crate::{Env, integer};
-
-/// `queued`, `leased` and `running` are live; `succeeded`, `failed`, `cancelled`, `timed_out` and `lost` are terminal. Clients should tolerate states they do not know.
-#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
-#[serde(rename_all = "snake_case")]
-pub enum JobState {
-    Queued,
-    Leased,
-    Running,
-    Succeeded,
-    Failed,
-    Cancelled,
-    TimedOut,
-    Lost,
-    #[serde(other)]
-    Unknown,
-}
-
-impl JobState {
-    pub fn is_terminal(self) -> bool {
-        matches!(
-            self,
-            Self::Succeeded | Self::Failed | Self::Cancelled | Self::TimedOut | Self::Lost
-        )
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Queued => "queued",
-            Self::Leased => "leased",
-            Self::Running => "running",
-            Self::Succeeded => "succeeded",
-            Self::Failed => "failed",
-            Self::Cancelled => "cancelled",
-            Self::TimedOut => "timed_out",
-            Self::Lost => "lost",
-            Self::Unknown => "unknown",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Self> {
-        Some(match s {
-            "queued" => Self::Queued,
-            "leased" => Self::Leased,
-            "running" => Self::Running,
-            "succeeded" => Self::Succeeded,
-            "failed" => Self::Failed,
-            "cancelled" => Self::Cancelled,
-            "timed_out" => Self::TimedOut,
-            "lost" => Self::Lost,
-            _ => return None,
-        })
-    }
-}
 
 /// `POST /v1/jobs`
 #[derive(Serialize, Deserialize, Debug, Clone, Default)]
@@ -227,4 +175,20 @@ pub struct LogQuery {
     /// Keep streaming new output until the job reaches a terminal state.
     #[serde(default)]
     pub follow: bool,
+}
+
+impl From<SubmitJob> for drover_domain::job::Submission {
+    fn from(req: SubmitJob) -> Self {
+        Self {
+            runtime: req.runtime,
+            command: req.command,
+            script: req.script,
+            env: req.env,
+            requires: req.requires,
+            timeout_seconds: req.timeout_seconds,
+            priority: req.priority,
+            max_attempts: req.max_attempts,
+            image: req.image,
+        }
+    }
 }

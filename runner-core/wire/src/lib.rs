@@ -18,6 +18,7 @@ pub mod text;
 mod admin;
 mod audit;
 mod billing;
+mod domain;
 mod env;
 mod error;
 mod jobs;

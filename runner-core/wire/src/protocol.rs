@@ -2,6 +2,8 @@
 
 use serde::{Deserialize, Serialize};
 
+pub use drover_domain::job::{LogStream, Outcome};
+
 use crate::{Env, JobState, integer};
 
 /// `POST /v1/runner/join` with the pool's join token as bearer.
@@ -43,8 +45,8 @@ pub struct JoinTokenInfo {
     #[serde(rename = "ref")]
     pub reference: String,
 }
-/// Most slots a runner may declare in [`Hello`].
-pub const MAX_SLOTS: u32 = 256;
+/// Most slots a runner may declare in [`Hello`] (the domain's limit).
+pub use drover_domain::model::MAX_SLOTS;
 
 /// `POST /v1/runner/hello`: a runner announces the capabilities it detected.
 #[derive(Serialize, Deserialize, Debug, Clone)]
@@ -148,14 +150,6 @@ pub struct HeartbeatResponse {
     pub ttl_ms: u64,
 }
 
-#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
-#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
-#[serde(rename_all = "snake_case")]
-pub enum LogStream {
-    Stdout,
-    Stderr,
-}
-
 /// `POST /v1/runner/leases/{lease}/logs`. Chunks are numbered from 0 per
 /// attempt; re-sending a chunk with a number already stored changes nothing.
 #[derive(Serialize, Deserialize, Debug, Clone)]
@@ -167,16 +161,6 @@ pub struct LogChunk {
     pub seq: u64,
     pub stream: LogStream,
     pub data: String,
-}
-
-#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
-#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
-#[serde(rename_all = "snake_case")]
-pub enum Outcome {
-    Succeeded,
-    Failed,
-    Cancelled,
-    TimedOut,
 }
 
 /// `POST /v1/runner/leases/{lease}/complete`. Idempotent per lease.

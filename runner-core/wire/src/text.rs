@@ -35,12 +35,8 @@ pub fn percent_decode(s: &str) -> Option<String> {
     String::from_utf8(out).ok()
 }
 
-/// Runner-milliseconds as runner-minutes, to a tenth (`1.5`), as the
-/// budget's messages and the CLI show them.
-pub fn runner_minutes(ms: u64) -> String {
-    let tenths = (ms + 3_000) / 6_000;
-    format!("{}.{}", tenths / 10, tenths % 10)
-}
+/// Runner-milliseconds as runner-minutes, to a tenth (the domain's).
+pub use drover_domain::billing::runner_minutes;
 
 /// Calendar dates in UTC: the domain's (`drover_domain::calendar`).
 pub use drover_domain::calendar::{civil_from_days, days_from_civil};

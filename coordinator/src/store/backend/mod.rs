@@ -14,7 +14,7 @@ use std::sync::Arc;
 use rusqlite::types::ToSql;
 
 use super::Store;
-use crate::error::Result;
+use crate::store::error::Result;
 pub(in crate::store) use sqlite_writer::Cols;
 
 /// A value bound to a statement's `$n`.

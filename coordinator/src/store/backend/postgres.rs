@@ -9,7 +9,7 @@ use sqlx::Connection as _;
 use sqlx::any::AnyPoolOptions;
 
 use super::Engine;
-use crate::error::Result;
+use crate::store::error::Result;
 use crate::store::{Backend, Dialect, Store};
 
 static MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("../migrations/postgres");

@@ -13,8 +13,8 @@ use std::sync::atomic::Ordering;
 
 use sqlx::postgres::{PgConnectOptions, PgListener, PgPoolOptions};
 
-use crate::error::Result;
 use crate::store::Store;
+use crate::store::error::Result;
 use crate::wake::Signal;
 
 /// The notification channel every replica listens on.
@@ -139,7 +139,9 @@ impl Store {
         .bind(payload)
         .execute(&self.writer)
         .await?;
-        crate::metrics::get().signals_sent.inc();
+        if let Some(o) = crate::store::observe::get() {
+            o.signal_sent();
+        }
         Ok(())
     }
 

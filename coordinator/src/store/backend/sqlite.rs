@@ -12,8 +12,8 @@ use sqlx::any::AnyPoolOptions;
 
 use super::sqlite_writer::{self, InlineReaders, SqliteWriter};
 use super::{Arg, Engine, FromCols};
-use crate::batch::BatchError;
-use crate::error::{Error, Result};
+use crate::store::batch::BatchError;
+use crate::store::error::{Error, Result};
 use crate::store::{Backend, Dialect, Durability, Store};
 
 static MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("../migrations/sqlite");

@@ -20,8 +20,8 @@ use rusqlite::{Connection, OpenFlags};
 use sqlx::any::AnyRow;
 use tokio::sync::oneshot;
 
-use crate::batch::BatchError;
-use crate::error::{Error, Result};
+use crate::store::batch::BatchError;
+use crate::store::error::{Error, Result};
 
 type Task = Box<dyn FnOnce(&mut Connection) + Send>;
 

@@ -2,14 +2,14 @@
 
 use std::collections::HashMap;
 
-use drover_wire::{self as wire, JobState, Outcome};
+use drover_domain::job::{AttemptResult, JobState, Outcome};
 use rusqlite::types::ToSql;
 
 use super::{CompleteRequest, Completion};
-use crate::batch::BatchError;
 use crate::billing::Month;
-use crate::error::{Error, Result};
 use crate::ids::{JobId, RunnerId};
+use crate::store::batch::BatchError;
+use crate::store::error::{Error, Result};
 use std::sync::Arc;
 
 use crate::store::backend::OnEngine;
@@ -74,7 +74,7 @@ impl Store {
         &self,
         runner: &RunnerId,
         lease: &str,
-        done: &wire::Complete,
+        done: &AttemptResult,
         now: i64,
     ) -> Result<Completion> {
         let req = CompleteRequest {

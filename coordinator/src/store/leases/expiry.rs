@@ -5,8 +5,8 @@ use std::sync::atomic::Ordering;
 use sqlx::AnyConnection;
 
 use crate::billing::Month;
-use crate::error::Result;
 use crate::ids::{JobId, RunnerId, RuntimeId};
+use crate::store::error::Result;
 use crate::store::{Dialect, Store, json_list, placeholders};
 use crate::wake::Wake;
 

@@ -17,14 +17,15 @@ mod running;
 use std::collections::HashMap;
 
 use super::sqlite_writer::Cols;
-use drover_wire::{self as wire, ErrorCode, JobState};
+use crate::store::error::Kind;
+use drover_domain::job::{AttemptResult, JobState};
 
-use super::jobs::JobSpec;
 use super::model::{Lease, LeasedJob};
 use super::{Dialect, Store, json_list, only_result, sqlite_writer, text_array};
-use crate::batch::BatchError;
-use crate::error::{Error, Result};
 use crate::ids::{JobId, LeaseId, RunnerId, RuntimeId};
+use crate::store::batch::BatchError;
+use crate::store::error::{Error, Result};
+use drover_domain::job::JobSpec;
 use std::sync::Arc;
 
 use crate::store::backend::OnEngine;
@@ -60,13 +61,13 @@ pub struct Completion {
 pub struct CompleteRequest {
     pub runner: RunnerId,
     pub lease: String,
-    pub done: wire::Complete,
+    pub done: AttemptResult,
     pub now: i64,
 }
 
 fn lease_limit(slots: i64, held: i64) -> Error {
-    Error::api(
-        ErrorCode::LeaseLimit,
+    Error::refused(
+        Kind::LeaseLimit,
         format!(
             "this runner already holds {held} lease(s) or asks for more, and has {slots} slot(s); \
              complete a job first (a runner declares its slots in hello)"

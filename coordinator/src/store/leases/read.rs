@@ -5,9 +5,9 @@
 use std::collections::HashMap;
 
 use super::LeaseRequest;
-use crate::error::{Error, Result};
 use crate::store::backend::sqlite_writer::{self, Cols};
-use crate::store::runners::capabilities;
+use crate::store::capabilities;
+use crate::store::error::{Error, Result};
 use crate::store::{Dialect, json_list, placeholders};
 use drover_domain::lease::plan::{LiveRunner, QueuedJob};
 

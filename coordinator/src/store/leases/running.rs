@@ -1,10 +1,10 @@
 //! A leased job while it runs: heartbeats, cancel checks, log chunks.
 
-use drover_wire as wire;
+use drover_domain::job::LogStream;
 
-use crate::error::{Error, Result};
 use crate::ids::{JobId, LeaseId, RunnerId};
 use crate::store::Store;
+use crate::store::error::{Error, Result};
 
 impl Store {
     /// Ends a leased job the coordinator cannot read (its env does not
@@ -67,7 +67,9 @@ impl Store {
         &self,
         runner: &RunnerId,
         lease: &str,
-        chunk: &wire::LogChunk,
+        seq: u64,
+        stream: LogStream,
+        data: &str,
         now: i64,
     ) -> Result<JobId> {
         let mut tx = self.writer.begin().await?;
@@ -79,7 +81,7 @@ impl Store {
         .fetch_optional(&mut *tx)
         .await?;
         let (job, attempt) = held.ok_or_else(Error::lease_lost)?;
-        let seq = i64::try_from(chunk.seq).map_err(|_| Error::bad_request("seq is too large"))?;
+        let seq = i64::try_from(seq).map_err(|_| Error::bad_request("seq is too large"))?;
         sqlx::query(
             "INSERT INTO job_logs (job_id, attempt, seq, stream, data, created_at) VALUES ($1, $2, $3, $4, $5, $6)
              ON CONFLICT (job_id, attempt, seq) DO NOTHING",
@@ -87,11 +89,11 @@ impl Store {
         .bind(&job)
         .bind(attempt)
         .bind(seq)
-        .bind(match chunk.stream {
-            wire::LogStream::Stdout => "stdout",
-            wire::LogStream::Stderr => "stderr",
+        .bind(match stream {
+            LogStream::Stdout => "stdout",
+            LogStream::Stderr => "stderr",
         })
-        .bind(chunk.data.replace('\0', "\u{fffd}"))
+        .bind(data.replace('\0', "\u{fffd}"))
         .bind(now)
         .execute(&mut *tx)
         .await?;

@@ -1,43 +1,15 @@
-//! What a submit batch decides from what it read (no I/O): per request, a
-//! replay of a stored key, a repeat of an earlier request in the batch, over
-//! budget, pinned to a runner that is gone, or queued; and, once written,
-//! each request's answer.
+//! A submit batch's decision around the domain's (`drover_domain::submit`):
+//! what to read for it, and once written, each request's answer.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
-use drover_wire::ErrorCode;
-use drover_wire::text::runner_minutes;
+use drover_domain::submit::{Ask, Decision, Reads};
 
 use super::{SubmitRequest, Submitted};
-use crate::billing::Month;
-use crate::error::{Error, Result};
 use crate::ids::JobId;
-use crate::store::idempotency;
-use crate::store::jobs::JobRow;
+use crate::store::error::{Error, Result};
+use crate::store::job_row::JobRow;
 use crate::store::model::Job;
-
-/// The same `Idempotency-Key` came with a different request.
-fn key_reused() -> Error {
-    Error::conflict(
-        "this Idempotency-Key was used in the last 24 hours with a different request; \
-         use a new key for a new job",
-    )
-}
-
-/// `402 BUDGET_EXCEEDED`: the budget, what was spent, and when it resets.
-fn budget_spent(budget_ms: i64, spent_ms: i64, now: i64) -> Error {
-    let month = Month::of(now);
-    Error::api(
-        ErrorCode::BudgetExceeded,
-        format!(
-            "the workspace's budget for {month} is spent: {} of {} runner-minutes used; \
-             it resets at {} 00:00 UTC (jobs on members' own runners are not limited)",
-            runner_minutes(spent_ms.max(0) as u64),
-            runner_minutes(budget_ms.max(0) as u64),
-            month.next().first_day(),
-        ),
-    )
-}
 
 /// Who and what a submit batch reads about.
 pub(super) struct Asked<'a> {
@@ -76,17 +48,6 @@ impl<'a> Asked<'a> {
     }
 }
 
-/// What a submit batch reads before it decides.
-#[derive(Default)]
-pub(super) struct Reads {
-    /// Live keys, by (member, key hash).
-    pub stored: HashMap<(String, String), idempotency::Stored>,
-    /// By paying workspace: (its budget, spent this month).
-    pub budgets: HashMap<String, (Option<i64>, i64)>,
-    /// The pinned runners still live.
-    pub live: HashSet<String>,
-}
-
 /// What a submit batch decided, before it writes.
 pub(super) struct Decided {
     /// Per request: its error, or a placeholder filled in once written.
@@ -110,67 +71,48 @@ pub(super) struct Wrote {
     pub named: HashMap<String, Result<JobRow>>,
 }
 
-/// Per request: a replay of a stored key, a repeat of an earlier request in
-/// this batch, over budget, pinned to a runner that is gone, or queued.
+/// Per request: the domain's decision, as the writes and the answers use it.
 pub(super) fn decide(reqs: &[SubmitRequest], reads: &Reads) -> Decided {
+    let asks: Vec<Ask<'_>> = reqs
+        .iter()
+        .map(|r| Ask {
+            member: r.member.id.as_str(),
+            workspace: r.member.workspace_id.as_str(),
+            key: r
+                .key
+                .as_ref()
+                .map(|k| (k.key_hash.as_str(), k.request_hash.as_str())),
+            workspace_owned: r.placement.workspace_owned,
+            pinned: r.placement.pinned_runner.as_ref().map(|p| p.as_str()),
+            now: r.now,
+        })
+        .collect();
     let mut d = Decided {
         out: Vec::with_capacity(reqs.len()),
         queued: Vec::new(),
         replays: Vec::new(),
         repeats: Vec::new(),
     };
-    // Keys first seen in this batch: (member, key hash) → the request.
-    let mut first_with: HashMap<(&str, &str), usize> = HashMap::new();
-    for (i, r) in reqs.iter().enumerate() {
-        if let Some(key) = &r.key {
-            let id = (r.member.id.as_str(), key.key_hash.as_str());
-            let earlier = reads
-                .stored
-                .get(&(id.0.to_owned(), id.1.to_owned()))
-                .map(|s| (s.request_hash.as_str(), Err(s.job_id.clone())))
-                .or_else(|| {
-                    first_with.get(&id).map(|&j| {
-                        let first = reqs[j].key.as_ref().expect("keyed");
-                        (first.request_hash.as_str(), Ok(j))
-                    })
-                });
-            match earlier {
-                Some((hash, _)) if hash != key.request_hash => {
-                    d.out.push(Err(key_reused()));
-                    continue;
-                }
-                Some((_, Err(job))) => {
-                    d.out.push(Err(Error::Internal("replayed below")));
-                    d.replays.push((i, job));
-                    continue;
-                }
-                Some((_, Ok(j))) => {
-                    d.out.push(Err(Error::Internal("repeated below")));
-                    d.repeats.push((i, j));
-                    continue;
-                }
-                None => {
-                    first_with.insert(id, i);
-                }
+    for (i, decision) in drover_domain::submit::decide(&asks, reads)
+        .into_iter()
+        .enumerate()
+    {
+        d.out.push(match decision {
+            Decision::Refuse(e) => Err(e.into()),
+            Decision::Replay(job) => {
+                d.replays.push((i, job));
+                Err(Error::Internal("replayed below"))
             }
-        }
-        if r.placement.workspace_owned
-            && let Some(&(Some(budget), spent)) = reads.budgets.get(r.member.workspace_id.as_str())
-            && spent >= budget
-        {
-            d.out.push(Err(budget_spent(budget, spent, r.now)));
-            continue;
-        }
-        if let Some(runner) = &r.placement.pinned_runner
-            && !reads.live.contains(runner.as_str())
-        {
-            d.out
-                .push(Err(Error::not_found(format!("no runner {runner}"))));
-            continue;
-        }
-        // Filled in once the row is written.
-        d.out.push(Err(Error::Internal("the job was not written")));
-        d.queued.push(i);
+            Decision::Repeat(j) => {
+                d.repeats.push((i, j));
+                Err(Error::Internal("repeated below"))
+            }
+            Decision::Queue => {
+                d.queued.push(i);
+                // Filled in once the row is written.
+                Err(Error::Internal("the job was not written"))
+            }
+        });
     }
     d
 }
@@ -230,7 +172,9 @@ pub(super) fn assemble(
                 job: first.job.clone(),
                 replayed: true,
             }),
-            Err(e) => Err(Error::api(e.code(), e.to_string())),
+            Err(Error::Refused(r)) => Err(Error::Refused(r.clone())),
+            Err(Error::Ambiguous) => Err(Error::Ambiguous),
+            Err(_) => Err(Error::Internal("the request it repeats failed")),
         };
     }
     out

@@ -2,23 +2,25 @@
 
 mod decide;
 
-use decide::{Asked, Decided, Reads, Wrote, assemble, decide};
+use decide::{Asked, Decided, Wrote, assemble, decide};
+use drover_domain::submit::Reads;
 
-use drover_wire::ErrorCode;
+use crate::store::error::Kind;
 use sqlx::{FromRow, Row};
 
 use super::idempotency::{self, IdempotencyKey};
-use super::jobs::{JOB_COLUMNS, JobRow, NewJob};
+use super::job_row::{JOB_COLUMNS, JobRow};
 use super::model::Job;
 use super::preview;
 use super::{
     Member, Placement, Store, bind_all, on_unique, only_result, placeholders, sqlite_writer,
     to_json,
 };
-use crate::batch::BatchError;
 use crate::billing::Month;
-use crate::error::{Error, Result};
 use crate::ids::JobId;
+use crate::store::batch::BatchError;
+use crate::store::error::{Error, Result};
+use drover_domain::job::NewJob;
 use std::sync::Arc;
 
 use crate::store::backend::OnEngine;
@@ -179,7 +181,7 @@ impl Store {
                     .map_err(|e| match on_unique(e, idempotency::in_flight) {
                         // Retryable (503): the retry is answered with the
                         // job the other request wrote.
-                        Error::Api { message, .. } => Error::api(ErrorCode::Overloaded, message),
+                        Error::Refused(r) => Error::refused(Kind::Overloaded, r.message),
                         other => other,
                     })?;
             }

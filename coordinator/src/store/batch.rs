@@ -15,11 +15,10 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use drover_wire::ErrorCode;
 use tokio::sync::{Semaphore, mpsc, oneshot};
 
-use crate::error::{Error, Result};
-use crate::metrics::{self, BatchMetrics};
+use super::error::{Error, Result};
+use super::observe;
 
 type Reply<T> = oneshot::Sender<Result<T>>;
 
@@ -59,10 +58,7 @@ impl BatchError {
 
 /// The error each request of an ambiguous batch gets.
 fn ambiguous() -> Error {
-    Error::api(
-        ErrorCode::Internal,
-        "the write failed and may or may not have happened; retry (a submit with the same Idempotency-Key)",
-    )
+    Error::Ambiguous
 }
 
 impl From<Error> for BatchError {
@@ -110,23 +106,24 @@ where
     Resp: Send + 'static,
 {
     /// Up to `max` requests per batch, up to `concurrency` batches in flight.
+    #[cfg(test)]
     pub fn spawn(max: usize, concurrency: usize, run: BatchFn<Req, Resp>) -> Self {
         Self::spawn_observed(None, max, concurrency, run)
     }
 
     /// As [`Batcher::spawn`], and each batch's size and write time go to
-    /// `/metrics` as this `kind` (`submit`, `lease`, `complete`, …).
+    /// the store's observer as this `kind` (`submit`, `lease`, `complete`, …).
     pub fn spawn_named(
-        kind: &str,
+        kind: &'static str,
         max: usize,
         concurrency: usize,
         run: BatchFn<Req, Resp>,
     ) -> Self {
-        Self::spawn_observed(Some(metrics::get().batch(kind)), max, concurrency, run)
+        Self::spawn_observed(Some(kind), max, concurrency, run)
     }
 
     fn spawn_observed(
-        observed: Option<BatchMetrics>,
+        observed: Option<&'static str>,
         max: usize,
         concurrency: usize,
         run: BatchFn<Req, Resp>,
@@ -149,12 +146,12 @@ where
                 if batch.is_empty() {
                     continue;
                 }
-                let (run, observed) = (run.clone(), observed.clone());
+                let run = run.clone();
                 tokio::spawn(async move {
                     let (size, started) = (batch.len(), Instant::now());
                     execute(&run, batch).await;
-                    if let Some(m) = observed {
-                        m.written(size, started.elapsed());
+                    if let (Some(kind), Some(o)) = (observed, observe::get()) {
+                        o.batch_written(kind, size, started.elapsed());
                     }
                     drop(permit);
                 });
@@ -310,8 +307,8 @@ mod tests {
         let values: Vec<Option<u32>> = out.iter().map(|r| r.as_ref().ok().copied()).collect();
         assert_eq!(values, vec![Some(10), Some(20), None, Some(40)]);
         assert_eq!(
-            out[2].as_ref().unwrap_err().code(),
-            drover_wire::ErrorCode::BadRequest
+            out[2].as_ref().unwrap_err().kind(),
+            Some(crate::store::error::Kind::Invalid)
         );
     }
 
@@ -338,7 +335,7 @@ mod tests {
         assert_eq!(out[0].as_ref().ok(), Some(&10));
         for r in &out[1..] {
             let e = r.as_ref().unwrap_err();
-            assert_eq!(e.code(), drover_wire::ErrorCode::Internal);
+            assert!(matches!(e, Error::Ambiguous), "{e}");
             assert!(e.to_string().contains("may or may not"), "{e}");
         }
     }

@@ -1,13 +1,13 @@
-//! What the store returns: coordinator-side types. The wire shapes
-//! (`drover_wire`) are built from these where the services answer (`service::dto`).
-//! Value enums shared with the wire (`JobState`) are used as they are.
+//! What the store returns: pools, runners, jobs, tokens, usage and the
+//! audit log as the coordinator knows them. The wire shapes are built from
+//! these where the services answer (`service::dto`); value enums the wire
+//! shows as they are (`JobState`, `Env`) are the domain's.
 
-use drover_wire::{Env, JobState};
-
-use super::identity::{Member, Role};
-use super::jobs::JobSpec;
 use crate::billing::Month;
+use crate::env::Env;
 use crate::ids::{JobId, JoinTokenId, LeaseId, MemberId, RunnerId, RuntimeId, Secret, TokenId};
+use crate::job::{JobSpec, JobState};
+use crate::member::{Member, Role};
 
 /// A job as a member sees it.
 #[derive(Debug, Clone)]
@@ -72,6 +72,32 @@ pub struct UsageLine {
     pub attempts: u64,
 }
 
+/// A runner is online if it has talked to the coordinator this recently.
+pub const ONLINE_WINDOW_MS: i64 = 40_000;
+/// Who owns a pool, seen from inside the caller's workspace.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Owner {
+    Member(MemberId),
+    Workspace,
+}
+
+impl Owner {
+    pub fn member_id(&self) -> Option<&str> {
+        match self {
+            Self::Member(id) => Some(id.as_str()),
+            Self::Workspace => None,
+        }
+    }
+}
+
+/// `user:<subject>` or `ws:<workspace>`.
+pub fn owner_label(member: &Member, owner_member_id: Option<&str>) -> String {
+    match owner_member_id {
+        Some(id) => format!("user:{id}"),
+        None => format!("ws:{}", member.workspace_name),
+    }
+}
+
 /// A pool.
 #[derive(Debug, Clone)]
 pub struct Runtime {
@@ -85,6 +111,13 @@ pub struct Runtime {
     pub runners: u32,
     pub created_at: i64,
 }
+
+/// The host name of github.com: the GitHub a CI link or an installation
+/// names when it names none.
+pub const GITHUB_COM: &str = "github.com";
+
+/// Most slots (leases held at once) a runner may declare.
+pub const MAX_SLOTS: u32 = 256;
 
 /// A runner as its members see it.
 #[derive(Debug, Clone)]
@@ -101,6 +134,15 @@ pub struct Runner {
     /// Jobs it holds a lease on.
     pub current_jobs: Vec<String>,
     pub created_at: i64,
+}
+
+/// A runner to pair into a pool: its name (`runner` when none), the pool
+/// (`default` when none) and its labels.
+#[derive(Debug, Clone, Default)]
+pub struct NewRunner {
+    pub name: Option<String>,
+    pub pool: Option<String>,
+    pub labels: Vec<String>,
 }
 
 /// A join token, shown once.
@@ -220,3 +262,29 @@ pub struct AuditEvent {
     pub target: String,
     pub detail: serde_json::Value,
 }
+
+/// Every action the audit log records.
+pub const AUDIT_ACTIONS: &[&str] = &[
+    "budget.set",
+    "ci_link.removed",
+    "ci_link.set",
+    "github.install_link_created",
+    "github.installation_linked",
+    "github.runner_installed",
+    "invite.accepted",
+    "invite.revoked",
+    "job.cancelled",
+    "join_token.created",
+    "join_token.revoked",
+    "member.invited",
+    "member.removed",
+    "member.updated",
+    "pairing_code.created",
+    "pairing_code.redeemed",
+    "runner.joined",
+    "runner.left",
+    "runner.paired",
+    "runner.revoked",
+    "runtime.created",
+    "token.revoked",
+];
