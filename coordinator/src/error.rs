@@ -102,11 +102,7 @@ impl From<store::error::Error> for Error {
             E::Migrate(e) => Self::Migrate(e),
             E::Corrupt(what) => Self::Corrupt(what),
             E::Internal(what) => Self::Internal(what),
-            E::Ambiguous => Self::api(
-                ErrorCode::Internal,
-                "the write failed and may or may not have happened; \
-                 retry (a submit with the same Idempotency-Key)",
-            ),
+            E::Ambiguous => Self::api(ErrorCode::Internal, E::Ambiguous.to_string()),
         }
     }
 }

@@ -47,6 +47,9 @@ pub struct Metrics {
     pub complete: Histogram,
     batch_size: HistogramVec,
     batch_seconds: HistogramVec,
+    /// The handles of each kind of batch the store writes, made at start
+    /// (so each series shows from the first scrape).
+    batches: Vec<(&'static str, BatchMetrics)>,
     pub signal_lag: Histogram,
     pub signal_reconnects: IntCounter,
     pub signals_sent: IntCounter,
@@ -70,7 +73,10 @@ pub fn install() {
 
 impl store::observe::Observer for Metrics {
     fn batch_written(&self, kind: &str, size: usize, took: Duration) {
-        self.batch(kind).written(size, took);
+        match self.batches.iter().find(|(k, _)| *k == kind) {
+            Some((_, handles)) => handles.written(size, took),
+            None => self.batch(kind).written(size, took),
+        }
     }
 
     fn signal_sent(&self) {
@@ -133,6 +139,16 @@ impl Metrics {
                 "Time to record a job's completion (without a next lease it asks for)",
                 LATENCY_BUCKETS,
             ),
+            batches: store::observe::BATCH_KINDS
+                .iter()
+                .map(|&kind| {
+                    let handles = BatchMetrics {
+                        size: batch_size.with_label_values(&[kind]),
+                        seconds: batch_seconds.with_label_values(&[kind]),
+                    };
+                    (kind, handles)
+                })
+                .collect(),
             batch_size,
             batch_seconds,
             signal_lag: histogram(
@@ -322,7 +338,8 @@ mod tests {
     fn renders_the_text_format() {
         let m = Metrics::new();
         m.submit.observe(0.002);
-        m.batch("lease").written(3, Duration::from_millis(1));
+        use store::observe::Observer as _;
+        m.batch_written("lease", 3, Duration::from_millis(1));
         m.set_pools(vec![pool("rt_1", 2, Some(1500), 1)]);
         let text = m.render();
         assert!(
@@ -334,6 +351,14 @@ mod tests {
             text.contains(r#"drover_batch_size_sum{kind="lease"} 3"#),
             "{text}"
         );
+        // Every kind the store writes shows before its first batch.
+        for kind in store::observe::BATCH_KINDS
+            .iter()
+            .filter(|k| **k != "lease")
+        {
+            let never = format!("drover_batch_size_count{{kind=\"{kind}\"}} 0");
+            assert!(text.contains(&never), "{never}: {text}");
+        }
         assert!(
             text.contains(r#"drover_queue_depth{pool="rt_1"} 2"#),
             "{text}"

@@ -1,6 +1,6 @@
 //! What the store returns: pools, runners, jobs, tokens, usage and the
-//! audit log as the coordinator knows them. The wire shapes are built from
-//! these where the services answer (`service::dto`); value enums the wire
+//! audit log as the coordinator knows them. The wire crate converts them
+//! to its shapes (`From` impls in its `domain.rs`); value enums the wire
 //! shows as they are (`JobState`, `Env`) are the domain's.
 
 use crate::billing::Month;

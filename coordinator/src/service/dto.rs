@@ -1,5 +1,6 @@
-//! The wire shapes (`drover_wire`) of what the store returns: built here,
-//! where the services answer, and nowhere else.
+//! The answers that need more than a model: drover:// links (the public
+//! URL), usage reports. The wire crate converts the domain's models
+//! (`drover_wire`'s `domain.rs`); no module writes either twice.
 
 use drover_wire as wire;
 use drover_wire::text::percent_encode;

@@ -21,7 +21,9 @@ pub enum Error {
     Internal(&'static str),
     /// A write that failed when it may already have happened: retrying it
     /// could do it twice, so the caller is told to retry with care.
-    #[error("the write failed and may or may not have happened")]
+    #[error(
+        "the write failed and may or may not have happened; retry (a submit with the same Idempotency-Key)"
+    )]
     Ambiguous,
 }
 

@@ -13,6 +13,9 @@ pub trait Observer: Send + Sync {
     fn signal_sent(&self);
 }
 
+/// The kinds of batch the store writes (see `Store::with_batches`).
+pub const BATCH_KINDS: &[&str] = &["submit", "lease", "complete", "publish"];
+
 static OBSERVER: OnceLock<&'static dyn Observer> = OnceLock::new();
 
 /// Sets the listener, once per process; later calls change nothing.
