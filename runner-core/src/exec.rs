@@ -1,30 +1,26 @@
-//! Running one leased job as its own process group: output captured in
-//! chunks, a timeout, and cancel (SIGTERM to the group, SIGKILL after a
-//! grace). `command` builds the job's process (its program, environment and
-//! launcher), `signal` stops a group; how the job is isolated lives in
-//! `isolation` and `cgroup`. Over 500 lines with its tests (a third of it),
-//! which run real jobs through `execute`.
+//! Running one leased job: output captured in chunks, a timeout, and
+//! cancel (asked to stop, killed after a grace). `command` builds the job's
+//! process (its program, environment and launcher); how it is started,
+//! kept together and stopped on this system is `platform`'s; what isolates
+//! it, `isolation`'s. Over 500 lines with its tests (a third of it), which
+//! run real jobs through `execute`.
 
-use std::os::fd::AsRawFd as _;
 use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 
 use drover_wire::{LeasedJob, LogStream, Outcome};
 
-use crate::cgroup::{JobCgroup, JobCgroups};
-use crate::isolation::{self, Prepared};
-use crate::spawn;
+use crate::isolation::Prepared;
+use crate::platform::{self, JobProcess as _, Process};
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::process::Command;
 use tokio::sync::{mpsc, watch};
 
 mod command;
-mod signal;
 
 pub use command::validate;
-use command::{build_command, container_name, hand_over, is_runner_secret};
-use signal::{signal_group, signal_group_but_leader};
+use command::{build_command, container_name, is_runner_secret};
 
 /// Why a running job is being stopped from outside.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -91,63 +87,13 @@ async fn failed_to_start(message: String, output: &Output) -> ExecResult {
     }
 }
 
-async fn end_cgroup(cgroups: &JobCgroups, cgroup: std::sync::Arc<JobCgroup>) -> Option<String> {
-    // The spawned command held the other reference; it is gone by now.
-    let cgroup = std::sync::Arc::try_unwrap(cgroup).ok()?;
-    cgroups.end(cgroup).await.err().map(|e| e.to_string())
-}
-
-/// A job's process: born in its cgroup, or started by `tokio::process`.
-enum JobProcess {
-    Born(spawn::Born),
-    Started(tokio::process::Child),
-}
-
-type Pipe = Box<dyn AsyncRead + Unpin + Send>;
-
-impl JobProcess {
-    fn id(&self) -> Option<u32> {
-        match self {
-            Self::Born(b) => Some(b.id()),
-            Self::Started(c) => c.id(),
-        }
-    }
-
-    async fn wait(&mut self) -> std::io::Result<std::process::ExitStatus> {
-        match self {
-            Self::Born(b) => b.wait().await,
-            Self::Started(c) => c.wait().await,
-        }
-    }
-
-    /// Its stdout and stderr (once).
-    fn output(&mut self) -> (Pipe, Pipe) {
-        match self {
-            Self::Born(b) => (
-                Box::new(b.stdout.take().expect("piped")),
-                Box::new(b.stderr.take().expect("piped")),
-            ),
-            Self::Started(c) => (
-                Box::new(c.stdout.take().expect("piped")),
-                Box::new(c.stderr.take().expect("piped")),
-            ),
-        }
-    }
-}
-
-fn exit_code(status: std::process::ExitStatus) -> i32 {
-    use std::os::unix::process::ExitStatusExt as _;
-    status
-        .code()
-        .unwrap_or_else(|| 128 + status.signal().unwrap_or(0))
-}
-
 /// Runs `job` in `place` until it exits, times out, or `stop` says so.
 /// The job sees its env, `DROVER_JOB_ID`, `DROVER_ATTEMPT` and
 /// `DROVER_RUNNER_ID`, and [`isolation::base_env`]; nothing else of the
 /// runner's environment. When it ends, whatever it left behind is killed:
-/// its process group, and its PID namespace or cgroup where there is one.
-/// Stopped, it gets SIGTERM, then SIGKILL after `kill_grace`; or after
+/// its process group, and its PID namespace, cgroup or Job Object where
+/// there is one. Stopped, it is asked to stop (SIGTERM, CTRL_BREAK), then
+/// killed after `kill_grace`; or after
 /// `lost_grace` if that is shorter and the lease was lost (someone else may
 /// soon run the job).
 pub async fn execute(
@@ -159,81 +105,14 @@ pub async fn execute(
     kill_grace: Duration,
     lost_grace: Duration,
 ) -> ExecResult {
-    let cgroups = place
-        .isolation
-        .cgroups
-        .as_ref()
-        .filter(|_| place.isolation.bwrap.is_none());
-    let cgroup = match cgroups {
-        Some(cgroups) => match cgroups.take() {
-            Ok(c) => Some(std::sync::Arc::new(c)),
-            Err(e) => {
-                let message = format!("cannot make the job's cgroup: {e}");
-                return failed_to_start(message, &output).await;
-            }
-        },
-        None => None,
+    let launch = match build_command(job, runner, place) {
+        Ok(launch) => launch,
+        Err(message) => return failed_to_start(message, &output).await,
     };
-    // A container job's docker client stays the runner's: Docker isolates the job.
-    let user = place.isolation.job_user.filter(|_| job.image.is_none());
-    let spawned = build_command(job, runner, place).and_then(|(mut c, env_fd)| {
-        let could_not_start = |e: std::io::Error| {
-            let program = job.image.as_ref().map_or_else(
-                || job.command.first().map_or("sh", String::as_str),
-                |_| "docker",
-            );
-            format!("could not start {program:?}: {e}")
-        };
-        // (A launcher given the job's env on a descriptor is started the
-        // plain way, which can hand it over.)
-        if let (Some(cgroups), Some(cgroup), None) = (cgroups, &cgroup, &env_fd)
-            && cgroups.clone_into()
-        {
-            let born = spawn::Spec::of(c.as_std(), user)
-                .and_then(|spec| spawn::spawn(&spec, cgroup.dir()));
-            match born {
-                Ok(born) => return Ok(JobProcess::Born(born)),
-                // Refused here: started, then moved into its cgroup, from now on.
-                Err(e) if spawn::unsupported(&e) => cgroups.clone_refused(),
-                Err(e) => return Err(could_not_start(e)),
-            }
-        }
-        let env_raw = env_fd.as_ref().map(|fd| fd.as_raw_fd());
-        if cgroup.is_some() || user.is_some() || env_raw.is_some() {
-            let cgroup = cgroup.clone();
-            // SAFETY: join_self, become_user and hand_over only make
-            // async-signal-safe calls.
-            unsafe {
-                c.pre_exec(move || {
-                    if let Some(cgroup) = &cgroup {
-                        cgroup.join_self()?;
-                    }
-                    if let Some(fd) = env_raw {
-                        hand_over(fd)?;
-                    }
-                    if let Some(user) = user {
-                        isolation::become_user(user)?;
-                    }
-                    Ok(())
-                });
-            }
-        }
-        // Ours closes once the child has its copy.
-        let started = c.spawn().map(JobProcess::Started).map_err(could_not_start);
-        drop(env_fd);
-        started
-    });
-    let mut child = match spawned {
+    let mut child = match platform::start(launch, &place.isolation.jobs).await {
         Ok(child) => child,
-        Err(message) => {
-            if let (Some(cgroups), Some(cgroup)) = (cgroups, cgroup) {
-                let _ = end_cgroup(cgroups, cgroup).await;
-            }
-            return failed_to_start(message, &output).await;
-        }
+        Err(message) => return failed_to_start(message, &output).await,
     };
-    let sandboxed = place.isolation.bwrap.is_some() && job.image.is_none();
-    let pgid = child.id().map(|p| p as i32);
     let (stdout, stderr) = child.output();
     let pumps = [
         tokio::spawn(pump(stdout, LogStream::Stdout, output.clone())),
@@ -264,11 +143,7 @@ pub async fn execute(
     let status = match exited {
         Some(status) => status,
         None => {
-            match pgid {
-                Some(pgid) if sandboxed => signal_group_but_leader(pgid, libc::SIGTERM),
-                Some(pgid) => signal_group(pgid, libc::SIGTERM),
-                None => {}
-            }
+            child.interrupt();
             let already_lost = matches!(ended, Ended::Stopped(StopReason::LeaseLost));
             let grace = if already_lost {
                 kill_grace.min(lost_grace)
@@ -295,25 +170,15 @@ pub async fn execute(
             match exited {
                 Some(status) => status,
                 None => {
-                    if let Some(pgid) = pgid {
-                        signal_group(pgid, libc::SIGKILL);
-                    }
+                    child.kill();
                     child.wait().await
                 }
             }
         }
     };
-    // Whatever the job left behind in its group goes too, which also closes
-    // the pipes so the pumps end.
-    if let Some(pgid) = pgid {
-        signal_group(pgid, libc::SIGKILL);
-    }
-    // And what left the group, in the job's cgroup. (In a sandbox, the
-    // kernel has killed its PID namespace when bwrap's init ended.)
-    let leftover = match (cgroups, cgroup) {
-        (Some(cgroups), Some(cgroup)) => end_cgroup(cgroups, cgroup).await,
-        _ => None,
-    };
+    // Whatever the job left behind goes too, which also closes the pipes so
+    // the pumps end.
+    let leftover = child.end(&place.isolation.jobs).await;
     // A container is not in our process group: killing the docker client
     // does not stop it, so remove it by name (a no-op if it already exited).
     if job.image.is_some() && !matches!(ended, Ended::Exited) {
@@ -337,7 +202,7 @@ pub async fn execute(
             abort.abort();
         }
     }
-    let code = status.as_ref().ok().map(|s| exit_code(*s));
+    let code = status.as_ref().ok().map(|s| Process::exit_code(*s));
     let wait_error = status
         .err()
         .map(|e| format!("waiting for the job failed: {e}"));
@@ -382,6 +247,7 @@ mod tests {
     use std::path::PathBuf;
 
     use super::*;
+    use crate::isolation;
 
     fn job(command: &[&str], script: Option<&str>, image: Option<&str>) -> LeasedJob {
         LeasedJob {

@@ -8,7 +8,12 @@ pub fn detect_capabilities() -> Vec<String> {
         format!("os={}", std::env::consts::OS),
         format!("arch={}", std::env::consts::ARCH),
     ];
-    if Path::new("/var/run/docker.sock").exists() {
+    let engine = if cfg!(windows) {
+        r"\\.\pipe\docker_engine"
+    } else {
+        "/var/run/docker.sock"
+    };
+    if Path::new(engine).exists() {
         caps.push("docker".into());
     }
     caps
@@ -16,16 +21,7 @@ pub fn detect_capabilities() -> Vec<String> {
 
 /// The host name, reduced to characters a runner name may hold.
 pub fn hostname() -> String {
-    let mut buf = [0u8; 256];
-    // SAFETY: the buffer is valid for its length; gethostname NUL-terminates
-    // within it or truncates.
-    let ok = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) } == 0;
-    let raw = if ok {
-        let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
-        String::from_utf8_lossy(&buf[..end]).into_owned()
-    } else {
-        String::new()
-    };
+    let raw = crate::platform::hostname();
     let cleaned: String = raw
         .chars()
         .map(|c| {

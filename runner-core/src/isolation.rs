@@ -1,13 +1,15 @@
 //! How jobs are kept away from the runner and from each other: a clean
-//! environment, a sandbox (bubblewrap) when asked for, and a way to kill
-//! whatever a job leaves behind (its PID namespace, or a cgroup).
+//! environment, a sandbox when asked for (bubblewrap on Linux,
+//! `sandbox-exec` on macOS), and a way to kill whatever a job leaves behind
+//! (its PID namespace, a cgroup, a Job Object). What each system can do is
+//! in `platform`; this is what the runner asks for and is told.
 
-use std::ffi::{OsStr, OsString};
+use std::ffi::OsString;
 use std::fmt;
 use std::io;
 use std::path::{Path, PathBuf};
 
-use crate::cgroup::JobCgroups;
+use crate::platform;
 
 /// Where each job runs (`drover runner --sandbox`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -20,6 +22,11 @@ pub enum Sandbox {
     /// namespace (it sees only its own processes, and they all die with
     /// it), no capabilities, and the runner's state hidden.
     Bwrap,
+    /// Under `sandbox-exec` (macOS) with a profile made for the job: no
+    /// writing outside its directory; no reading of people's homes (the
+    /// keychains among them), other jobs' directories or the runner's
+    /// state; no Docker socket.
+    SandboxExec,
 }
 
 impl Sandbox {
@@ -27,7 +34,27 @@ impl Sandbox {
         match s {
             "none" => Some(Self::None),
             "bwrap" => Some(Self::Bwrap),
+            "sandbox-exec" => Some(Self::SandboxExec),
             _ => None,
+        }
+    }
+
+    /// The sandbox this system has: bubblewrap on Linux, `sandbox-exec` on
+    /// macOS. Windows has none (asking for one there says so).
+    pub fn native() -> Self {
+        if cfg!(target_os = "macos") {
+            Self::SandboxExec
+        } else {
+            Self::Bwrap
+        }
+    }
+
+    /// Its name on the command line and in the runner's capabilities.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::None => "none",
+            Self::Bwrap => "bwrap",
+            Self::SandboxExec => "sandbox-exec",
         }
     }
 }
@@ -58,12 +85,16 @@ pub enum IsolationError {
         "--sandbox bwrap needs bubblewrap, which is not installed (Debian/Ubuntu: apt-get install bubblewrap)"
     )]
     BwrapMissing,
-    #[error("--sandbox bwrap: {0} does not run: {1}")]
-    BwrapBroken(PathBuf, String),
-    #[error("--sandbox bwrap is Linux only")]
-    NotLinux,
+    #[error("--sandbox: {0} does not run: {1}")]
+    SandboxBroken(PathBuf, String),
+    #[error("--sandbox {0} is {1} only")]
+    NotHere(&'static str, &'static str),
+    #[error("this system has no sandbox for jobs (--sandbox none runs them as the runner's user)")]
+    NoSandboxHere,
     #[error("--job-user needs the runner to run as root")]
     JobUserNeedsRoot,
+    #[error("--job-user is for Linux and macOS: on Windows, run the runner as the user its jobs should run as")]
+    JobUserNotHere,
     #[error("--job-user {0}: no such user")]
     UnknownUser(String),
     #[error("--job-user {0} is root: name an unprivileged user")]
@@ -84,6 +115,9 @@ pub enum Containment {
     PidNamespace,
     /// Its own cgroup (v2), killed as a whole when the job ends.
     Cgroup,
+    /// Its own Job Object (Windows): every process it starts is in it, and
+    /// all are ended with it.
+    JobObject,
     /// Only its process group: a process that leaves the group (`setsid`,
     /// a double fork) outlives the job. Says why nothing better was possible.
     ProcessGroup { why: String },
@@ -93,15 +127,16 @@ pub enum Containment {
 #[derive(Debug)]
 pub struct Prepared {
     pub isolation: Isolation,
-    /// `bwrap`'s absolute path, when sandboxed.
-    pub bwrap: Option<PathBuf>,
+    /// The sandbox program's absolute path (`bwrap`, `sandbox-exec`), when
+    /// jobs are sandboxed.
+    pub sandbox: Option<PathBuf>,
     /// The programs the runner itself starts, found on its own `PATH` when
     /// it started: a job's env (its `PATH`, `LD_PRELOAD`) never chooses or
     /// configures them.
     pub programs: Programs,
     pub job_user: Option<JobUser>,
     pub containment: Containment,
-    pub(crate) cgroups: Option<JobCgroups>,
+    pub(crate) jobs: platform::Jobs,
 }
 
 impl fmt::Display for Prepared {
@@ -109,6 +144,7 @@ impl fmt::Display for Prepared {
         match self.isolation.sandbox {
             Sandbox::None => write!(f, "jobs run unsandboxed")?,
             Sandbox::Bwrap => write!(f, "jobs run in a bubblewrap sandbox")?,
+            Sandbox::SandboxExec => write!(f, "jobs run in a sandbox-exec sandbox")?,
         }
         match (&self.isolation.job_user, self.job_user) {
             (Some(name), Some(u)) => write!(f, ", as {name} (uid {})", u.uid)?,
@@ -117,9 +153,10 @@ impl fmt::Display for Prepared {
         match &self.containment {
             Containment::PidNamespace => write!(f, "; each in its own PID namespace"),
             Containment::Cgroup => write!(f, "; each in its own cgroup"),
+            Containment::JobObject => write!(f, "; each in its own Job Object"),
             Containment::ProcessGroup { why } => write!(
                 f,
-                "; WARNING: a process a job detaches from its process group may outlive it ({why}; use --sandbox bwrap)"
+                "; WARNING: a process a job detaches from its process group may outlive it ({why})"
             ),
         }
     }
@@ -132,12 +169,12 @@ impl Prepared {
     }
 
     /// What the runner announces about its jobs' sandbox: `sandbox=bwrap`,
-    /// or `sandbox=none` (the roster shows such a runner as unsandboxed).
+    /// `sandbox=sandbox-exec`, or `sandbox=none` (the roster shows such a
+    /// runner as unsandboxed).
     pub fn capability(&self) -> String {
-        let sandbox = if self.bwrap.is_some() {
-            "bwrap"
-        } else {
-            "none"
+        let sandbox = match self.sandbox {
+            Some(_) => self.isolation.sandbox.name(),
+            None => Sandbox::None.name(),
         };
         format!("{SANDBOX_KEY}={sandbox}")
     }
@@ -174,34 +211,29 @@ pub fn announced_sandbox(capabilities: &[String]) -> Option<bool> {
 /// error, never a silent fallback; containment falls back to the process
 /// group, which [`Prepared`]'s `Display` says.
 pub fn prepare(isolation: &Isolation) -> Result<Prepared, IsolationError> {
-    let job_user = isolation.job_user.as_deref().map(look_up).transpose()?;
-    let bwrap = match isolation.sandbox {
-        Sandbox::None => None,
-        Sandbox::Bwrap => Some(find_bwrap(job_user)?),
-    };
-    let (containment, cgroups) = if bwrap.is_some() {
-        (Containment::PidNamespace, None)
-    } else {
-        match JobCgroups::new() {
-            Ok(c) => (Containment::Cgroup, Some(c)),
-            Err(why) => (Containment::ProcessGroup { why }, None),
-        }
-    };
+    let job_user = isolation
+        .job_user
+        .as_deref()
+        .map(platform::look_up)
+        .transpose()?;
+    let sandbox = platform::find_sandbox(isolation.sandbox, job_user)?;
+    let (jobs, containment) = platform::jobs(sandbox.is_some());
     Ok(Prepared {
         isolation: isolation.clone(),
-        bwrap,
+        sandbox,
         programs: Programs::find(),
         job_user,
         containment,
-        cgroups,
+        jobs,
     })
 }
 
 /// The absolute paths of the programs the runner starts for its jobs.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Programs {
-    /// The shell that runs a `script` job (outside a sandbox).
-    pub sh: PathBuf,
+    /// What runs a `script` job: `sh` (outside a sandbox), `cmd.exe` on
+    /// Windows.
+    pub shell: PathBuf,
     /// The container client for `image` jobs, if the runner has one.
     pub docker: Option<PathBuf>,
 }
@@ -210,110 +242,50 @@ impl Programs {
     /// Looks them up on this process's `PATH` (absolute entries only).
     pub fn find() -> Self {
         Self {
-            sh: find_program("sh").unwrap_or_else(|| "/bin/sh".into()),
+            shell: platform::shell(),
             docker: find_program("docker"),
         }
     }
 }
 
-/// `name` on this process's `PATH`, as an absolute path. Relative entries
-/// are skipped: they would name a different file in each job's directory.
+/// `name` on this process's `PATH`, as an absolute path (on Windows,
+/// `name.exe` too). Relative entries are skipped: they would name a
+/// different file in each job's directory.
 pub fn find_program(name: &str) -> Option<PathBuf> {
-    use std::os::unix::fs::PermissionsExt as _;
     let path = std::env::var_os("PATH").unwrap_or_else(|| DEFAULT_PATH.into());
+    let suffixed = format!("{name}{}", std::env::consts::EXE_SUFFIX);
     std::env::split_paths(&path)
         .filter(|dir| dir.is_absolute())
-        .map(|dir| dir.join(name))
-        .find(|p| {
-            std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-        })
-}
-
-fn look_up(name: &str) -> Result<JobUser, IsolationError> {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        return Err(IsolationError::JobUserNeedsRoot);
-    }
-    let unknown = || IsolationError::UnknownUser(name.to_owned());
-    let c_name = std::ffi::CString::new(name).map_err(|_| unknown())?;
-    let mut buf = vec![0u8; 16 * 1024];
-    // SAFETY: a zeroed passwd is a valid out-parameter for getpwnam_r.
-    let mut pwd: libc::passwd = unsafe { std::mem::zeroed() };
-    let mut found = std::ptr::null_mut();
-    // SAFETY: every pointer is valid for the call; buf outlives its use.
-    let rc = unsafe {
-        libc::getpwnam_r(
-            c_name.as_ptr(),
-            &mut pwd,
-            buf.as_mut_ptr().cast(),
-            buf.len(),
-            &mut found,
-        )
-    };
-    if rc != 0 || found.is_null() {
-        return Err(unknown());
-    }
-    if pwd.pw_uid == 0 {
-        return Err(IsolationError::JobUserIsRoot(name.to_owned()));
-    }
-    Ok(JobUser {
-        uid: pwd.pw_uid,
-        gid: pwd.pw_gid,
-    })
-}
-
-/// Becomes `user`, with no supplementary groups. Only async-signal-safe
-/// calls: this runs between `fork` and `exec`, after joining the cgroup
-/// (which needs root).
-pub(crate) fn become_user(user: JobUser) -> io::Result<()> {
-    // SAFETY: plain system calls on this (forked) process.
-    unsafe {
-        if libc::setgroups(0, std::ptr::null()) != 0
-            || libc::setgid(user.gid) != 0
-            || libc::setuid(user.uid) != 0
-        {
-            return Err(io::Error::last_os_error());
-        }
-    }
-    Ok(())
-}
-
-fn find_bwrap(user: Option<JobUser>) -> Result<PathBuf, IsolationError> {
-    if !cfg!(target_os = "linux") {
-        return Err(IsolationError::NotLinux);
-    }
-    let found = find_program("bwrap").ok_or(IsolationError::BwrapMissing)?;
-    // A bwrap that cannot make its namespaces here (as the jobs' user)
-    // fails every job: refuse now.
-    let mut probe = std::process::Command::new(&found);
-    if let Some(user) = user {
-        use std::os::unix::process::CommandExt as _;
-        probe.uid(user.uid).gid(user.gid);
-    }
-    let out = probe
-        .args(["--ro-bind", "/", "/", "--unshare-pid", "--die-with-parent"])
-        .args(["--cap-drop", "ALL", "--", "true"])
-        .env_clear()
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .output()
-        .map_err(|e| IsolationError::BwrapBroken(found.clone(), e.to_string()))?;
-    if !out.status.success() {
-        let said = String::from_utf8_lossy(&out.stderr).trim().to_owned();
-        return Err(IsolationError::BwrapBroken(found, said));
-    }
-    Ok(found)
+        .flat_map(|dir| [dir.join(name), dir.join(&suffixed)])
+        .find(|p| platform::is_program(p))
 }
 
 /// `PATH` for jobs when the runner has none.
 pub(crate) const DEFAULT_PATH: &str =
     "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
+/// What of the runner's environment a job gets, when set: on Windows what
+/// programs there need to start (`SystemRoot`…) and find others.
+const PASSED_ENV: &[&str] = if cfg!(windows) {
+    &[
+        "PATHEXT",
+        "SystemRoot",
+        "windir",
+        "SystemDrive",
+        "ComSpec",
+        "NUMBER_OF_PROCESSORS",
+        "PROCESSOR_ARCHITECTURE",
+        "OS",
+    ]
+} else {
+    &["LANG", "LC_ALL", "TZ"]
+};
+
 /// The runner environment a job gets besides its own env and `DROVER_*`:
-/// `PATH` and, when set, `LANG`, `LC_ALL` and `TZ`. `HOME` and `TMPDIR`
-/// are set to the job's own directories. Nothing else of the runner's
-/// environment reaches the job.
+/// `PATH` and, when set, `LANG`, `LC_ALL` and `TZ` (on Windows, the
+/// system's own variables instead). `HOME` and `TMPDIR` (on Windows also
+/// `USERPROFILE`, `TEMP` and `TMP`) are the job's own directories. Nothing
+/// else of the runner's environment reaches the job.
 pub fn base_env(home: &Path, tmp: &Path) -> Vec<(OsString, OsString)> {
     let mut env = vec![
         (
@@ -323,7 +295,12 @@ pub fn base_env(home: &Path, tmp: &Path) -> Vec<(OsString, OsString)> {
         ("HOME".into(), home.into()),
         ("TMPDIR".into(), tmp.into()),
     ];
-    for name in ["LANG", "LC_ALL", "TZ"] {
+    if cfg!(windows) {
+        env.push(("USERPROFILE".into(), home.into()));
+        env.push(("TEMP".into(), tmp.into()));
+        env.push(("TMP".into(), tmp.into()));
+    }
+    for name in PASSED_ENV {
         if let Some(v) = std::env::var_os(name) {
             env.push((name.into(), v));
         }
@@ -331,105 +308,21 @@ pub fn base_env(home: &Path, tmp: &Path) -> Vec<(OsString, OsString)> {
     env
 }
 
-/// Sockets that would let a sandboxed job out (read-only mounts do not stop
-/// `connect`); hidden when they exist.
-const HOST_SOCKETS: &[&str] = &["/run/docker.sock", "/var/run/docker.sock"];
-
-/// Where people's files and session services are (home directories;
-/// `/run/user/<uid>`: the session bus, the keyring, agents' sockets): a
-/// sandboxed job finds each empty, as it does the runner user's `HOME`.
-const PERSONAL: &[&str] = &["/home", "/root", "/var/home", "/run/user"];
-
 /// The runner user's `HOME`, when it is a directory of its own (not `/`).
-fn runner_home() -> Option<PathBuf> {
+pub(crate) fn runner_home() -> Option<PathBuf> {
     let home = PathBuf::from(std::env::var_os("HOME")?);
     (home.is_absolute() && home.parent().is_some() && home.is_dir()).then_some(home)
-}
-
-/// bubblewrap's arguments for a job whose directory is `dir` (bound
-/// read-write at the same path), under `work_root` (hidden: other jobs'
-/// directories are there), with `hidden` paths covered, starting in `cwd`.
-pub fn bwrap_args(dir: &Path, work_root: &Path, hidden: &[PathBuf], cwd: &Path) -> Vec<OsString> {
-    let mut a: Vec<OsString> = Vec::new();
-    let mut push = |items: &[&std::ffi::OsStr]| a.extend(items.iter().map(|s| s.to_os_string()));
-    push(&["--ro-bind".as_ref(), "/".as_ref(), "/".as_ref()]);
-    push(&["--dev".as_ref(), "/dev".as_ref()]);
-    push(&["--proc".as_ref(), "/proc".as_ref()]);
-    push(&["--tmpfs".as_ref(), "/tmp".as_ref()]);
-    push(&["--tmpfs".as_ref(), work_root.as_os_str()]);
-    let home = runner_home();
-    for path in hidden
-        .iter()
-        .map(PathBuf::as_path)
-        .chain(HOST_SOCKETS.iter().chain(PERSONAL).map(Path::new))
-        .chain(home.as_deref())
-    {
-        if path.is_dir() {
-            push(&["--tmpfs".as_ref(), path.as_os_str()]);
-        } else if path.exists() {
-            push(&["--ro-bind".as_ref(), "/dev/null".as_ref(), path.as_os_str()]);
-        }
-    }
-    push(&["--bind".as_ref(), dir.as_os_str(), dir.as_os_str()]);
-    push(&["--chdir".as_ref(), cwd.as_os_str()]);
-    push(&[
-        "--unshare-pid".as_ref(),
-        "--unshare-ipc".as_ref(),
-        "--die-with-parent".as_ref(),
-        "--cap-drop".as_ref(),
-        "ALL".as_ref(),
-        "--".as_ref(),
-    ]);
-    a
-}
-
-/// A job's environment as bubblewrap reads it from `--args FD`: `--clearenv`,
-/// then `--setenv NAME VALUE` for each, NUL-separated. bwrap itself starts
-/// with an empty environment and applies these to what it runs inside the
-/// sandbox; none of it is on a command line.
-pub fn bwrap_env_args<'a>(env: impl IntoIterator<Item = (&'a OsStr, &'a OsStr)>) -> Vec<u8> {
-    use std::os::unix::ffi::OsStrExt as _;
-    let mut out = b"--clearenv\0".to_vec();
-    for (name, value) in env {
-        for part in [b"--setenv".as_slice(), name.as_bytes(), value.as_bytes()] {
-            out.extend_from_slice(part);
-            out.push(0);
-        }
-    }
-    out
-}
-
-/// `data` in an anonymous file (memfd), read from its start by whoever it
-/// is handed to; closed on exec unless the child is given it on purpose.
-pub(crate) fn data_fd(data: &[u8]) -> io::Result<std::os::fd::OwnedFd> {
-    use std::io::{Seek as _, Write as _};
-    use std::os::fd::{FromRawFd as _, OwnedFd};
-    // SAFETY: a NUL-terminated name; the descriptor is ours alone.
-    let fd = unsafe { libc::memfd_create(c"drover-job-env".as_ptr(), libc::MFD_CLOEXEC) };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: just opened above.
-    let mut file = std::fs::File::from(unsafe { OwnedFd::from_raw_fd(fd) });
-    file.write_all(data)?;
-    file.rewind()?;
-    Ok(file.into())
 }
 
 /// Makes the current process's memory, environment and open files
 /// unreadable through `/proc` and `ptrace` by other processes of its user
 /// (its jobs included); only root may still look. Jobs it starts are
 /// unaffected (`execve` resets the flag). For `drover runner` and an
-/// embedding app: it changes the whole process.
-pub fn harden_process() -> std::io::Result<()> {
-    #[cfg(target_os = "linux")]
-    {
-        // SAFETY: prctl(PR_SET_DUMPABLE, 0) only changes a flag of this process.
-        if unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) } != 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-    }
-    Ok(())
+/// embedding app: it changes the whole process. Linux only: macOS already
+/// keeps a process's memory from others of its user (not its environment,
+/// which a job there reads only outside a sandbox); Windows does not.
+pub fn harden_process() -> io::Result<()> {
+    platform::harden_process()
 }
 
 #[cfg(test)]
@@ -437,37 +330,21 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_job_directory_is_bound_after_what_hides_the_others() {
-        let args = bwrap_args(
-            Path::new("/w/job_1-1"),
-            Path::new("/w"),
-            &[PathBuf::from("/s")],
-            Path::new("/w/job_1-1/work"),
-        );
-        let text: Vec<_> = args.iter().map(|a| a.to_string_lossy()).collect();
-        let at = |s: &str| text.iter().position(|a| a == s).unwrap();
-        assert!(at("--tmpfs") < at("--bind"));
-        assert_eq!(text[at("--bind") + 1], "/w/job_1-1");
-        assert_eq!(text.last().unwrap(), "--");
-        assert!(text.iter().any(|a| a == "--unshare-pid"));
-        assert!(text.iter().any(|a| a == "--die-with-parent"));
-    }
-
-    #[test]
     fn the_sandbox_capability_replaces_any_claimed_one() {
         let mut prepared = Prepared {
             isolation: Isolation::default(),
-            bwrap: None,
+            sandbox: None,
             programs: Programs::find(),
             job_user: None,
             containment: Containment::PidNamespace,
-            cgroups: None,
+            jobs: platform::jobs(true).0,
         };
         let mut caps = vec!["os=linux".to_owned(), "sandbox=bwrap".to_owned()];
         prepared.announce(&mut caps);
         assert_eq!(caps, ["os=linux", "sandbox=none"]);
         assert_eq!(announced_sandbox(&caps), Some(false));
-        prepared.bwrap = Some("/usr/bin/bwrap".into());
+        prepared.isolation.sandbox = Sandbox::Bwrap;
+        prepared.sandbox = Some("/usr/bin/bwrap".into());
         prepared.announce(&mut caps);
         assert_eq!(caps, ["os=linux", "sandbox=bwrap"]);
         assert_eq!(announced_sandbox(&caps), Some(true));

@@ -5,15 +5,14 @@
 //! [`runner::Event`]s and [`fleet::Fleet::status`].
 
 pub mod backoff;
-mod cgroup;
 pub mod client;
 pub mod credentials;
 pub mod exec;
 pub mod fleet;
 pub mod host;
 pub mod isolation;
+mod platform;
 pub mod runner;
-mod spawn;
 pub mod workdir;
 
 pub use drover_wire as wire;

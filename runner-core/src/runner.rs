@@ -58,12 +58,11 @@ enum Phase {
     Finished,
 }
 
-/// `drover-work-<uid>` in the temporary directory: each user's runners
-/// their own (`workdir::own_work_root` refuses one of another user's).
+/// Where jobs' directories go unless told: in the temporary directory,
+/// each user's runners their own (`drover-work-<uid>`; on Windows the
+/// temporary directory is the user's already).
 pub fn default_work_root() -> PathBuf {
-    // SAFETY: geteuid has no preconditions.
-    let uid = unsafe { libc::geteuid() };
-    std::env::temp_dir().join(format!("drover-work-{uid}"))
+    crate::platform::default_work_root()
 }
 
 impl Default for RunnerSettings {

@@ -315,7 +315,7 @@ impl Supervisor {
                 sandboxed: inner
                     .pools
                     .get(&p.reference)
-                    .map(|r| r.fleet.isolation().bwrap.is_some()),
+                    .map(|r| r.fleet.isolation().sandbox.is_some()),
                 refused: inner.refused.get(&p.reference).cloned(),
                 live: inner
                     .pools

@@ -13,9 +13,10 @@ impl Supervisor {
     }
 
     /// A pool's runner settings. A workspace pool's jobs are other
-    /// people's: they run under bubblewrap, with the app's own files (its
-    /// settings, the keychain's, the session bus) hidden besides what the
-    /// sandbox always hides (homes, `/run/user`, `/tmp`). A personal
+    /// people's: they run in the system's sandbox (bubblewrap,
+    /// sandbox-exec), with the app's own files (its settings, the
+    /// keychain's, the session bus) hidden besides what the sandbox always
+    /// hides (people's homes, `/tmp`). A personal
     /// pool's run as the member, as the options say.
     pub(super) fn settings_for(&self, pool: &PoolConfig) -> RunnerSettings {
         let mut settings = self.options.runner.clone();
@@ -23,7 +24,7 @@ impl Supervisor {
         settings.capabilities.extend(pool.labels.iter().cloned());
         settings.work_root = settings.work_root.join(sanitize(&pool.reference));
         if pool.kind == PoolKind::Workspace {
-            settings.isolation.sandbox = Sandbox::Bwrap;
+            settings.isolation.sandbox = Sandbox::native();
             settings.isolation.hidden.extend(self.private_paths());
         }
         settings
@@ -75,8 +76,13 @@ impl Supervisor {
                     Fleet::new(base, settings)
                 } else {
                     let message = format!(
-                        "not lending this machine to {}: its jobs are other people's, and they would run unsandboxed, as you, able to read your files and keychain ({why}). Install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap), or allow unsandboxed jobs in the pool's settings under This machine",
-                        pool.name
+                        "not lending this machine to {}: its jobs are other people's, and they would run unsandboxed, as you, able to read your files and keychain ({why}). {}llow unsandboxed jobs in the pool's settings under This machine",
+                        pool.name,
+                        if cfg!(target_os = "linux") {
+                            "Install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap), or a"
+                        } else {
+                            "A"
+                        }
                     );
                     inner
                         .refused
@@ -437,7 +443,7 @@ impl Supervisor {
         let sandboxed = inner
             .pools
             .get(reference)
-            .map(|r| r.fleet.isolation().bwrap.is_some());
+            .map(|r| r.fleet.isolation().sandbox.is_some());
         let result = match sandboxed {
             // Sandboxed, or unsandboxed and still allowed: nothing changes.
             Some(true) => Ok(()),
@@ -475,7 +481,10 @@ impl Supervisor {
 fn no_sandbox(e: &IsolationError) -> bool {
     matches!(
         e,
-        IsolationError::BwrapMissing | IsolationError::BwrapBroken(..) | IsolationError::NotLinux
+        IsolationError::BwrapMissing
+            | IsolationError::SandboxBroken(..)
+            | IsolationError::NotHere(..)
+            | IsolationError::NoSandboxHere
     )
 }
 
@@ -483,10 +492,10 @@ fn no_sandbox(e: &IsolationError) -> bool {
 fn sandbox_missing(e: &IsolationError) -> String {
     match e {
         IsolationError::BwrapMissing => "bubblewrap (bwrap) is not installed".into(),
-        IsolationError::BwrapBroken(path, said) => {
+        IsolationError::SandboxBroken(path, said) => {
             format!("{} does not run here: {said}", path.display())
         }
-        IsolationError::NotLinux => "the sandbox, bubblewrap, is Linux only".into(),
+        IsolationError::NoSandboxHere => "Windows has no sandbox for jobs".into(),
         other => other.to_string(),
     }
 }

@@ -66,7 +66,7 @@ pub struct RunnerArgs {
 }
 
 fn parse_sandbox(s: &str) -> Result<Sandbox, String> {
-    Sandbox::parse(s).ok_or_else(|| format!("{s:?}: use none or bwrap"))
+    Sandbox::parse(s).ok_or_else(|| format!("{s:?}: use none, bwrap (Linux) or sandbox-exec (macOS)"))
 }
 
 /// The arguments without `--token VALUE` / `--token=VALUE`, and the token,

@@ -1,10 +1,8 @@
 //! The job's process as a `Command`: its program (a command, a script under
-//! `sh`, or a container), the environment it sees, and for a launcher
-//! (bwrap, docker) the descriptor that hands it the job's environment.
+//! the system's shell, or a container), the environment it sees, and how a
+//! launcher (a sandbox, docker) is given the job's environment.
 
 use std::ffi::{OsStr, OsString};
-use std::os::fd::OwnedFd;
-use std::os::unix::ffi::OsStrExt as _;
 use std::process::Stdio;
 
 use drover_wire::LeasedJob;
@@ -12,6 +10,7 @@ use tokio::process::Command;
 
 use super::Place;
 use crate::isolation;
+use crate::platform::{self, Launch};
 
 /// Environment variables of the runner itself that a container job's
 /// `docker` client must not inherit (other jobs get a clean environment).
@@ -47,10 +46,6 @@ pub fn validate(job: &LeasedJob) -> Result<(), String> {
     Ok(())
 }
 
-/// The descriptor a job's launcher reads the job's environment from
-/// (bwrap's `--args 3`, docker's `--env-file /dev/fd/3`).
-pub(super) const ENV_FD: i32 = 3;
-
 /// What the job itself sees of its environment, in order (later wins): the
 /// runner's documented minimum, the job's env, and who it is.
 fn job_env<'a>(
@@ -69,88 +64,60 @@ fn job_env<'a>(
         )))
 }
 
-/// The job's process and, for a launcher (bwrap, docker), the descriptor
-/// holding the job's environment, to be handed to it as [`ENV_FD`].
-pub(super) fn build_command(
-    job: &LeasedJob,
-    runner: &str,
-    place: &Place,
-) -> Result<(Command, Option<OwnedFd>), String> {
+/// The job's process, to be started by the system's `start`.
+pub(super) fn build_command(job: &LeasedJob, runner: &str, place: &Place) -> Result<Launch, String> {
     validate(job)?;
     let work = place.dir.join("work");
     let ids = [
         ("DROVER_JOB_ID", job.id.clone()),
         ("DROVER_ATTEMPT", job.attempt.to_string()),
     ];
-    let env_data = |data: Vec<u8>| {
-        isolation::data_fd(&data).map_err(|e| format!("could not pass the job its env: {e}"))
-    };
-    let (mut cmd, env_fd) = if let Some(image) = &job.image {
+    let (mut cmd, env_fd, program, sandboxed) = if let Some(image) = &job.image {
         let docker =
             place.isolation.programs.docker.as_ref().ok_or(
                 "this runner has no docker on its PATH: it cannot run a job with an image",
             )?;
-        // The container gets the job's env from a file only docker reads;
-        // the docker client itself runs with the runner's environment (its
+        // The container gets the job's env in a way only docker sees; the
+        // docker client itself runs with the runner's environment (its
         // config, its socket), less the runner's own secrets.
-        let mut file = Vec::new();
-        for (k, v) in job_env(job, runner, &[], &ids) {
-            file.extend_from_slice(k.as_bytes());
-            file.push(b'=');
-            file.extend_from_slice(v.as_bytes());
-            file.push(b'\n');
-        }
         let mut c = Command::new(docker);
-        c.args(["run", "--rm", "--init", "--name", &container_name(job)])
-            .arg("--env-file")
-            .arg(format!("/dev/fd/{ENV_FD}"))
-            .arg(image);
-        match &job.script {
-            Some(script) => c.args(["sh", "-c", script]),
-            None => c.args(&job.command),
-        };
+        c.args(["run", "--rm", "--init", "--name", &container_name(job)]);
         for (key, _) in std::env::vars_os() {
             if key.to_str().is_some_and(is_runner_secret) {
                 c.env_remove(key);
             }
         }
-        (c, Some(env_data(file)?))
+        let env_fd = platform::container_env(&mut c, job_env(job, runner, &[], &ids))?;
+        c.arg(image);
+        match &job.script {
+            Some(script) => c.args(["sh", "-c", script]),
+            None => c.args(&job.command),
+        };
+        (c, env_fd, "docker".to_owned(), false)
     } else {
-        let sh = place.isolation.programs.sh.as_os_str();
-        let (program, args) = match &job.script {
-            Some(script) => (sh, vec!["-c", script.as_str()]),
+        let (program, args): (OsString, Vec<OsString>) = match &job.script {
+            Some(script) => {
+                platform::script(&place.isolation.programs.shell, script, place.dir)
+                    .map_err(|e| format!("could not write the job's script: {e}"))?
+            }
             None => {
                 let (program, args) = job.command.split_first().ok_or("no command")?;
-                (program.as_ref(), args.iter().map(String::as_str).collect())
+                (program.into(), args.iter().map(Into::into).collect())
             }
         };
+        let name = program.to_string_lossy().into_owned();
         let base = isolation::base_env(&work, &place.dir.join("tmp"));
-        match &place.isolation.bwrap {
-            Some(bwrap) => {
-                // bwrap runs with no environment at all; the job's is
-                // applied inside the sandbox, read from a descriptor.
-                let mut c = Command::new(bwrap);
-                c.env_clear()
-                    .arg("--args")
-                    .arg(ENV_FD.to_string())
-                    .args(isolation::bwrap_args(
-                        place.dir,
-                        place.work_root,
-                        &place.isolation.isolation.hidden,
-                        &work,
-                    ))
-                    .arg(program)
-                    .args(args);
-                let data = isolation::bwrap_env_args(job_env(job, runner, &base, &ids));
-                (c, Some(env_data(data)?))
+        let env = job_env(job, runner, &base, &ids);
+        match &place.isolation.sandbox {
+            Some(sandbox) => {
+                let (c, env_fd) = platform::sandboxed(sandbox, place, &program, &args, env)?;
+                (c, env_fd, name, true)
             }
             None => {
                 // The job's own program, as the job: it takes the job's env.
-                let mut c = Command::new(program);
-                c.args(args)
-                    .env_clear()
-                    .envs(job_env(job, runner, &base, &ids));
-                (c, None)
+                let mut c = Command::new(&program);
+                c.args(&args).env_clear().envs(env);
+                (c, None, name, false)
             }
         }
     };
@@ -158,25 +125,13 @@ pub(super) fn build_command(
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        .process_group(0)
         .kill_on_drop(true);
-    Ok((cmd, env_fd))
-}
-
-/// In the child, between fork and exec: `fd` becomes [`ENV_FD`], open
-/// across the exec. Async-signal-safe.
-pub(super) fn hand_over(fd: i32) -> std::io::Result<()> {
-    // SAFETY: plain system calls on descriptors of this (forked) process.
-    let ok = unsafe {
-        if fd == ENV_FD {
-            libc::fcntl(fd, libc::F_SETFD, 0) == 0
-        } else {
-            libc::dup2(fd, ENV_FD) == ENV_FD
-        }
-    };
-    if ok {
-        Ok(())
-    } else {
-        Err(std::io::Error::last_os_error())
-    }
+    Ok(Launch {
+        cmd,
+        env_fd,
+        // A container job's docker client stays the runner's: Docker isolates the job.
+        user: place.isolation.job_user.filter(|_| job.image.is_none()),
+        sandboxed,
+        program,
+    })
 }

@@ -26,9 +26,6 @@ pub(crate) struct JobCgroups {
 impl JobCgroups {
     /// The runner's cgroup, if it may make child cgroups there; else why not.
     pub fn new() -> Result<Self, String> {
-        if !cfg!(target_os = "linux") {
-            return Err("cgroups are Linux only".into());
-        }
         let mounts = std::fs::read_to_string("/proc/self/mountinfo")
             .map_err(|e| format!("reading /proc/self/mountinfo: {e}"))?;
         // `… mount-point options - cgroup2 …`: field 5 is the mount point.
@@ -58,7 +55,7 @@ impl JobCgroups {
             .take()
             .map_err(|e| format!("cannot make a cgroup in {}: {e}", cgroups.parent.display()))?;
         let killable = probe.dir.join("cgroup.kill").exists();
-        let born_lives = crate::spawn::probe(&probe.dir);
+        let born_lives = super::spawn::probe(&probe.dir);
         cgroups.clone_into.store(born_lives, Ordering::Relaxed);
         cgroups.give_back(probe);
         if !killable {
