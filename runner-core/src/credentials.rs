@@ -88,20 +88,22 @@ impl CredentialStore for FileStore {
 
     fn save(&self, key: &str, credential: &StoredCredential) -> io::Result<()> {
         use std::io::Write as _;
-        use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _};
         let path = self.path(key);
         let dir = path.parent().expect("a file under runners/");
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(dir)?;
+        #[cfg_attr(windows, allow(unused_mut))]
+        let mut dirs = std::fs::DirBuilder::new();
+        #[cfg_attr(windows, allow(unused_mut))]
+        let mut options = std::fs::OpenOptions::new();
+        // Its user's only (on Windows, a profile's directories are).
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _};
+            dirs.mode(0o700);
+            options.mode(0o600);
+        }
+        dirs.recursive(true).create(dir)?;
         let tmp = path.with_extension("tmp");
-        let mut file = std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(&tmp)?;
+        let mut file = options.write(true).create(true).truncate(true).open(&tmp)?;
         file.write_all(&serde_json::to_vec_pretty(credential).map_err(io::Error::other)?)?;
         file.sync_all()?;
         std::fs::rename(&tmp, &path)

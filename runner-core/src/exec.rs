@@ -313,6 +313,7 @@ mod tests {
         let _ = std::fs::remove_dir_all(&root);
     }
 
+    #[cfg(unix)]
     /// A job that ignores SIGTERM times out; during its kill grace the
     /// lease is lost: it is killed then, not at the end of the grace.
     #[tokio::test]
@@ -357,6 +358,7 @@ mod tests {
 
     /// Each job of `jobs` in turn, the first stopped (cancelled) once it has
     /// started: their results.
+    #[cfg(unix)]
     async fn run_in_turn(name: &str, jobs: &[&str]) -> Vec<ExecResult> {
         let root = std::env::temp_dir().join(format!("drover-exec-{}-{name}", std::process::id()));
         let prepared = isolation::prepare(&Default::default()).unwrap();
@@ -398,6 +400,7 @@ mod tests {
         results
     }
 
+    #[cfg(unix)]
     /// A job that leaves a process ignoring SIGTERM behind has its cgroup
     /// killed whole; the jobs after it still run (a cgroup once killed is
     /// not reused: a process born into it by clone3 would be killed too).
@@ -425,6 +428,7 @@ mod tests {
         }
     }
 
+    #[cfg(unix)]
     /// A job's program is found as `execvp` finds it, however the job is
     /// started: on a relative PATH entry (from the job's directory), and a
     /// file without `#!` runs under `/bin/sh`.
@@ -492,5 +496,93 @@ mod tests {
             "{error}"
         );
         let _ = std::fs::remove_dir_all(&root);
+    }
+
+    /// What `job` printed and how it ended, stopped (cancelled) once it
+    /// printed something when `cancel` says so.
+    #[cfg(windows)]
+    async fn run(name: &str, job: LeasedJob, cancel: bool) -> (ExecResult, String) {
+        let (root, dir, prepared) = place(name);
+        let place = Place {
+            dir: &dir,
+            work_root: &root,
+            isolation: &prepared,
+        };
+        let (out, mut logs) = mpsc::channel::<(LogStream, Vec<u8>)>(64);
+        let (stop, stop_rx) = watch::channel(None);
+        let grace = Duration::from_secs(2);
+        let run = execute(&job, "rn_test", &place, out, stop_rx, grace, grace);
+        let collect = async {
+            let mut all = Vec::new();
+            while let Some((_, bytes)) = logs.recv().await {
+                all.extend(bytes);
+                if cancel {
+                    let _ = stop.send(Some(StopReason::Cancelled));
+                }
+            }
+            String::from_utf8_lossy(&all).into_owned()
+        };
+        let (result, printed) = tokio::join!(run, collect);
+        let _ = std::fs::remove_dir_all(&root);
+        (result, printed)
+    }
+
+    #[cfg(windows)]
+    #[tokio::test]
+    async fn cmd_jobs_end_with_their_exit_code() {
+        let (ok, said) = run(
+            "cmd-ok",
+            job(&["cmd", "/c", "echo hello"], None, None),
+            false,
+        )
+        .await;
+        assert_eq!(
+            (ok.outcome, ok.exit_code),
+            (Outcome::Succeeded, Some(0)),
+            "{ok:?}"
+        );
+        assert_eq!(said.trim(), "hello");
+        let (failed, _) = run("cmd-fail", job(&["cmd", "/c", "exit 3"], None, None), false).await;
+        assert_eq!(
+            (failed.outcome, failed.exit_code),
+            (Outcome::Failed, Some(3)),
+            "{failed:?}"
+        );
+        // A script of several lines runs as a batch file.
+        let script = "echo one\necho two\nexit /b 4";
+        let (script, said) = run("cmd-script", job(&[], Some(script), None), false).await;
+        assert_eq!(
+            (script.outcome, script.exit_code),
+            (Outcome::Failed, Some(4)),
+            "{script:?}"
+        );
+        assert_eq!(said.split_whitespace().collect::<Vec<_>>(), ["one", "two"]);
+        let (missing, _) = run(
+            "cmd-missing",
+            job(&["no-such-program-here"], None, None),
+            false,
+        )
+        .await;
+        assert_eq!(missing.outcome, Outcome::Failed);
+        assert!(
+            missing
+                .error
+                .unwrap_or_default()
+                .contains("could not start")
+        );
+    }
+
+    /// A cancelled job that started a process of its own: the Job Object
+    /// ends both, and has no process left when the job is over.
+    #[cfg(windows)]
+    #[tokio::test]
+    async fn a_cancelled_job_leaves_no_process_behind() {
+        let script =
+            "start /b ping -n 1000 127.0.0.1 >NUL\necho started\nping -n 1000 127.0.0.1 >NUL";
+        let (result, said) = run("cmd-cancel", job(&[], Some(script), None), true).await;
+        assert!(said.contains("started"), "{said}");
+        assert_eq!(result.stopped, Some(StopReason::Cancelled), "{result:?}");
+        assert_eq!(result.outcome, Outcome::Cancelled);
+        assert_eq!(result.leftover, None, "the Job Object still held processes");
     }
 }

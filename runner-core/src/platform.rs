@@ -51,7 +51,9 @@ mod windows;
 #[cfg(windows)]
 pub(crate) use windows::*;
 
-/// A job's command as `exec` built it, for the system's `start`.
+/// A job's command as `exec` built it, for the system's `start`. (Windows
+/// has no launcher with a descriptor, no job user and no sandbox.)
+#[cfg_attr(windows, allow(dead_code))]
 pub(crate) struct Launch {
     pub cmd: tokio::process::Command,
     /// For a launcher (bwrap, docker on Linux): the job's env, handed to it

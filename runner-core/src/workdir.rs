@@ -13,6 +13,23 @@ use crate::isolation::{IsolationError, JobUser};
 /// each directory above it must be root's or this user's, and sticky (as
 /// `/tmp` is) if others may write to it. So no one else can put a link or a
 /// directory of their own where a job's directory will be made.
+/// On Windows it is made if missing and must be a directory, not a link: the
+/// temporary directory it is in by default is the user's own.
+#[cfg(windows)]
+pub fn own_work_root(root: &Path, _user: Option<JobUser>) -> Result<(), IsolationError> {
+    let made = |e| IsolationError::WorkRoot(root.to_owned(), e);
+    std::fs::create_dir_all(root).map_err(made)?;
+    let meta = std::fs::symlink_metadata(root).map_err(made)?;
+    if !meta.file_type().is_dir() {
+        return Err(IsolationError::WorkRootNotOwn(
+            root.to_owned(),
+            "it is a symbolic link or not a directory".into(),
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(unix)]
 pub fn own_work_root(root: &Path, user: Option<JobUser>) -> Result<(), IsolationError> {
     use std::os::unix::fs::{DirBuilderExt as _, MetadataExt as _, PermissionsExt as _};
     let not_own = |why: String| IsolationError::WorkRootNotOwn(root.to_owned(), why);
@@ -78,9 +95,10 @@ pub fn own_work_root(root: &Path, user: Option<JobUser>) -> Result<(), Isolation
 /// of the same name (a runner killed mid-job) is removed first. Nothing in it
 /// is followed if it is a symbolic link.
 pub fn create_job_dir(work_root: &Path, name: &str, user: Option<JobUser>) -> io::Result<PathBuf> {
-    use std::os::unix::fs::DirBuilderExt as _;
+    #[cfg_attr(windows, allow(unused_mut))]
     let mut builder = std::fs::DirBuilder::new();
-    builder.mode(0o700);
+    #[cfg(unix)]
+    std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
     let dir = work_root.join(name);
     // The usual case in one `mkdir`: the root is there and the name is new.
     match builder.create(&dir) {
@@ -98,11 +116,14 @@ pub fn create_job_dir(work_root: &Path, name: &str, user: Option<JobUser>) -> io
     }
     builder.create(dir.join("work"))?;
     builder.create(dir.join("tmp"))?;
+    #[cfg(unix)]
     if let Some(u) = user {
         for d in [dir.join("work"), dir.join("tmp"), dir.clone()] {
             std::os::unix::fs::lchown(&d, Some(u.uid), Some(u.gid))?;
         }
     }
+    #[cfg(windows)]
+    let _ = user;
     Ok(dir)
 }
 
@@ -124,6 +145,7 @@ pub fn remove_job_dir(dir: &Path) -> io::Result<()> {
 /// Removes what most jobs leave, `work/` and `tmp/` empty, without a walk;
 /// false if that is not what is there. Inside `dir` as opened (not
 /// following a symbolic link put in its place).
+#[cfg(unix)]
 fn remove_empty_job_dir(dir: &Path) -> bool {
     use std::os::fd::AsRawFd as _;
     use std::os::unix::fs::OpenOptionsExt as _;
@@ -142,9 +164,20 @@ fn remove_empty_job_dir(dir: &Path) -> bool {
     emptied && std::fs::remove_dir(dir).is_ok()
 }
 
+/// On Windows `remove_dir_all` removes whatever a job made, read-only files
+/// included, without following links.
+#[cfg(windows)]
+fn remove_empty_job_dir(_dir: &Path) -> bool {
+    false
+}
+
+#[cfg(windows)]
+fn make_writable(_dir: &Path) {}
+
 /// Gives the owner back rwx on every directory under `dir` (not following
 /// symbolic links, even one put in a directory's place meanwhile), so what
 /// is in them can be removed.
+#[cfg(unix)]
 fn make_writable(dir: &Path) {
     use std::os::fd::AsRawFd as _;
     use std::os::unix::fs::OpenOptionsExt as _;

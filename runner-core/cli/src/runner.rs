@@ -54,8 +54,11 @@ pub struct RunnerArgs {
     /// Run each job in a sandbox: `bwrap` (bubblewrap, Linux) makes the
     /// filesystem read-only but the job's directory, gives it a private
     /// /tmp and its own PID namespace, and hides the state directory, the
-    /// home directories and /run/user (session bus, keyring, agents).
-    /// Use it for workspace runners, whose jobs come from every member.
+    /// home directories and /run/user (session bus, keyring, agents);
+    /// `sandbox-exec` (macOS) lets it write only its directory and read
+    /// neither the homes (keychains included), other jobs' directories nor
+    /// the state directory. Windows has none. Use it for workspace
+    /// runners, whose jobs come from every member.
     #[arg(long, default_value = "none", value_parser = parse_sandbox)]
     pub sandbox: Sandbox,
     /// Run jobs as this user (the runner runs as root): they cannot read
@@ -66,7 +69,8 @@ pub struct RunnerArgs {
 }
 
 fn parse_sandbox(s: &str) -> Result<Sandbox, String> {
-    Sandbox::parse(s).ok_or_else(|| format!("{s:?}: use none, bwrap (Linux) or sandbox-exec (macOS)"))
+    Sandbox::parse(s)
+        .ok_or_else(|| format!("{s:?}: use none, bwrap (Linux) or sandbox-exec (macOS)"))
 }
 
 /// The arguments without `--token VALUE` / `--token=VALUE`, and the token,

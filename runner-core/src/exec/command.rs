@@ -65,7 +65,11 @@ fn job_env<'a>(
 }
 
 /// The job's process, to be started by the system's `start`.
-pub(super) fn build_command(job: &LeasedJob, runner: &str, place: &Place) -> Result<Launch, String> {
+pub(super) fn build_command(
+    job: &LeasedJob,
+    runner: &str,
+    place: &Place,
+) -> Result<Launch, String> {
     validate(job)?;
     let work = place.dir.join("work");
     let ids = [
@@ -96,10 +100,8 @@ pub(super) fn build_command(job: &LeasedJob, runner: &str, place: &Place) -> Res
         (c, env_fd, "docker".to_owned(), false)
     } else {
         let (program, args): (OsString, Vec<OsString>) = match &job.script {
-            Some(script) => {
-                platform::script(&place.isolation.programs.shell, script, place.dir)
-                    .map_err(|e| format!("could not write the job's script: {e}"))?
-            }
+            Some(script) => platform::script(&place.isolation.programs.shell, script, place.dir)
+                .map_err(|e| format!("could not write the job's script: {e}"))?,
             None => {
                 let (program, args) = job.command.split_first().ok_or("no command")?;
                 (program.into(), args.iter().map(Into::into).collect())

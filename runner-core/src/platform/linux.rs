@@ -153,7 +153,9 @@ pub(crate) async fn start(launch: Launch, jobs: &Jobs) -> Result<Process, String
     };
     // Nothing runs in it: kept for the next job.
     let give_back = async |cgroup: Option<Arc<JobCgroup>>| {
-        if let (Some(cgroups), Some(cgroup)) = (cgroups, cgroup.and_then(|c| Arc::try_unwrap(c).ok())) {
+        if let (Some(cgroups), Some(cgroup)) =
+            (cgroups, cgroup.and_then(|c| Arc::try_unwrap(c).ok()))
+        {
             let _ = cgroups.end(cgroup).await;
         }
     };
@@ -163,7 +165,8 @@ pub(crate) async fn start(launch: Launch, jobs: &Jobs) -> Result<Process, String
     if let (Some(cgroups), Some(into), None) = (cgroups, &cgroup, &env_fd)
         && cgroups.clone_into()
     {
-        let born = spawn::Spec::of(cmd.as_std(), user).and_then(|spec| spawn::spawn(&spec, into.dir()));
+        let born =
+            spawn::Spec::of(cmd.as_std(), user).and_then(|spec| spawn::spawn(&spec, into.dir()));
         match born {
             Ok(born) => {
                 let pgid = Some(born.id() as i32);

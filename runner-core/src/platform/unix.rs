@@ -30,7 +30,11 @@ pub(crate) fn shell() -> PathBuf {
 }
 
 /// A script job: `sh -c SCRIPT`.
-pub(crate) fn script(shell: &Path, script: &str, _dir: &Path) -> io::Result<(OsString, Vec<OsString>)> {
+pub(crate) fn script(
+    shell: &Path,
+    script: &str,
+    _dir: &Path,
+) -> io::Result<(OsString, Vec<OsString>)> {
     Ok((shell.into(), vec!["-c".into(), script.into()]))
 }
 
