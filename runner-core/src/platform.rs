@@ -51,9 +51,10 @@ mod windows;
 #[cfg(windows)]
 pub(crate) use windows::*;
 
-/// A job's command as `exec` built it, for the system's `start`. (Windows
-/// has no launcher with a descriptor, no job user and no sandbox.)
-#[cfg_attr(windows, allow(dead_code))]
+/// A job's command as `exec` built it, for the system's `start`. (Only
+/// Linux has a launcher reading a descriptor, or a sandbox whose program
+/// must not be signalled; Windows has no job user.)
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
 pub(crate) struct Launch {
     pub cmd: tokio::process::Command,
     /// For a launcher (bwrap, docker on Linux): the job's env, handed to it

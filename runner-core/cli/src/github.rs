@@ -3,7 +3,6 @@
 //! GitHub Actions runner beside a Drover runner.
 
 use std::io::Write as _;
-use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::PathBuf;
 
 use anyhow::Context as _;
@@ -286,11 +285,14 @@ pub async fn github(client: &Client, cmd: &GithubCommand) -> anyhow::Result<()> 
             }
             match output {
                 Some(path) => {
-                    let mut f = std::fs::OpenOptions::new()
+                    let mut options = std::fs::OpenOptions::new();
+                    // A script its owner runs (it holds a registration token).
+                    #[cfg(unix)]
+                    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o700);
+                    let mut f = options
                         .write(true)
                         .create(true)
                         .truncate(true)
-                        .mode(0o700)
                         .open(path)
                         .with_context(|| format!("writing {}", path.display()))?;
                     f.write_all(done.script.as_bytes())?;

@@ -76,6 +76,7 @@ fn parse_sandbox(s: &str) -> Result<Sandbox, String> {
 /// The arguments without `--token VALUE` / `--token=VALUE`, and the token,
 /// if one was given so. A runner's command line is readable by every user
 /// and job of the machine (`/proc/PID/cmdline`), for as long as it runs.
+#[cfg_attr(windows, allow(dead_code))]
 fn token_flag_removed(args: Vec<OsString>) -> Option<(Vec<OsString>, OsString)> {
     let mut kept = Vec::with_capacity(args.len());
     let mut token = None;
@@ -100,7 +101,14 @@ fn token_flag_removed(args: Vec<OsString>) -> Option<(Vec<OsString>, OsString)> 
 /// `drover runner --token T`: starts itself again at once (same process)
 /// without the flag, with `T` in `DROVER_TOKEN`, which only its user can read
 /// (and, once hardened, only root); so no job ever sees `T` in the runner's
-/// command line. Returns only if exec fails.
+/// command line. Returns only if exec fails. (Windows has no exec, and any
+/// process of the user may read another's memory there: nothing to gain.)
+#[cfg(windows)]
+pub fn reexec_without_token_flag() -> anyhow::Result<()> {
+    Ok(())
+}
+
+#[cfg(unix)]
 pub fn reexec_without_token_flag() -> anyhow::Result<()> {
     use std::os::unix::process::CommandExt as _;
     let Some((args, token)) = token_flag_removed(std::env::args_os().collect()) else {
@@ -117,7 +125,14 @@ pub fn reexec_without_token_flag() -> anyhow::Result<()> {
 }
 
 /// Refuses a token file that others may read or write, as ssh refuses a
-/// readable private key: a runner's token runs jobs in its pool.
+/// readable private key: a runner's token runs jobs in its pool. (On
+/// Windows a file in the user's profile is the user's by its ACL.)
+#[cfg(windows)]
+fn private_token_file(_path: &std::path::Path) -> anyhow::Result<()> {
+    Ok(())
+}
+
+#[cfg(unix)]
 fn private_token_file(path: &std::path::Path) -> anyhow::Result<()> {
     use std::os::unix::fs::PermissionsExt as _;
     let meta = std::fs::metadata(path)
@@ -254,7 +269,7 @@ pub async fn run_runners(cli: &Cli, args: &RunnerArgs) -> anyhow::Result<ExitCod
     let total = fleet.len();
     let mut stopped = 0;
     let mut failures = 0;
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    let mut term = Terminate::new()?;
     let mut draining = false;
     loop {
         tokio::select! {
@@ -295,6 +310,44 @@ pub async fn run_runners(cli: &Cli, args: &RunnerArgs) -> anyhow::Result<ExitCod
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// What a service manager sends to stop the runner: SIGTERM (systemd,
+/// launchd); on Windows, the console closing or the system shutting down.
+#[cfg(unix)]
+struct Terminate(tokio::signal::unix::Signal);
+
+#[cfg(unix)]
+impl Terminate {
+    fn new() -> std::io::Result<Self> {
+        use tokio::signal::unix::{SignalKind, signal};
+        signal(SignalKind::terminate()).map(Self)
+    }
+
+    async fn recv(&mut self) {
+        self.0.recv().await;
+    }
+}
+
+#[cfg(windows)]
+struct Terminate(
+    tokio::signal::windows::CtrlClose,
+    tokio::signal::windows::CtrlShutdown,
+);
+
+#[cfg(windows)]
+impl Terminate {
+    fn new() -> std::io::Result<Self> {
+        use tokio::signal::windows::{ctrl_close, ctrl_shutdown};
+        Ok(Self(ctrl_close()?, ctrl_shutdown()?))
+    }
+
+    async fn recv(&mut self) {
+        tokio::select! {
+            _ = self.0.recv() => {}
+            _ = self.1.recv() => {}
+        }
+    }
 }
 
 #[cfg(test)]

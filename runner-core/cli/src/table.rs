@@ -3,7 +3,14 @@
 
 use comfy_table::{ContentArrangement, Table, presets};
 
-/// Columns of a terminal on stdout, if stdout is one.
+/// Columns of a terminal on stdout, if stdout is one (on Windows, as
+/// `COLUMNS` says, else unbounded).
+#[cfg(windows)]
+fn terminal_width() -> Option<u16> {
+    std::env::var("COLUMNS").ok()?.parse().ok()
+}
+
+#[cfg(unix)]
 fn terminal_width() -> Option<u16> {
     // SAFETY: TIOCGWINSZ fills a `winsize` for a terminal and fails
     // (returning -1, leaving it untouched) for anything else.
