@@ -5,7 +5,9 @@
 # The end-to-end suite runs twice: on SQLite (the embedded default) and on
 # PostgreSQL (the scale-out backend); the multi-replica tests run on PostgreSQL.
 # The desktop app (desktop/, src-ui/) adds its front-end build and unit tests,
-# and last its end-to-end run in a real window (`npm run e2e`).
+# and last its end-to-end run in a real window (`npm run e2e`). macOS and
+# Windows are checked here as far as a Linux machine allows (tests/cross.sh):
+# clippy for their targets, drover.exe built, and run under Wine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -52,6 +54,12 @@ ensure_node_modules
 ensure_tauri_driver
 ensure_e2e_venv
 
+# macOS and Windows: Rust targets, zig and cargo-zigbuild, mingw-w64, Wine.
+target=${CARGO_TARGET_DIR:-target}
+case $target in /*) ;; *) target=$PWD/$target ;; esac
+. tests/cross.sh
+ensure_cross_tools
+
 # MCP parity (tests/tests/mcp.rs) drives /mcp with an independent client:
 # the official Python SDK, pinned, in its own venv. The CI tests
 # (tests/tests/ci.rs) check the rendered workflow against GitHub's published
@@ -81,20 +89,21 @@ cargo build --workspace --bins
 # own: a feature only the workspace build enables (TLS, once) cannot hide.
 # The shared target dir keeps both builds of a dependency whose features differ.
 step "install the CLI as a user does (cargo install --path runner-core/cli)"
-target=${CARGO_TARGET_DIR:-target}
-case $target in /*) ;; *) target=$PWD/$target ;; esac
 cargo install --quiet --locked --force --debug --path runner-core/cli \
   --root "$target/installed" --target-dir "$target"
 export DROVER_INSTALLED_CLI=$target/installed/bin/drover
+# macOS and Windows (tests/cross.sh); exports what tests/tests/windows.rs needs.
+cross_checks
 step "front-end unit tests (npm test)"
 npm test
-step "tests on SQLite"
-# A test whose name ends in _on_postgres or _on_sqlite runs only in that pass.
+step "tests on SQLite (and drover.exe under Wine)"
+# A test whose name ends in _on_postgres or _on_sqlite runs only in that pass;
+# drover.exe under Wine (binary windows) runs in this one.
 DROVER_TEST_DATABASE=sqlite cargo nextest run --workspace --no-fail-fast \
   -E 'not binary(replicas) & not test(/_on_postgres$/)'
 step "tests on PostgreSQL (the store's own tests too, and the schema check), and several replicas sharing it"
 DROVER_TEST_DATABASE=postgres cargo nextest run --workspace --no-fail-fast \
-  -E '(package(drover-tests) | (package(drover-coordinator) & test(/^store::/))) & not test(/_on_sqlite$/)'
+  -E '(package(drover-tests) | (package(drover-coordinator) & test(/^store::/))) & not test(/_on_sqlite$/) & not binary(windows)'
 step "the server package: built, installed (dpkg -i), its units verified, run, purged (tests/package.sh)"
 tests/package.sh "${CARGO_TARGET_DIR:-target}/debug"
 step "desktop app end to end, in a real window (npm run e2e)"

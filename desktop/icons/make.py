@@ -76,3 +76,26 @@ states = {
 }
 for name, pixel in states.items():
     png(name, 32, pixel)
+
+
+def packed(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
+# Windows: an .ico of PNG entries (32, 128, 256 pixels; 0 stands for 256).
+entries = [(32, packed("32x32.png")), (128, packed("128x128.png")), (256, packed("128x128@2x.png"))]
+with open("icon.ico", "wb") as f:
+    f.write(struct.pack("<HHH", 0, 1, len(entries)))
+    offset = 6 + 16 * len(entries)
+    for size, data in entries:
+        f.write(struct.pack("<BBBBHHII", size % 256, size % 256, 0, 0, 1, 32, len(data), offset))
+        offset += len(data)
+    for _, data in entries:
+        f.write(data)
+
+# macOS: an .icns of PNG elements (icp5 32, ic07 128, ic08 256, ic09 512).
+elements = [(b"icp5", "32x32.png"), (b"ic07", "128x128.png"), (b"ic08", "128x128@2x.png"), (b"ic09", "icon.png")]
+body = b"".join(kind + struct.pack(">I", 8 + len(packed(p))) + packed(p) for kind, p in elements)
+with open("icon.icns", "wb") as f:
+    f.write(b"icns" + struct.pack(">I", 8 + len(body)) + body)

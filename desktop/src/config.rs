@@ -103,17 +103,16 @@ impl Config {
     /// Written whole to a temporary file, then renamed over the old one.
     pub fn save(&self, path: &Path) -> io::Result<()> {
         use std::io::Write as _;
-        use std::os::unix::fs::OpenOptionsExt as _;
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir)?;
         }
         let tmp = path.with_extension("json.tmp");
-        let mut file = std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(&tmp)?;
+        #[cfg_attr(windows, allow(unused_mut))]
+        let mut options = std::fs::OpenOptions::new();
+        // Its user's only (on Windows, the profile's directory is).
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+        let mut file = options.write(true).create(true).truncate(true).open(&tmp)?;
         file.write_all(&serde_json::to_vec_pretty(self).map_err(io::Error::other)?)?;
         file.sync_all()?;
         std::fs::rename(&tmp, path)

@@ -9,6 +9,7 @@ pub mod error;
 pub mod keychain;
 pub mod links;
 pub mod menu;
+pub mod notify;
 pub mod power;
 pub mod shell;
 pub mod supervisor;

@@ -23,7 +23,7 @@ fn main() {
     if let Err(e) = hardened {
         tracing::warn!("could not make this process unreadable to its jobs: {e}");
     }
-    let app = tauri::Builder::default()
+    let builder = tauri::Builder::default()
         // First: a second launch hands its link over and exits.
         .plugin(tauri_plugin_single_instance::init(
             |app, argv, _cwd| match links::find_in_args(argv) {
@@ -32,11 +32,13 @@ fn main() {
             },
         ))
         .plugin(tauri_plugin_deep_link::init())
-        .plugin(tauri_plugin_notification::init())
         .plugin(tauri_plugin_autostart::init(
             MacosLauncher::LaunchAgent,
             None,
-        ))
+        ));
+    #[cfg(not(target_os = "macos"))]
+    let builder = builder.plugin(drover_desktop::notify::plugin());
+    let app = builder
         .manage(shell::TrayModel::default())
         .invoke_handler(drover_desktop::commands::handler())
         .setup(|app| {

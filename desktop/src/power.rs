@@ -1,6 +1,8 @@
-//! Is this machine on battery power? Read from Linux's power-supply class
-//! (`/sys/class/power_supply`): on battery when a battery is discharging
-//! and no mains adapter is online. Elsewhere, never (for now).
+//! Is this machine on battery power? On Linux, read from the power-supply
+//! class (`/sys/class/power_supply`): on battery when a battery is
+//! discharging and no mains adapter is online. On macOS (IOKit) and
+//! Windows (the system's battery devices), as the `starship-battery` crate
+//! reads them: a battery discharging.
 
 use std::path::Path;
 
@@ -12,6 +14,20 @@ pub fn supply_dir() -> std::path::PathBuf {
         .unwrap_or_else(|| "/sys/class/power_supply".into())
 }
 
+/// Whether this machine runs on battery now.
+pub fn on_battery_now() -> bool {
+    #[cfg(target_os = "linux")]
+    return on_battery(&supply_dir());
+    #[cfg(not(target_os = "linux"))]
+    return starship_battery::Manager::new()
+        .and_then(|m| m.batteries().map(|all| all.flatten().collect::<Vec<_>>()))
+        .is_ok_and(|all| {
+            all.iter()
+                .any(|b| b.state() == starship_battery::State::Discharging)
+        });
+}
+
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
 pub fn on_battery(dir: &Path) -> bool {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return false;

@@ -8,7 +8,6 @@ use tauri::image::Image;
 use tauri::menu::{IsMenuItem, Menu, MenuItem, PredefinedMenuItem};
 use tauri::tray::{TrayIcon, TrayIconBuilder};
 use tauri::{AppHandle, Emitter as _, Manager as _, Runtime, WebviewUrl, WebviewWindowBuilder};
-use tauri_plugin_notification::NotificationExt as _;
 
 use crate::menu::{self, Action, Entry};
 use crate::supervisor::{AppState, Notice, Supervisor};
@@ -87,11 +86,7 @@ pub fn on_changed<R: Runtime>(app: &AppHandle<R>, state: &AppState) {
 pub fn hook<R: Runtime>(app: AppHandle<R>) -> crate::supervisor::Hook {
     Box::new(move |notice| match notice {
         Notice::Changed(state) => on_changed(&app, &state),
-        Notice::Notify { title, body } => {
-            if let Err(e) = app.notification().builder().title(title).body(body).show() {
-                tracing::debug!("notification not shown: {e}");
-            }
-        }
+        Notice::Notify { title, body } => crate::notify::show(&app, &title, &body),
     })
 }
 
@@ -123,14 +118,7 @@ pub fn open_link<R: Runtime>(app: &AppHandle<R>, link: String) {
                 show_window(&app);
                 let _ = app.emit_to(WINDOW, "pending-link", pending);
             }
-            Err(e) => {
-                let _ = app
-                    .notification()
-                    .builder()
-                    .title("Drover: could not open the link")
-                    .body(e.message)
-                    .show();
-            }
+            Err(e) => crate::notify::show(&app, "Drover: could not open the link", &e.message),
         }
     });
 }
@@ -172,12 +160,7 @@ fn on_menu<R: Runtime>(app: &AppHandle<R>, id: &str) {
             }
         };
         if let Err(e) = result {
-            let _ = app
-                .notification()
-                .builder()
-                .title("Drover")
-                .body(e.to_string())
-                .show();
+            crate::notify::show(&app, "Drover", &e.to_string());
         }
     });
 }

@@ -72,12 +72,7 @@ pub struct Isolation {
     pub job_user: Option<String>,
 }
 
-/// The user jobs run as, looked up once.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct JobUser {
-    pub uid: u32,
-    pub gid: u32,
-}
+pub use crate::platform::JobUser;
 
 #[derive(Debug, thiserror::Error)]
 pub enum IsolationError {

@@ -51,6 +51,13 @@ mod windows;
 #[cfg(windows)]
 pub(crate) use windows::*;
 
+/// The user jobs run as, looked up once (Linux and macOS).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct JobUser {
+    pub uid: u32,
+    pub gid: u32,
+}
+
 /// A job's command as `exec` built it, for the system's `start`. (Only
 /// Linux has a launcher reading a descriptor, or a sandbox whose program
 /// must not be signalled; Windows has no job user.)
@@ -61,7 +68,7 @@ pub(crate) struct Launch {
     /// as descriptor 3.
     pub env_fd: Option<EnvFd>,
     /// The user the job becomes (never for a container: Docker isolates it).
-    pub user: Option<crate::isolation::JobUser>,
+    pub user: Option<JobUser>,
     /// Started by a sandbox program, whose end is the sandbox's.
     pub sandboxed: bool,
     /// What "could not start …" names.

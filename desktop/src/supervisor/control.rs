@@ -28,7 +28,7 @@ impl Supervisor {
 
     pub(super) async fn on_tick(&self) {
         let mut inner = self.inner.lock().await;
-        let on_battery = power::on_battery(&power::supply_dir());
+        let on_battery = power::on_battery_now();
         let power_changed = on_battery != inner.on_battery;
         if power_changed {
             inner.on_battery = on_battery;

@@ -250,7 +250,7 @@ impl Supervisor {
                 pools: HashMap::new(),
                 pending: None,
                 activity: VecDeque::new(),
-                on_battery: power::on_battery(&power::supply_dir()),
+                on_battery: power::on_battery_now(),
                 quitting: false,
                 disconnected: HashSet::new(),
                 refused: HashMap::new(),
