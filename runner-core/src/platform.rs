@@ -19,7 +19,7 @@
 //! - `shell()`: what runs a `script` job; `script(shell, text, dir)`: its
 //!   program and arguments;
 //! - `EnvFd` and `container_env(command, env)`: how `docker run` gets
-//!   the job's env without it on a command line;
+//!   the job's env without it on a command line (off Linux, here);
 //! - `sandboxed(program, place, job program, args, env)`: the job's
 //!   command inside the sandbox;
 //! - `start(launch, jobs)`: the job's `Process`, a [`JobProcess`];
@@ -73,6 +73,23 @@ pub(crate) struct Launch {
     pub sandboxed: bool,
     /// What "could not start …" names.
     pub program: String,
+}
+
+/// Off Linux no launcher reads the job's env from a descriptor.
+#[cfg(not(target_os = "linux"))]
+pub(crate) enum EnvFd {}
+
+/// `docker run -e NAME` for each (off Linux): docker takes each value from
+/// its own environment, where it is set, so no value is on a command line.
+#[cfg(not(target_os = "linux"))]
+pub(crate) fn container_env<'a>(
+    c: &mut tokio::process::Command,
+    env: impl Iterator<Item = (&'a std::ffi::OsStr, &'a std::ffi::OsStr)>,
+) -> Result<Option<EnvFd>, String> {
+    for (name, value) in env {
+        c.arg("-e").arg(name).env(name, value);
+    }
+    Ok(None)
 }
 
 /// One of a job's output streams.

@@ -12,7 +12,7 @@ use tokio::process::Command;
 
 use super::unix::signal_group;
 pub(crate) use super::unix::{default_work_root, hostname, is_program, look_up, script, shell};
-use super::{JobProcess, Launch, Pipe};
+use super::{EnvFd, JobProcess, Launch, Pipe};
 use crate::exec::Place;
 use crate::isolation::{Containment, IsolationError, JobUser, Sandbox};
 
@@ -52,21 +52,6 @@ pub(crate) fn find_sandbox(
             Ok(Some(found))
         }
     }
-}
-
-/// No launcher here reads the job's env from a descriptor.
-pub(crate) enum EnvFd {}
-
-/// `docker run -e NAME` for each: docker takes each value from its own
-/// environment, where it is set, so no value is on a command line.
-pub(crate) fn container_env<'a>(
-    c: &mut Command,
-    env: impl Iterator<Item = (&'a OsStr, &'a OsStr)>,
-) -> Result<Option<EnvFd>, String> {
-    for (name, value) in env {
-        c.arg("-e").arg(name).env(name, value);
-    }
-    Ok(None)
 }
 
 /// The job's `program args` under `sandbox-exec` with its profile; the

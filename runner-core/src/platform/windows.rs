@@ -33,7 +33,7 @@ use windows_sys::Win32::System::Threading::{
     THREAD_SUSPEND_RESUME,
 };
 
-use super::{JobProcess, Launch, Pipe};
+use super::{EnvFd, JobProcess, Launch, Pipe};
 use crate::exec::Place;
 use crate::isolation::{Containment, IsolationError, JobUser, Sandbox};
 
@@ -96,21 +96,6 @@ pub(crate) fn default_work_root() -> PathBuf {
 
 pub(crate) fn hostname() -> String {
     std::env::var("COMPUTERNAME").unwrap_or_default()
-}
-
-/// No launcher here reads the job's env from a descriptor.
-pub(crate) enum EnvFd {}
-
-/// `docker run -e NAME` for each: docker takes each value from its own
-/// environment, where it is set, so no value is on a command line.
-pub(crate) fn container_env<'a>(
-    c: &mut Command,
-    env: impl Iterator<Item = (&'a OsStr, &'a OsStr)>,
-) -> Result<Option<EnvFd>, String> {
-    for (name, value) in env {
-        c.arg("-e").arg(name).env(name, value);
-    }
-    Ok(None)
 }
 
 pub(crate) fn sandboxed<'a>(
