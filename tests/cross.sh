@@ -7,9 +7,11 @@
 #   and Wine from Debian.
 # cross_checks: clippy, warnings denied, of runner-core and the CLI (all
 #   their targets) and of the desktop app (library and binary) for
-#   aarch64-apple-darwin and x86_64-apple-darwin with zig as the C
-#   compiler, and for x86_64-pc-windows-gnu with mingw-w64; drover.exe
-#   built; runner-core's own tests run under Wine. It exports
+#   aarch64-apple-darwin and x86_64-apple-darwin (both in one cargo run)
+#   with zig as the C compiler, and for x86_64-pc-windows-gnu with
+#   mingw-w64, where runner-core and the CLI are built (drover.exe) under
+#   tests/run.sh's linting wrapper rather than checked and then built;
+#   runner-core's own tests run under Wine. It exports
 #   DROVER_WINDOWS_CLI and WINEPREFIX for tests/tests/windows.rs (drover.exe
 #   under Wine against a coordinator here), which the SQLite pass runs.
 
@@ -57,19 +59,19 @@ wine_prefix() {
 }
 
 cross_checks() {
-  local t
-  for t in "${apple_targets[@]}"; do
-    step "macOS ($t): clippy of runner-core, the CLI and the desktop app, zig as the C compiler"
-    PATH=$cross_venv/bin:$PATH cargo-zigbuild clippy --quiet --target "$t" \
-      -p runner-core -p drover --all-targets -- -D warnings
-    PATH=$cross_venv/bin:$PATH cargo-zigbuild clippy --quiet --target "$t" \
-      -p drover-desktop --lib --bins -- -D warnings
-  done
+  local t apple=()
+  for t in "${apple_targets[@]}"; do apple+=(--target "$t"); done
+  step "macOS (${apple_targets[*]}): clippy of runner-core, the CLI and the desktop app, zig as the C compiler"
+  PATH=$cross_venv/bin:$PATH cargo-zigbuild clippy --quiet "${apple[@]}" \
+    -p runner-core -p drover --all-targets -- -D warnings
+  PATH=$cross_venv/bin:$PATH cargo-zigbuild clippy --quiet "${apple[@]}" \
+    -p drover-desktop --lib --bins -- -D warnings
   export CARGO_TARGET_X86_64_PC_WINDOWS_GNU_LINKER=x86_64-w64-mingw32-gcc
-  step "Windows ($windows_target): clippy of runner-core, the CLI and the desktop app; drover.exe built (mingw-w64)"
-  cargo clippy --quiet --target "$windows_target" -p runner-core -p drover --all-targets -- -D warnings
+  # tests/run.sh's RUSTC_WORKSPACE_WRAPPER makes this build the lint of
+  # runner-core and the CLI (all their targets); the desktop is checked.
+  step "Windows ($windows_target): runner-core and the CLI built (drover.exe) and linted, the desktop app checked with clippy (mingw-w64)"
+  cargo build --quiet --target "$windows_target" -p runner-core -p drover --all-targets
   cargo clippy --quiet --target "$windows_target" -p drover-desktop --lib --bins -- -D warnings
-  cargo build --quiet --target "$windows_target" -p drover
   export DROVER_WINDOWS_CLI=$target/$windows_target/debug/drover.exe
   step "Windows: runner-core's own tests, under Wine"
   wine_prefix

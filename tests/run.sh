@@ -11,7 +11,20 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-step() { printf '\n==> %s\n' "$*"; }
+# Each step's wall time, printed at the end (and on failure): CI's budget is
+# 45 minutes, and this says where they go.
+step_name='setup (installs)' step_start=$SECONDS timings=()
+step() {
+  [ -z "$step_name" ] || timings+=("$(printf '%6ds  %s' $((SECONDS - step_start)) "$step_name")")
+  step_name=$* step_start=$SECONDS
+  printf '\n==> %s\n' "$*"
+}
+print_timings() {
+  timings+=("$(printf '%6ds  %s' $((SECONDS - step_start)) "$step_name")")
+  printf '\n==> wall time per step (tests/run.sh), %d s in all\n' "$SECONDS"
+  printf '%s\n' "${timings[@]}"
+}
+trap print_timings EXIT
 missing() { echo "tests/run.sh: $*" >&2; exit 1; }
 
 command -v cargo >/dev/null || missing "Rust is missing: install it with rustup (https://rustup.rs)"
@@ -81,9 +94,13 @@ export DROVER_SCHEMATHESIS=$mcp_venv/bin/schemathesis
 ensure_ui_built
 step "format"
 cargo fmt --all -- --check
-step "clippy"
-cargo clippy --workspace --all-targets --quiet -- -D warnings
-step "build the binaries the end-to-end tests run"
+# From here on our own crates are compiled by clippy-driver with warnings
+# denied (tests/lint-rustc): the builds below, of every target kind the
+# workspace has (libraries, binaries, build scripts and tests), are the lint.
+clippy_driver=$(rustup which clippy-driver 2>/dev/null || command -v clippy-driver) \
+  || missing "clippy is missing: run 'rustup component add clippy'"
+export DROVER_CLIPPY_DRIVER=$clippy_driver RUSTC_WORKSPACE_WRAPPER=$PWD/tests/lint-rustc
+step "build the binaries the end-to-end tests run (clippy, warnings denied)"
 cargo build --workspace --bins
 # The HTTPS tests (tests/tests/tls.rs) run the CLI as a user builds it, on its
 # own: a feature only the workspace build enables (TLS, once) cannot hide.
