@@ -14,13 +14,14 @@ cd "$(dirname "$0")/.."
 # Each step's wall time, printed at the end (and on failure): CI's budget is
 # 45 minutes, and this says where they go.
 step_name='setup (installs)' step_start=$SECONDS timings=()
+step_done() { timings+=("$(printf '%6ds  %s' $((SECONDS - step_start)) "$step_name")"); }
 step() {
-  [ -z "$step_name" ] || timings+=("$(printf '%6ds  %s' $((SECONDS - step_start)) "$step_name")")
+  step_done
   step_name=$* step_start=$SECONDS
   printf '\n==> %s\n' "$*"
 }
 print_timings() {
-  timings+=("$(printf '%6ds  %s' $((SECONDS - step_start)) "$step_name")")
+  step_done
   printf '\n==> wall time per step (tests/run.sh), %d s in all\n' "$SECONDS"
   printf '%s\n' "${timings[@]}"
 }
