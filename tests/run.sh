@@ -101,8 +101,11 @@ cargo fmt --all -- --check
 clippy_driver=$(rustup which clippy-driver 2>/dev/null || command -v clippy-driver) \
   || missing "clippy is missing: run 'rustup component add clippy'"
 export DROVER_CLIPPY_DRIVER=$clippy_driver RUSTC_WORKSPACE_WRAPPER=$PWD/tests/lint-rustc
+# The desktop app's shell (drover-desktop: the tauri, GTK and WebKit tree) is
+# built once, by `npm run e2e` at the end, as a user bundles it; everything it
+# decides with is drover-desktop-core, built and tested here.
 step "build the binaries the end-to-end tests run (clippy, warnings denied)"
-cargo build --workspace --bins
+cargo build --workspace --exclude drover-desktop --bins
 # The HTTPS tests (tests/tests/tls.rs) run the CLI as a user builds it, on its
 # own: a feature only the workspace build enables (TLS, once) cannot hide.
 # The shared target dir keeps both builds of a dependency whose features differ.
@@ -116,12 +119,12 @@ step "front-end unit tests (npm test)"
 npm test
 step "tests on SQLite (and drover.exe under Wine)"
 # A test whose name ends in _on_postgres or _on_sqlite runs only in that pass;
-# drover.exe under Wine (binary windows) runs in this one.
-DROVER_TEST_DATABASE=sqlite cargo nextest run --workspace --no-fail-fast \
-  -E 'not binary(replicas) & not test(/_on_postgres$/)'
+# drover.exe under Wine (tests/tests/windows.rs) runs in this one.
+DROVER_TEST_DATABASE=sqlite cargo nextest run --workspace --exclude drover-desktop --no-fail-fast \
+  -E 'not test(/^replicas::/) & not test(/_on_postgres$/)'
 step "tests on PostgreSQL (the store's own tests too, and the schema check), and several replicas sharing it"
-DROVER_TEST_DATABASE=postgres cargo nextest run --workspace --no-fail-fast \
-  -E '(package(drover-tests) | (package(drover-coordinator) & test(/^store::/))) & not test(/_on_sqlite$/) & not binary(windows)'
+DROVER_TEST_DATABASE=postgres cargo nextest run --workspace --exclude drover-desktop --no-fail-fast \
+  -E '(package(drover-tests) | (package(drover-coordinator) & test(/^store::/))) & not test(/_on_sqlite$/) & not test(/^windows::/)'
 step "the server package: built, installed (dpkg -i), its units verified, run, purged (tests/package.sh)"
 tests/package.sh "${CARGO_TARGET_DIR:-target}/debug"
 step "desktop app end to end, in a real window (npm run e2e)"

@@ -230,7 +230,8 @@ fn the_codemap_names_every_file_and_no_other() {
                 "runner-core/wire/src",
             ],
         ),
-        ("desktop/", &["desktop/src", "desktop/tests"]),
+        ("desktop/", &["desktop/src"]),
+        ("desktop/core/", &["desktop/core/src", "desktop/core/tests"]),
         ("tests/", &["tests/src", "tests/tests"]),
     ];
     let (mut unnamed, mut every) = (Vec::new(), std::collections::HashSet::new());
@@ -274,6 +275,40 @@ fn the_codemap_names_every_file_and_no_other() {
 /// A crate's modules, by path (`store::jobs`), and the modules each names
 /// (`crate::…` and `super::…` paths outside its tests). A module naming
 /// its own ancestor or descendant is not an edge: that is one module.
+/// The end-to-end tests and the desktop core's are one test binary each
+/// (`tests/main.rs`, `autotests = false`): a file in their directory that
+/// `main.rs` does not declare as a module would never be compiled or run.
+#[test]
+fn every_test_file_is_a_module_of_its_binary() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut missing = Vec::new();
+    for dir in ["tests/tests", "desktop/core/tests"] {
+        let dir = root.join(dir);
+        let main = std::fs::read_to_string(dir.join("main.rs")).unwrap();
+        let declared: BTreeSet<&str> = main
+            .lines()
+            .filter_map(|l| l.strip_prefix("mod ")?.strip_suffix(';'))
+            .collect();
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            let module = match name.strip_suffix(".rs") {
+                Some("main") => continue,
+                Some(stem) => stem.to_owned(),
+                None if path.is_dir() => name,
+                None => continue,
+            };
+            if !declared.contains(module.as_str()) {
+                missing.push(path.strip_prefix(&root).unwrap().display().to_string());
+            }
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "not a `mod` of its directory's main.rs, so never built or run: {missing:?}"
+    );
+}
+
 fn module_graph(src: &Path) -> BTreeMap<String, BTreeSet<String>> {
     let module_of = |path: &Path| -> Vec<String> {
         let rel = path.strip_prefix(src).unwrap().with_extension("");

@@ -1,16 +1,17 @@
 #!/usr/bin/env bash
 # `npm run e2e`: the desktop app end to end in a real window (Xvfb, a tray
 # host, gnome-keyring, a real coordinator over HTTPS with a throwaway CA,
-# tauri-driver + WebKitWebDriver). The app is the release binary as
-# `npm run bundle` builds it (the desktop crate alone, so no feature that only
-# the workspace build enables can hide); the CLI and the coordinator are
-# built by cargo. Runs desktop/e2e/e2e.py, and on success copies its
-# screenshots into docs/.
+# tauri-driver + WebKitWebDriver). The app is the debug binary as
+# `npm run bundle -- --debug` builds it (the desktop crate alone, so no
+# feature that only the workspace build enables can hide; the release bundle
+# is the same build at another optimisation level); the CLI and the
+# coordinator are built by cargo. Runs desktop/e2e/e2e.py, and on success
+# copies its screenshots into docs/.
 #   DROVER_E2E_OUT=DIR  where the run's screenshots, memory.txt and logs go
 #                       (default $CARGO_TARGET_DIR/e2e, else target/e2e)
 #   DROVER_E2E_KEEP=1   keep the throwaway home of a failed run
-#   DROVER_E2E_APP=PATH another build of the app, e.g. target/debug/drover-desktop
-#                       (built by you; skips `npm run bundle`)
+#   DROVER_E2E_APP=PATH another build of the app, e.g. target/release/drover-desktop
+#                       after `npm run bundle` (skips the debug bundle)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -26,15 +27,15 @@ ensure_e2e_venv
 
 ensure_ui_built
 if [ -z "${DROVER_E2E_APP:-}" ]; then
-  step "the app and its .deb, as a user builds them (npm run bundle: release, the desktop crate alone)"
-  npm run bundle
+  step "the app and its .deb, as a user builds them but unoptimised (npm run bundle -- --debug: the desktop crate alone)"
+  npm run bundle -- --debug
 fi
-app=${DROVER_E2E_APP:-$target/release/drover-desktop}
+app=${DROVER_E2E_APP:-$target/debug/drover-desktop}
 # The CLI, the coordinator and the fake GitHub, built as tests/run.sh builds
 # them (the whole workspace: a subset would unify other features and build
 # every shared dependency again).
-step "the CLI, the coordinator and the fake GitHub (cargo build --workspace --bins)"
-cargo build --workspace --bins
+step "the CLI, the coordinator and the fake GitHub (cargo build --workspace --exclude drover-desktop --bins)"
+cargo build --workspace --exclude drover-desktop --bins
 
 out=${DROVER_E2E_OUT:-$target/e2e}
 rm -rf "$out"

@@ -1,15 +1,11 @@
 //! Drover's desktop app: a tray icon that lends this machine's runners to a
-//! coordinator. runner-core runs the runners in this process; the
-//! supervisor owns them, the keychain holds their secrets, and the shell
-//! (tray, window, deep links) only shows and asks.
+//! coordinator. What decides lives in `drover-desktop-core` (re-exported
+//! here): the supervisor owns the runners, the keychain holds their
+//! secrets. This crate is the shell (tray, window, deep links,
+//! notifications): it only shows and asks.
+
+pub use drover_desktop_core::{config, error, keychain, links, menu, power, supervisor};
 
 pub mod commands;
-pub mod config;
-pub mod error;
-pub mod keychain;
-pub mod links;
-pub mod menu;
 pub mod notify;
-pub mod power;
 pub mod shell;
-pub mod supervisor;

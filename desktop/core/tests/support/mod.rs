@@ -10,7 +10,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
-use drover_desktop::supervisor::{Notice, Options, Supervisor};
+use drover_desktop_core::supervisor::{Notice, Options, Supervisor};
 use drover_tests::runner_core::runner::RunnerSettings;
 use drover_tests::{DEADLINE, TempDir};
 

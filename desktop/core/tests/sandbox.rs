@@ -5,11 +5,11 @@
 //! opts out for it, and the runner then announces `sandbox=none`. Personal
 //! pools run as the member, as before.
 
-mod support;
+use crate::support;
 
 use std::path::Path;
 
-use drover_desktop::supervisor::{AppState, Supervisor};
+use drover_desktop_core::supervisor::{AppState, Supervisor};
 use drover_tests::runner_core::client::{RunnerListing, Scope};
 use drover_tests::runner_core::wire::{JobState, Runner, SubmitJob};
 use drover_tests::*;

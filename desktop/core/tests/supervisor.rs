@@ -4,10 +4,10 @@
 //! workspace pool by link, adding and removing runners (with drain),
 //! pausing, restarting, signing out.
 
-mod support;
+use crate::support;
 
-use drover_desktop::keychain::Keychain;
-use drover_desktop::supervisor::{ActivityKind, AppState, Status, Supervisor};
+use drover_desktop_core::keychain::Keychain;
+use drover_desktop_core::supervisor::{ActivityKind, AppState, Status, Supervisor};
 use drover_tests::runner_core::client::{RunnerListing, Scope};
 use drover_tests::runner_core::credentials::CredentialStore;
 use drover_tests::runner_core::wire::{ErrorCode, JobState, SubmitJob};
@@ -255,7 +255,7 @@ fn pause_holds_new_leases_until_resumed_and_battery_power_pauses_too() {
         assert!(state.on_battery && state.settings.pause_on_battery);
         assert_eq!(state.status, Status::Paused);
         let state = sup
-            .set_settings(drover_desktop::supervisor::Settings {
+            .set_settings(drover_desktop_core::supervisor::Settings {
                 autostart: false,
                 pause_on_battery: false,
             })

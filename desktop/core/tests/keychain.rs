@@ -2,9 +2,9 @@
 //! private session bus): items carry `service=drover`, survive a new
 //! handle, and are gone once deleted.
 
-mod support;
+use crate::support;
 
-use drover_desktop::keychain::{self, Keychain};
+use drover_desktop_core::keychain::{self, Keychain};
 use drover_tests::runner_core::credentials::{CredentialStore, StoredCredential};
 use support::SecretService;
 

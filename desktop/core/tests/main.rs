@@ -1,0 +1,7 @@
+//! The desktop core's tests, one module per file, in one test binary;
+//! `support` starts what they share (a Secret Service, a coordinator).
+
+mod keychain;
+mod sandbox;
+mod supervisor;
+mod support;
