@@ -201,6 +201,10 @@ class Run:
         self.click(f"tab-{name}")
         wait_for(f"panel-{name}", lambda: self.el(f"panel-{name}").is_displayed())
 
+    def status(self):
+        """The window's status badge: the state's name (its text is for people)."""
+        return self.el("status").get_attribute("data-status")
+
     def ui_error(self):
         try:
             return self.text("error")
@@ -334,25 +338,43 @@ def start_services(r):
     r.driver_url = f"http://127.0.0.1:{port}"
 
 
-def start_app(r):
+def start_app(r, args=()):
+    """Starts the app through WebDriver (tauri-driver launches it)."""
     from selenium import webdriver
     from selenium.webdriver.common.options import ArgOptions
 
-    log("the app, through WebDriver")
     options = ArgOptions()
     options.set_capability("browserName", "wry")
-    options.set_capability("tauri:options", {"application": r.app})
+    options.set_capability("tauri:options", {"application": r.app, "args": list(args)})
     r.driver = webdriver.Remote(command_executor=r.driver_url, options=options)
-    # Signed out at first start: the window shows the sign-in form.
+    r.wait_ui("the window's status", lambda: r.el("status").is_displayed(), 60)
+    r.app_pid = wait_for("the app's process", lambda: app_pid(r), 10)
+
+
+def first_start(r):
+    log("the app, through WebDriver")
     try:
-        r.wait_ui("the sign-in form", lambda: r.el("signin-url").is_displayed(), 60)
+        start_app(r)
+        # Signed out at first start: the window shows the sign-in form.
+        r.wait_ui("the sign-in form", lambda: r.el("signin-url").is_displayed(), 30)
     except Failure:
-        if "Could not connect to localhost" in r.driver.page_source:
+        if r.driver and "Could not connect to localhost" in r.driver.page_source:
             raise Failure("the window loads tauri.conf.json's build.devUrl instead of the embedded src-ui/dist: "
                           "a cargo build without tauri's custom-protocol feature is a dev build") from None
         raise
-    assert r.text("status") == "signedOut", r.text("status")
-    r.app_pid = wait_for("the app's process", lambda: app_pid(r), 10)
+    assert r.status() == "signedOut", r.status()
+    # Words for people, not the state's name.
+    assert r.text("status") == "Signed out", f"the status badge says {r.text('status')!r}"
+
+
+def restart_app(r):
+    """Ends the app (its WebDriver session) and starts it again with its
+    window open (--show), signed in from the keychain."""
+    old = r.app_pid
+    r.driver.quit()
+    r.driver = None
+    wait_for(f"the app (pid {old}) to exit", lambda: not os.path.exists(f"/proc/{old}"), 30)
+    start_app(r, ["--show"])
 
 
 def app_pid(r):
@@ -394,7 +416,7 @@ def step1_pairing_link(r):
     r.wait_ui("runner-count 1", lambda: r.text("runner-count", r.els("pool-row")[0]) == "1")
     runners = wait_for("one runner online at the coordinator", lambda: online_runners(r, 1), 30)
     log(f"   pool {r.pool_ref}: runner {runners[0]['id']} online")
-    r.wait_ui("status idle", lambda: r.text("status") == "idle")
+    r.wait_ui("status idle", lambda: r.status() == "idle")
     assert not r.els("cleartext-notice"), "a clear-text notice while signed in over https://"
 
 
@@ -762,11 +784,55 @@ def tray(r):
     log(f"   screenshot {os.path.join(r.out, 'desktop-tray.png')}")
     # Enabled items, top down: Add runner, Remove runner, Pause all, Settings…, Quit.
     xdotool(r.env, "key", "--delay", "100", "Down", "Down", "Down", "Return")
-    r.wait_ui("status paused after the tray's Pause all", lambda: r.text("status") == "paused", 15)
+    r.wait_ui("status paused after the tray's Pause all", lambda: r.status() == "paused", 15)
     assert r.el("pause-all").is_selected(), "pause-all is not checked after the tray paused"
     log("   tray's Pause all: the app is paused")
     r.click("pause-all")
-    r.wait_ui("status idle after resuming in the window", lambda: r.text("status") == "idle", 15)
+    r.wait_ui("status idle after resuming in the window", lambda: r.status() == "idle", 15)
+
+
+# The tray icons' colours (desktop/icons/tray-*.png), and trayer's background.
+ICON_COLOURS = {"idle": (22, 163, 74), "busy": (37, 99, 235), "offline": (120, 120, 120), "paused": (217, 119, 6)}
+TRAYER_BACKGROUND = (43, 43, 43)
+
+
+def tray_status(r):
+    """What the tray icon shows, read off the screen: the icon colour most
+    of trayer's pixels are near; None while trayer shows no icon."""
+    x, y, w, h = map(int, re.findall(r"-?\d+", xdotool(r.env, "getwindowgeometry", r.trayer))[1:5])
+    ppm = subprocess.run(["import", "-window", "root", "-crop", f"{w}x{h}+{x}+{y}", "+repage", "ppm:-"], env=r.env,
+                         check=True, timeout=30, capture_output=True).stdout
+    # Binary PPM: "P6", width, height, maxval, then RGB bytes.
+    header = re.match(rb"P6\s+(\d+)\s+(\d+)\s+(\d+)\s", ppm)
+    pixels = ppm[header.end():]
+    near = lambda a, b: sum((p - q) ** 2 for p, q in zip(a, b)) < 40 ** 2  # noqa: E731
+    counts = dict.fromkeys(ICON_COLOURS, 0)
+    for i in range(0, len(pixels) - 2, 3):
+        px = (pixels[i], pixels[i + 1], pixels[i + 2])
+        if near(px, TRAYER_BACKGROUND):
+            continue
+        for name, colour in ICON_COLOURS.items():
+            if near(px, colour):
+                counts[name] += 1
+    best = max(counts, key=counts.get)
+    return best if counts[best] > 20 else None
+
+
+def restarts(r, n=10):
+    """The tray after a restart: drawn from the state as it is once the
+    tray exists, never left on the state at start (runners connecting)."""
+    log(f"restarting the app {n} times: each time the tray agrees with the window within 2 s")
+    lags = []
+    for i in range(1, n + 1):
+        restart_app(r)
+        r.wait_ui(f"restart {i}: the window to say idle", lambda: r.status() == "idle", 60)
+        agreed = time.monotonic()
+        try:
+            wait_for("the tray to show idle", lambda: tray_status(r) == "idle", 2.0, 0.1)
+        except Failure:
+            raise Failure(f"restart {i}: the window says idle, the tray shows {tray_status(r)} 2 s later") from None
+        lags.append(time.monotonic() - agreed)
+    log(f"   {n} restarts: the tray showed idle at most {max(lags):.2f} s after the window did")
 
 
 def tray_width(r):
@@ -829,7 +895,7 @@ def inner(args):
     started = time.monotonic()
     try:
         start_services(r)
-        start_app(r)
+        first_start(r)
         step1_pairing_link(r)
         step2_second_runner(r)
         step3_job(r)
@@ -840,6 +906,7 @@ def inner(args):
         step5_keychain(r)
         tray(r)
         step6_sandbox(r)
+        restarts(r)
         memory(r)
         log(f"passed in {time.monotonic() - started:.0f} s")
         return 0

@@ -1,5 +1,6 @@
 //! `drover-desktop`: the tray app. `drover-desktop 'drover://pair?…'`
-//! (or the OS opening such a link) hands the link to the running app.
+//! (or the OS opening such a link) hands the link to the running app;
+//! `drover-desktop --show` opens the settings window at start.
 
 use std::sync::Arc;
 
@@ -39,7 +40,6 @@ fn main() {
     #[cfg(not(target_os = "macos"))]
     let builder = builder.plugin(drover_desktop::notify::plugin());
     let app = builder
-        .manage(shell::TrayModel::default())
         .invoke_handler(drover_desktop::commands::handler())
         .setup(|app| {
             let handle = app.handle().clone();
@@ -58,7 +58,7 @@ fn main() {
             let sup = tauri::async_runtime::block_on(supervisor::Supervisor::start(options))?;
             let state = tauri::async_runtime::block_on(sup.state());
             app.manage(Arc::clone(&sup));
-            shell::create_tray(&handle, &state)?;
+            shell::start_tray(&handle, &sup)?;
             #[cfg(any(target_os = "linux", windows))]
             {
                 use tauri_plugin_deep_link::DeepLinkExt as _;
@@ -79,7 +79,10 @@ fn main() {
             }
             match links::find_in_args(std::env::args()) {
                 Some(link) => shell::open_link(&handle, link),
-                None if state.account.is_none() && state.pools.is_empty() => {
+                // Signed out, or asked for (`--show`): the window, at once.
+                None if std::env::args().any(|a| a == "--show")
+                    || (state.account.is_none() && state.pools.is_empty()) =>
+                {
                     shell::show_window(&handle)
                 }
                 None => {}

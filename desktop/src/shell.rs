@@ -2,11 +2,11 @@
 //! settings window (made on demand, destroyed on close so its webview's
 //! memory goes back), deep links, notifications, and quitting.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use tauri::image::Image;
 use tauri::menu::{IsMenuItem, Menu, MenuItem, PredefinedMenuItem};
-use tauri::tray::{TrayIcon, TrayIconBuilder};
+use tauri::tray::TrayIconBuilder;
 use tauri::{AppHandle, Emitter as _, Manager as _, Runtime, WebviewUrl, WebviewWindowBuilder};
 
 use crate::menu::{self, Action, Entry};
@@ -14,10 +14,6 @@ use crate::supervisor::{AppState, Notice, Supervisor};
 
 pub const WINDOW: &str = "main";
 const TRAY: &str = "drover";
-
-/// What the tray shows now, so an unchanged menu is not rebuilt.
-#[derive(Default)]
-pub struct TrayModel(Mutex<Option<(Vec<Entry>, &'static str)>>);
 
 fn icon(name: &str) -> Image<'static> {
     let bytes: &'static [u8] = match name {
@@ -47,45 +43,52 @@ fn render<R: Runtime>(app: &AppHandle<R>, entries: &[Entry]) -> tauri::Result<Me
     Menu::with_items(app, &refs)
 }
 
-pub fn create_tray<R: Runtime>(app: &AppHandle<R>, state: &AppState) -> tauri::Result<TrayIcon<R>> {
-    let entries = menu::build(state);
-    let name = menu::icon_name(state.status);
-    *app.state::<TrayModel>().0.lock().expect("tray lock") = Some((entries.clone(), name));
-    TrayIconBuilder::with_id(TRAY)
-        .icon(icon(name))
-        .tooltip(format!("Drover — {}", menu::status_label(state.status)))
-        .menu(&render(app, &entries)?)
-        .show_menu_on_left_click(true)
-        .on_menu_event(|app, event| on_menu(app, event.id().as_ref()))
-        .build(app)
+fn tooltip(state: &AppState) -> String {
+    format!("Drover — {}", menu::status_label(state.status))
 }
 
-/// Brings the state to the tray and to the window, if one is open.
-pub fn on_changed<R: Runtime>(app: &AppHandle<R>, state: &AppState) {
-    let entries = menu::build(state);
-    let name = menu::icon_name(state.status);
-    let model = app.state::<TrayModel>();
-    let mut shown = model.0.lock().expect("tray lock");
-    if shown.as_ref() != Some(&(entries.clone(), name))
-        && let Some(tray) = app.tray_by_id(TRAY)
-    {
-        if let Ok(m) = render(app, &entries) {
-            let _ = tray.set_menu(Some(m));
+/// Makes the tray from the supervisor's state as it is now, then draws it
+/// (and the window, if one is open) again after every change. The state
+/// is taken from the watch before the tray is made, so a change made
+/// while it is being made is drawn right after: the tray cannot be left
+/// showing a state that has passed.
+pub fn start_tray<R: Runtime>(app: &AppHandle<R>, sup: &Supervisor) -> tauri::Result<()> {
+    let mut states = sup.watch();
+    let state = states.borrow_and_update().clone();
+    let mut drawn = (menu::build(&state), menu::icon_name(state.status));
+    TrayIconBuilder::with_id(TRAY)
+        .icon(icon(drawn.1))
+        .tooltip(tooltip(&state))
+        .menu(&render(app, &drawn.0)?)
+        .show_menu_on_left_click(true)
+        .on_menu_event(|app, event| on_menu(app, event.id().as_ref()))
+        .build(app)?;
+    let app = app.clone();
+    tauri::async_runtime::spawn(async move {
+        while states.changed().await.is_ok() {
+            let state = states.borrow_and_update().clone();
+            let now = (menu::build(&state), menu::icon_name(state.status));
+            if now != drawn
+                && let Some(tray) = app.tray_by_id(TRAY)
+            {
+                match render(&app, &now.0) {
+                    Ok(m) => {
+                        let _ = tray.set_menu(Some(m));
+                    }
+                    Err(e) => tracing::error!("drawing the tray menu: {e}"),
+                }
+                let _ = tray.set_icon(Some(icon(now.1)));
+                let _ = tray.set_tooltip(Some(tooltip(&state)));
+                drawn = now;
+            }
+            let _ = app.emit_to(WINDOW, "state-changed", &state);
         }
-        let _ = tray.set_icon(Some(icon(name)));
-        let _ = tray.set_tooltip(Some(format!(
-            "Drover — {}",
-            menu::status_label(state.status)
-        )));
-        *shown = Some((entries, name));
-    }
-    drop(shown);
-    let _ = app.emit_to(WINDOW, "state-changed", state);
+    });
+    Ok(())
 }
 
 pub fn hook<R: Runtime>(app: AppHandle<R>) -> crate::supervisor::Hook {
     Box::new(move |notice| match notice {
-        Notice::Changed(state) => on_changed(&app, &state),
         Notice::Notify { title, body } => crate::notify::show(&app, &title, &body),
     })
 }

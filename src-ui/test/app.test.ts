@@ -28,7 +28,8 @@ describe("settings window", () => {
     const { called } = await start(appState(), {
       sign_in: () => signedIn(),
     });
-    expect($("status").textContent).toBe("signedOut");
+    expect($("status").textContent).toBe("Signed out");
+    expect($("status").dataset.status).toBe("signedOut");
     expect(has("panel-account")).toBe(true);
     expect(has("sign-out")).toBe(false);
     type("signin-url", "https://drover.example.com");
@@ -36,7 +37,7 @@ describe("settings window", () => {
     await click("signin-submit");
     expect(called("sign_in")).toEqual([{ url: "https://drover.example.com", token: "drv_abc" }]);
     await waitFor(() => expect(has("panel-machine")).toBe(true));
-    expect($("status").textContent).toBe("idle");
+    expect($("status").textContent).toBe("Idle");
     await click("tab-account");
     expect($("signed-in-as").textContent).toBe("ann@acme.test");
     expect($("role").textContent).toBe("member");
@@ -64,7 +65,8 @@ describe("settings window", () => {
     await click("sign-out");
     expect(called("sign_out")).toHaveLength(1);
     expect(has("signin-url")).toBe(true);
-    expect($("status").textContent).toBe("signedOut");
+    expect($("status").textContent).toBe("Signed out");
+    expect($("status").dataset.status).toBe("signedOut");
   });
 
   it("a pending link shows the dialog naming coordinator and pool; confirm calls confirm_link", async () => {
@@ -125,7 +127,7 @@ describe("settings window", () => {
 
     await click("pause-all");
     expect(called("set_paused")).toEqual([{ paused: true }]);
-    expect($("status").textContent).toBe("paused");
+    expect($("status").textContent).toBe("Paused");
     await click("pause-on-battery");
     expect(called("set_settings")).toEqual([{ autostart: false, pauseOnBattery: true }]);
     expect(($("pause-on-battery") as HTMLInputElement).checked).toBe(true);
@@ -344,7 +346,7 @@ describe("settings window", () => {
     expect(document.activeElement).toBe($("signin-url"));
 
     await emit("state-changed", signedIn({ pools: [pool], status: "busy" }));
-    await waitFor(() => expect($("status").textContent).toBe("busy"));
+    await waitFor(() => expect($("status").textContent).toBe("Busy"));
     expect($all("pool-row")).toHaveLength(1);
   });
 

@@ -52,6 +52,13 @@ fn item(id: impl Into<String>, label: impl Into<String>, enabled: bool) -> Entry
     }
 }
 
+fn runners(n: usize) -> String {
+    match n {
+        1 => "1 runner".to_owned(),
+        n => format!("{n} runners"),
+    }
+}
+
 pub fn build(state: &AppState) -> Vec<Entry> {
     let mut menu = vec![item(
         "status",
@@ -67,7 +74,7 @@ pub fn build(state: &AppState) -> Vec<Entry> {
         };
         menu.push(item(
             format!("pool:{}", pool.reference),
-            format!("{}{kind}: Runners: {}", pool.name, pool.runners),
+            format!("{}{kind} — {}", pool.name, runners(pool.runners)),
             false,
         ));
         for runner in &pool.live {
@@ -200,7 +207,7 @@ mod tests {
             [
                 "Drover — Busy [-]",
                 "---",
-                "default: Runners: 2 [-]",
+                "default — 2 runners [-]",
                 "    rn_1 — running job_9 [-]",
                 "    rn_2 — idle [-]",
                 "Add runner",
@@ -222,11 +229,11 @@ mod tests {
         boxed.sandboxed = Some(true);
         let l = labels(&build(&state(Status::Idle, vec![lent, boxed])));
         assert!(
-            l.contains(&"default (workspace, unsandboxed): Runners: 0 [-]".to_owned()),
+            l.contains(&"default (workspace, unsandboxed) — 0 runners [-]".to_owned()),
             "{l:?}"
         );
         assert!(
-            l.contains(&"default (workspace): Runners: 0 [-]".to_owned()),
+            l.contains(&"default (workspace) — 0 runners [-]".to_owned()),
             "{l:?}"
         );
     }
@@ -235,6 +242,9 @@ mod tests {
     fn paused_offers_resume_and_an_empty_pool_cannot_shrink() {
         let menu = build(&state(Status::Paused, vec![pool(vec![])]));
         let l = labels(&menu);
+        assert_eq!(l[2], "default — 0 runners [-]");
+        let one = build(&state(Status::Idle, vec![pool(vec![runner("rn_1", &[])])]));
+        assert_eq!(labels(&one)[2], "default — 1 runner [-]");
         assert!(l.contains(&"Resume all".to_owned()), "{l:?}");
         assert!(l.contains(&"Remove runner [-]".to_owned()), "{l:?}");
         assert_eq!(icon_name(Status::Paused), "tray-paused.png");

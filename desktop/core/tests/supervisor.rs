@@ -581,3 +581,47 @@ fn a_failed_job_is_noted_and_notified() {
         assert_eq!(state.activity[0].kind, ActivityKind::JobFailed);
     });
 }
+
+/// The tray and the window draw from `watch()`. After a restart, one
+/// taken at once (runners still connecting) is brought to idle by the
+/// runners coming online, with no other change to wake it: what a tray
+/// made at start shows.
+#[test]
+fn the_watched_state_follows_a_restart_to_online_without_another_change() {
+    let _service = SecretService::start();
+    runtime().block_on(async {
+        let c = Coordinator::start().await;
+        let ann = c.bootstrap("acme", "ann@acme.test");
+        let dir = TempDir::new("desktop");
+        let (sup, _) = supervisor(&dir).await;
+        paired(&sup, &ann).await;
+        sup.set_runner_count(&sup.state().await.pools[0].reference, 2)
+            .await
+            .unwrap();
+        online(&sup, 2).await;
+        drop(sup);
+
+        let (sup, _) = supervisor(&dir).await;
+        let mut states = sup.watch();
+        let first = states.borrow_and_update().clone();
+        assert_eq!(
+            first.pools[0].live.len(),
+            2,
+            "the restart launched both runners"
+        );
+        let deadline = tokio::time::Instant::now() + DEADLINE;
+        while states.borrow_and_update().status != Status::Idle {
+            tokio::time::timeout_at(deadline, states.changed())
+                .await
+                .expect("the watched state reached idle within the deadline")
+                .expect("the supervisor is alive");
+        }
+        let watched = states.borrow().clone();
+        assert!(watched.pools[0].live.iter().all(|r| r.online));
+        assert_eq!(
+            watched,
+            sup.state().await,
+            "the watch holds the current state"
+        );
+    });
+}

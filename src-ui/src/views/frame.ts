@@ -14,6 +14,14 @@ const TAB_NAMES: Record<Tab, string> = {
   workspace: "Workspace",
 };
 
+const STATUS_LABELS: Record<string, string> = {
+  signedOut: "Signed out",
+  idle: "Idle",
+  busy: "Busy",
+  offline: "Offline",
+  paused: "Paused",
+};
+
 const STATUS_HINTS: Record<string, string> = {
   signedOut: "Not signed in",
   idle: "Connected, waiting for jobs",
@@ -49,7 +57,11 @@ export function header(app: App) {
       "div",
       { class: "who" },
       account ? h("span", { class: "muted", title: account.coordinator }, account.workspace) : null,
-      h("span", { testid: "status", class: `status status-${status}`, title: STATUS_HINTS[status] }, status),
+      h(
+        "span",
+        { testid: "status", "data-status": status, class: `status status-${status}`, title: STATUS_HINTS[status] },
+        STATUS_LABELS[status] ?? status,
+      ),
     ),
   );
 }

@@ -147,7 +147,7 @@ impl Supervisor {
         };
         let mut inner = self.inner.lock().await;
         inner.pending = Some(Held { link, pool });
-        let pending = self.snapshot(&inner).pending.expect("just set");
+        let pending = snapshot(&inner).pending.expect("just set");
         drop(inner);
         self.changed().await;
         Ok(pending)

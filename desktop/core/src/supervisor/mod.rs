@@ -23,7 +23,7 @@ use runner_core::credentials::{self, CredentialStore, StoredCredential};
 use runner_core::fleet::Fleet;
 use runner_core::runner::{Credential, Event, EventKind, RunnerSettings};
 use serde::{Deserialize, Serialize};
-use tokio::sync::{Mutex, Notify};
+use tokio::sync::{Mutex, Notify, watch};
 
 pub use crate::config::{Account, PoolKind};
 use crate::config::{Config, Departing, PoolConfig};
@@ -134,11 +134,10 @@ pub struct Activity {
     pub message: String,
 }
 
-/// What the shell (tray, window, notifications) is told.
+/// What the shell is told besides the state (which it watches, see
+/// [`Supervisor::watch`]).
 #[derive(Debug, Clone)]
 pub enum Notice {
-    /// Something visible changed: here is the new state.
-    Changed(Box<AppState>),
     /// Worth a desktop notification.
     Notify { title: String, body: String },
 }
@@ -192,6 +191,9 @@ struct Held {
 
 pub struct Supervisor {
     inner: Mutex<Inner>,
+    /// The one current state every surface draws from: replaced, under
+    /// `inner`'s lock, whenever something visible changes.
+    state: watch::Sender<AppState>,
     /// Signalled whenever a runner stops (for `wait_stopped`).
     stopped: Notify,
     keychain: Keychain,
@@ -243,18 +245,21 @@ impl Supervisor {
         let connect = connect_options(&options, &config);
         // A CA file that cannot be used fails every request: say so now.
         let bad_ca = connect.http_builder().err();
+        let inner = Inner {
+            config,
+            account_token,
+            pools: HashMap::new(),
+            pending: None,
+            activity: VecDeque::new(),
+            on_battery: power::on_battery_now(),
+            quitting: false,
+            disconnected: HashSet::new(),
+            refused: HashMap::new(),
+        };
+        let (state, _) = watch::channel(snapshot(&inner));
         let sup = Arc::new_cyclic(|me| Self {
-            inner: Mutex::new(Inner {
-                config,
-                account_token,
-                pools: HashMap::new(),
-                pending: None,
-                activity: VecDeque::new(),
-                on_battery: power::on_battery_now(),
-                quitting: false,
-                disconnected: HashSet::new(),
-                refused: HashMap::new(),
-            }),
+            inner: Mutex::new(inner),
+            state,
             stopped: Notify::new(),
             keychain,
             options,
@@ -293,99 +298,116 @@ impl Supervisor {
 
     pub async fn state(&self) -> AppState {
         let inner = self.inner.lock().await;
-        self.snapshot(&inner)
+        snapshot(&inner)
     }
 
-    fn snapshot(&self, inner: &Inner) -> AppState {
-        let paused = effective_pause(inner);
-        let pools: Vec<LocalPool> = inner
-            .config
-            .pools
-            .iter()
-            .map(|p| LocalPool {
-                coordinator: p.coordinator.clone(),
-                reference: p.reference.clone(),
-                runtime_id: p.runtime_id.clone(),
-                name: p.name.clone(),
-                kind: p.kind,
-                runners: p.runners,
-                slots: p.slots,
-                labels: p.labels.clone(),
-                allow_unsandboxed: p.allow_unsandboxed,
-                sandboxed: inner
-                    .pools
-                    .get(&p.reference)
-                    .map(|r| r.fleet.isolation().sandbox.is_some()),
-                refused: inner.refused.get(&p.reference).cloned(),
-                live: inner
-                    .pools
-                    .get(&p.reference)
-                    .map(|r| {
-                        r.fleet
-                            .status()
-                            .into_iter()
-                            .map(|s| LocalRunner {
-                                id: s.id,
-                                online: s.online,
-                                draining: s.draining,
-                                current_jobs: s.current_jobs,
-                            })
-                            .collect()
-                    })
-                    .unwrap_or_default(),
-            })
-            .collect();
-        let live: Vec<&LocalRunner> = pools.iter().flat_map(|p| &p.live).collect();
-        let status = if inner.config.account.is_none() && pools.is_empty() {
-            Status::SignedOut
-        } else if paused {
-            Status::Paused
-        } else if !inner.disconnected.is_empty()
-            || (!live.is_empty() && live.iter().all(|r| !r.online))
-        {
-            Status::Offline
-        } else if live.iter().any(|r| !r.current_jobs.is_empty()) {
-            Status::Busy
-        } else {
-            Status::Idle
-        };
-        AppState {
-            status,
-            paused: inner.config.paused,
-            on_battery: inner.on_battery,
-            quitting: inner.quitting,
-            account: inner.config.account.clone(),
-            pools,
-            settings: Settings {
-                autostart: inner.config.autostart,
-                pause_on_battery: inner.config.pause_on_battery,
-            },
-            pending: inner.pending.as_ref().map(|held| match &held.link {
-                Link::Pair { url, .. } => PendingLink {
-                    kind: "pair",
-                    coordinator: url.clone(),
-                    pool: "your personal pool".into(),
-                    link_pool: None,
-                },
-                Link::Join { url, reference, .. } => {
-                    let pool = held.pool.clone().unwrap_or_else(|| reference.clone());
-                    PendingLink {
-                        kind: "join",
-                        coordinator: url.clone(),
-                        link_pool: (*reference != pool).then(|| reference.clone()),
-                        pool,
-                    }
-                }
-            }),
-            activity: inner.activity.iter().cloned().collect(),
-        }
+    /// The current state, and every change after it. A surface draws
+    /// itself from `borrow_and_update()` when it is made and again after
+    /// each `changed()`, so it cannot miss a change made meanwhile.
+    pub fn watch(&self) -> watch::Receiver<AppState> {
+        self.state.subscribe()
     }
 
     async fn changed(&self) {
-        let state = self.state().await;
-        (self.options.hook)(Notice::Changed(Box::new(state)));
+        // Under the lock: the states are published in the order they happened.
+        let inner = self.inner.lock().await;
+        let state = snapshot(&inner);
+        self.state.send_if_modified(|shown| {
+            let new = *shown != state;
+            if new {
+                *shown = state;
+            }
+            new
+        });
     }
+}
 
+/// What the surfaces see, made from the engine's state.
+fn snapshot(inner: &Inner) -> AppState {
+    let paused = effective_pause(inner);
+    let pools: Vec<LocalPool> = inner
+        .config
+        .pools
+        .iter()
+        .map(|p| LocalPool {
+            coordinator: p.coordinator.clone(),
+            reference: p.reference.clone(),
+            runtime_id: p.runtime_id.clone(),
+            name: p.name.clone(),
+            kind: p.kind,
+            runners: p.runners,
+            slots: p.slots,
+            labels: p.labels.clone(),
+            allow_unsandboxed: p.allow_unsandboxed,
+            sandboxed: inner
+                .pools
+                .get(&p.reference)
+                .map(|r| r.fleet.isolation().sandbox.is_some()),
+            refused: inner.refused.get(&p.reference).cloned(),
+            live: inner
+                .pools
+                .get(&p.reference)
+                .map(|r| {
+                    r.fleet
+                        .status()
+                        .into_iter()
+                        .map(|s| LocalRunner {
+                            id: s.id,
+                            online: s.online,
+                            draining: s.draining,
+                            current_jobs: s.current_jobs,
+                        })
+                        .collect()
+                })
+                .unwrap_or_default(),
+        })
+        .collect();
+    let live: Vec<&LocalRunner> = pools.iter().flat_map(|p| &p.live).collect();
+    let status = if inner.config.account.is_none() && pools.is_empty() {
+        Status::SignedOut
+    } else if paused {
+        Status::Paused
+    } else if !inner.disconnected.is_empty() || (!live.is_empty() && live.iter().all(|r| !r.online))
+    {
+        Status::Offline
+    } else if live.iter().any(|r| !r.current_jobs.is_empty()) {
+        Status::Busy
+    } else {
+        Status::Idle
+    };
+    AppState {
+        status,
+        paused: inner.config.paused,
+        on_battery: inner.on_battery,
+        quitting: inner.quitting,
+        account: inner.config.account.clone(),
+        pools,
+        settings: Settings {
+            autostart: inner.config.autostart,
+            pause_on_battery: inner.config.pause_on_battery,
+        },
+        pending: inner.pending.as_ref().map(|held| match &held.link {
+            Link::Pair { url, .. } => PendingLink {
+                kind: "pair",
+                coordinator: url.clone(),
+                pool: "your personal pool".into(),
+                link_pool: None,
+            },
+            Link::Join { url, reference, .. } => {
+                let pool = held.pool.clone().unwrap_or_else(|| reference.clone());
+                PendingLink {
+                    kind: "join",
+                    coordinator: url.clone(),
+                    link_pool: (*reference != pool).then(|| reference.clone()),
+                    pool,
+                }
+            }
+        }),
+        activity: inner.activity.iter().cloned().collect(),
+    }
+}
+
+impl Supervisor {
     fn note(&self, inner: &mut Inner, kind: ActivityKind, message: String) {
         tracing::info!(?kind, "{message}");
         inner.activity.push_front(Activity {

@@ -142,9 +142,8 @@ pub async fn supervisor(dir: &TempDir) -> (Arc<Supervisor>, Arc<std::sync::Mutex
         device_name: "laptop".into(),
         runner: runner_settings(dir),
         hook: Box::new(move |notice| {
-            if let Notice::Notify { title, body } = notice {
-                sink.lock().unwrap().push(format!("{title}: {body}"));
-            }
+            let Notice::Notify { title, body } = notice;
+            sink.lock().unwrap().push(format!("{title}: {body}"));
         }),
         client: Default::default(),
     })
