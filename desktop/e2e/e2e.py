@@ -367,16 +367,6 @@ def first_start(r):
     assert r.text("status") == "Signed out", f"the status badge says {r.text('status')!r}"
 
 
-def restart_app(r):
-    """Ends the app (its WebDriver session) and starts it again with its
-    window open (--show), signed in from the keychain."""
-    old = r.app_pid
-    r.driver.quit()
-    r.driver = None
-    wait_for(f"the app (pid {old}) to exit", lambda: not os.path.exists(f"/proc/{old}"), 30)
-    start_app(r, ["--show"])
-
-
 def app_pid(r):
     """The app started by WebKitWebDriver (under our tauri-driver): found by
     its command line, which stays readable when the app has made its other
@@ -791,50 +781,6 @@ def tray(r):
     r.wait_ui("status idle after resuming in the window", lambda: r.status() == "idle", 15)
 
 
-# The tray icons' colours (desktop/icons/tray-*.png), and trayer's background.
-ICON_COLOURS = {"idle": (22, 163, 74), "busy": (37, 99, 235), "offline": (120, 120, 120), "paused": (217, 119, 6)}
-TRAYER_BACKGROUND = (43, 43, 43)
-
-
-def tray_status(r):
-    """What the tray icon shows, read off the screen: the icon colour most
-    of trayer's pixels are near; None while trayer shows no icon."""
-    x, y, w, h = map(int, re.findall(r"-?\d+", xdotool(r.env, "getwindowgeometry", r.trayer))[1:5])
-    ppm = subprocess.run(["import", "-window", "root", "-crop", f"{w}x{h}+{x}+{y}", "+repage", "ppm:-"], env=r.env,
-                         check=True, timeout=30, capture_output=True).stdout
-    # Binary PPM: "P6", width, height, maxval, then RGB bytes.
-    header = re.match(rb"P6\s+(\d+)\s+(\d+)\s+(\d+)\s", ppm)
-    pixels = ppm[header.end():]
-    near = lambda a, b: sum((p - q) ** 2 for p, q in zip(a, b)) < 40 ** 2  # noqa: E731
-    counts = dict.fromkeys(ICON_COLOURS, 0)
-    for i in range(0, len(pixels) - 2, 3):
-        px = (pixels[i], pixels[i + 1], pixels[i + 2])
-        if near(px, TRAYER_BACKGROUND):
-            continue
-        for name, colour in ICON_COLOURS.items():
-            if near(px, colour):
-                counts[name] += 1
-    best = max(counts, key=counts.get)
-    return best if counts[best] > 20 else None
-
-
-def restarts(r, n=10):
-    """The tray after a restart: drawn from the state as it is once the
-    tray exists, never left on the state at start (runners connecting)."""
-    log(f"restarting the app {n} times: each time the tray agrees with the window within 2 s")
-    lags = []
-    for i in range(1, n + 1):
-        restart_app(r)
-        r.wait_ui(f"restart {i}: the window to say idle", lambda: r.status() == "idle", 60)
-        agreed = time.monotonic()
-        try:
-            wait_for("the tray to show idle", lambda: tray_status(r) == "idle", 2.0, 0.1)
-        except Failure:
-            raise Failure(f"restart {i}: the window says idle, the tray shows {tray_status(r)} 2 s later") from None
-        lags.append(time.monotonic() - agreed)
-    log(f"   {n} restarts: the tray showed idle at most {max(lags):.2f} s after the window did")
-
-
 def tray_width(r):
     return int(re.findall(r"(\d+)x\d+", xdotool(r.env, "getwindowgeometry", r.trayer))[0])
 
@@ -906,7 +852,6 @@ def inner(args):
         step5_keychain(r)
         tray(r)
         step6_sandbox(r)
-        restarts(r)
         memory(r)
         log(f"passed in {time.monotonic() - started:.0f} s")
         return 0
