@@ -610,14 +610,16 @@ fn the_watched_state_follows_a_restart_to_online_without_another_change() {
             "the restart launched both runners"
         );
         let deadline = tokio::time::Instant::now() + DEADLINE;
-        while states.borrow_and_update().status != Status::Idle {
+        // Idle comes with the first runner online; wait for both.
+        let all_online =
+            |s: &AppState| s.status == Status::Idle && s.pools[0].live.iter().all(|r| r.online);
+        while !all_online(&states.borrow_and_update()) {
             tokio::time::timeout_at(deadline, states.changed())
                 .await
-                .expect("the watched state reached idle within the deadline")
+                .expect("the watched state had both runners online within the deadline")
                 .expect("the supervisor is alive");
         }
         let watched = states.borrow().clone();
-        assert!(watched.pools[0].live.iter().all(|r| r.online));
         assert_eq!(
             watched,
             sup.state().await,
