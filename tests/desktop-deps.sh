@@ -9,7 +9,8 @@
 #   than its sources (the desktop crate embeds it at compile time, so a
 #   needless rebuild would recompile the crate).
 # ensure_tauri_driver: `cargo install tauri-driver --locked` when missing.
-# ensure_e2e_venv: a Python venv with selenium (the WebDriver client) in
+# ensure_e2e_venv: a Python venv with selenium (the WebDriver client) and
+# dbus-next (the e2e's StatusNotifierWatcher) in
 #   target/e2e-venv; exports E2E_PYTHON.
 
 # Debian package, and a file or command that shows it is installed.
@@ -81,11 +82,11 @@ ensure_tauri_driver() {
 ensure_e2e_venv() {
   local venv=${CARGO_TARGET_DIR:-target}/e2e-venv
   command -v python3 >/dev/null || missing "python3 is missing (the desktop end-to-end test's WebDriver client runs on it): run 'sudo apt-get install python3 python3-venv'"
-  if ! "$venv/bin/python" -c 'import selenium' 2>/dev/null; then
-    step "creating a Python venv with selenium in $venv"
+  if ! "$venv/bin/python" -c 'import selenium, dbus_next' 2>/dev/null; then
+    step "creating a Python venv with selenium and dbus-next (a StatusNotifierWatcher) in $venv"
     python3 -m venv "$venv" \
       || missing "python3 cannot create a venv: run 'sudo apt-get install python3-venv'"
-    "$venv/bin/pip" install -q --disable-pip-version-check 'selenium>=4,<5'
+    "$venv/bin/pip" install -q --disable-pip-version-check 'selenium>=4,<5' 'dbus-next==0.2.3'
   fi
   export E2E_PYTHON=$venv/bin/python
 }

@@ -20,6 +20,7 @@ import os
 import re
 import select
 import shutil
+import signal
 import ssl
 import subprocess
 import sys
@@ -365,6 +366,20 @@ def first_start(r):
     assert r.status() == "signedOut", r.status()
     # Words for people, not the state's name.
     assert r.text("status") == "Signed out", f"the status badge says {r.text('status')!r}"
+
+
+def restart_app(r):
+    """Ends the app (its WebDriver session) and starts it again with its
+    window open (--show), signed in from the keychain."""
+    old = r.app_pid
+    r.driver.quit()
+    r.driver = None
+    # With its window closed the app outlives the session (it lives in the
+    # tray): end it as a session's logout does.
+    if os.path.exists(f"/proc/{old}"):
+        os.kill(old, signal.SIGTERM)
+    wait_for(f"the app (pid {old}) to exit", lambda: not os.path.exists(f"/proc/{old}"), 30)
+    start_app(r, ["--show"])
 
 
 def app_pid(r):
@@ -781,6 +796,62 @@ def tray(r):
     r.wait_ui("status idle after resuming in the window", lambda: r.status() == "idle", 15)
 
 
+def gdbus(r, dest, path, method, *args):
+    done = subprocess.run(["gdbus", "call", "--session", "--dest", dest, "--object-path", path, "--method", method, *args],
+                          env=r.env, capture_output=True, text=True, timeout=10)
+    if done.returncode != 0:
+        raise Failure(f"gdbus {method} on {dest}{path}: {done.stderr.strip()}")
+    return done.stdout
+
+
+def sni_menu(r, registered_before):
+    """The tray menu's visible labels, top down, as the tray host reads
+    them: from the StatusNotifierItem registered after `registered_before`
+    lines of the watcher's log, over com.canonical.dbusmenu. None until the
+    app has registered."""
+    with open(r.procs.log_path("sni-watcher")) as f:
+        lines = [x.split() for x in f.read().splitlines() if x.startswith("registered ")]
+    if len(lines) <= registered_before:
+        return None
+    _, bus, path = lines[-1]
+    menu = re.search(r"objectpath '([^']+)'", gdbus(r, bus, path, "org.freedesktop.DBus.Properties.Get", "org.kde.StatusNotifierItem", "Menu"))
+    layout = gdbus(r, bus, menu.group(1), "com.canonical.dbusmenu.GetLayout", "0", "int32 -1", "@as []")
+    # Each item: (id, {properties}, [children]); labels in the order shown.
+    items = re.findall(r"\(\d+, (\{[^{}]*\}), ", layout)
+    return [m.group(1) for props in items if "'visible': <false>" not in props
+            for m in [re.search(r"'label': <'([^']*)'>", props)] if m]
+
+
+def restarts(r, n=10):
+    """The tray after a restart: drawn from the state as it is once the
+    tray exists, never left on the state at start (runners connecting).
+    Read as a desktop's tray host reads it (a StatusNotifierWatcher, the
+    menu over D-Bus), so this comes last: trayer no longer gets the icon."""
+    log(f"restarting the app {n} times: each time the tray menu agrees with the window within 2 s")
+    watcher = r.procs.start("sni-watcher", [sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)), "sni_watcher.py")])
+    wait_for("the StatusNotifierWatcher", lambda: watcher.poll() is None and "watching" in open(r.procs.log_path("sni-watcher")).read(), 20)
+    lags = []
+    for i in range(1, n + 1):
+        registered = sum(1 for x in open(r.procs.log_path("sni-watcher")) if x.startswith("registered "))
+        restart_app(r)
+        r.wait_ui(f"restart {i}: the window to say idle", lambda: r.status() == "idle", 60)
+        window = r.text("status")
+        agreed = time.monotonic()
+        last = [None]
+
+        def agrees():
+            last[0] = menu = sni_menu(r, registered)
+            return menu and menu[0] == f"Drover — {window}" and not any(x.endswith("connecting") for x in menu)
+
+        try:
+            wait_for("the tray menu to agree with the window", agrees, 2.0, 0.05)
+        except Failure as e:
+            raise Failure(f"restart {i}: the window says {window!r}, the tray menu 2 s later: {last[0]} ({e})") from None
+        lags.append(time.monotonic() - agreed)
+    log(f"   {n} restarts: the tray menu agreed with the window at most {max(lags):.2f} s after it said idle; "
+        f"last menu: {last[0][:4]}")
+
+
 def tray_width(r):
     return int(re.findall(r"(\d+)x\d+", xdotool(r.env, "getwindowgeometry", r.trayer))[0])
 
@@ -853,6 +924,7 @@ def inner(args):
         tray(r)
         step6_sandbox(r)
         memory(r)
+        restarts(r)
         log(f"passed in {time.monotonic() - started:.0f} s")
         return 0
     except (Failure, AssertionError, Exception) as e:  # noqa: BLE001
