@@ -5,7 +5,7 @@
 
 use std::process::Command;
 
-use drover_tests::runner_core::client::Scope;
+use drover_tests::runner_core::client::{Client, Scope};
 use drover_tests::runner_core::wire::{self, ErrorCode};
 use drover_tests::*;
 
@@ -320,4 +320,121 @@ async fn links_name_the_coordinator_by_its_public_url() {
         assert!(!out.status.success(), "{bad}");
         assert!(err.contains("public-url") && err.contains(bad), "{err}");
     }
+}
+
+/// Redeems a fresh pairing link of `m` for a device named `name`.
+async fn device(c: &Coordinator, m: &Member, name: &str) -> wire::DeviceToken {
+    let (_, code) = pair_link(c, m);
+    let (status, body) = redeem(c, &code, name).await;
+    assert_eq!(status, 201, "{body}");
+    serde_json::from_value(body).unwrap()
+}
+
+/// A runner `device` pairs into the default pool of `scope`.
+async fn paired_by(c: &Coordinator, device: &wire::DeviceToken, scope: Scope) -> Client {
+    let paired = c
+        .client(&device.token)
+        .pair_runner(
+            scope,
+            &wire::PairRunner {
+                name: Some("laptop".into()),
+                runtime: None,
+                labels: vec![],
+            },
+        )
+        .await
+        .unwrap();
+    let runner = c.client(&paired.token);
+    runner.hello(&[]).await.unwrap();
+    runner
+}
+
+#[tokio::test]
+async fn revoking_a_device_token_revokes_the_runners_it_paired_and_tells_the_device() {
+    let c = Coordinator::start().await;
+    let bob = c.bootstrap("acme", "bob@acme.test");
+    let laptop = device(&c, &bob, "laptop").await;
+    let phone = device(&c, &bob, "phone").await;
+    let mine = paired_by(&c, &laptop, Scope::Me).await;
+    let lent = paired_by(&c, &laptop, Scope::Workspace).await;
+    let others = paired_by(&c, &phone, Scope::Me).await;
+
+    stdout_ok(&c.drover(&bob.token, &["tokens", "revoke", &laptop.token_id]));
+    for runner in [&mine, &lent] {
+        assert_eq!(
+            drover_tests::code(runner.hello(&[]).await),
+            ErrorCode::Unauthorized,
+            "a runner the revoked device paired still works"
+        );
+    }
+    others
+        .hello(&[])
+        .await
+        .expect("another device's runner is kept");
+    // The device is told who signed it out, from where and when.
+    let refused = c
+        .client(&laptop.token)
+        .runtimes(Scope::Me)
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), Some(ErrorCode::Unauthorized));
+    let said = refused.to_string();
+    assert!(
+        said.contains("this device was signed out")
+            && said.contains("the drover CLI")
+            && said.contains("bob@acme.test")
+            && said.contains(" UTC"),
+        "{said}"
+    );
+    assert!(!said.contains(&laptop.token), "{said}");
+    // A token never known is only unknown.
+    let stranger = c
+        .client("drv_0000000000000000000000000000")
+        .runtimes(Scope::Me)
+        .await
+        .unwrap_err();
+    assert!(!stranger.to_string().contains("signed out"), "{stranger}");
+    let audit = bob
+        .client
+        .audit(&wire::AuditQuery {
+            action: Some("runner.revoked".into()),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let revoked: Vec<_> = audit
+        .events
+        .iter()
+        .filter(|e| e.action == "runner.revoked")
+        .collect();
+    assert_eq!(revoked.len(), 2, "{revoked:?}");
+}
+
+#[tokio::test]
+async fn removing_a_member_revokes_what_their_devices_paired_and_tells_the_devices() {
+    let c = Coordinator::start().await;
+    let bob = c.bootstrap("acme", "bob@acme.test");
+    let eve = c.add_member("acme", "eve@acme.test", "admin");
+    let laptop = device(&c, &eve, "laptop").await;
+    let lent = paired_by(&c, &laptop, Scope::Workspace).await;
+    let kept = paired_by(&c, &device(&c, &bob, "server").await, Scope::Workspace).await;
+
+    bob.client.remove_member(&eve.subject).await.unwrap();
+    assert_eq!(
+        drover_tests::code(lent.hello(&[]).await),
+        ErrorCode::Unauthorized,
+        "the workspace runner a removed member's device paired still works"
+    );
+    kept.hello(&[]).await.expect("bob's runner is kept");
+    let said = c
+        .client(&laptop.token)
+        .runtimes(Scope::Me)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        said.contains("this device was signed out")
+            && said.contains("bob@acme.test removed eve@acme.test"),
+        "{said}"
+    );
 }

@@ -14,7 +14,7 @@ use tokio::sync::OwnedSemaphorePermit;
 use super::error::overloaded;
 use super::{AppState, MAX_BODY_BYTES};
 use crate::error::Error;
-use crate::ids::{JoinTokenId, RuntimeId, Secret};
+use crate::ids::{JoinTokenId, RuntimeId, Secret, TokenKind};
 use crate::store::{CiLookup, Member, Principal, RunnerAuth, Surface};
 
 /// A JSON object body, read within the body budget and the body timeout.
@@ -200,11 +200,23 @@ async fn principal(parts: &Parts, state: &AppState) -> Result<Principal, Error> 
 }
 
 async fn authenticated(token: &Secret, state: &AppState) -> Result<Principal, Error> {
-    state
+    if let Some(principal) = state
         .store
         .authenticate(token, state.clock.now_ms())
         .await?
-        .ok_or_else(|| Error::api(ErrorCode::Unauthorized, "unknown, expired or revoked token"))
+    {
+        return Ok(principal);
+    }
+    // A device whose member token was revoked is told by whom, from
+    // where and when (the one who presents it held it).
+    let revoked = match TokenKind::of(token.expose()) {
+        Some(TokenKind::User) => state.store.token_revocation(token).await?,
+        _ => None,
+    };
+    Err(Error::api(
+        ErrorCode::Unauthorized,
+        revoked.unwrap_or_else(|| "unknown, expired or revoked token".to_owned()),
+    ))
 }
 
 fn wrong_kind(want: &str) -> Error {

@@ -4,6 +4,7 @@ use drover_wire as wire;
 
 use super::{Services, dto};
 use crate::error::Result;
+use crate::store::model::Removed;
 use crate::store::{AuditQuery, Member};
 use crate::wake::Signal;
 
@@ -42,6 +43,12 @@ pub async fn update(
 pub async fn remove(svc: &Services, m: &Member, id: &str) -> Result<()> {
     m.require_admin()?;
     let removed = svc.store.remove_member(m, id, svc.now()).await?;
+    svc.announce(removed_signals(removed));
+    Ok(())
+}
+
+/// What revoking runners and jobs tells this coordinator and the others.
+pub(super) fn removed_signals(removed: Removed) -> Vec<Signal> {
     let mut signals = Vec::new();
     for (job, wake) in removed.jobs {
         signals.push(Signal::Job {
@@ -59,8 +66,7 @@ pub async fn remove(svc: &Services, m: &Member, id: &str) -> Result<()> {
             runner: runner.to_string(),
         });
     }
-    svc.announce(signals);
-    Ok(())
+    signals
 }
 
 pub async fn audit(svc: &Services, m: &Member, q: wire::AuditQuery) -> Result<wire::AuditPage> {

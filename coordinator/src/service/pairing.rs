@@ -26,6 +26,10 @@ pub async fn tokens(svc: &Services, m: &Member) -> Result<wire::ApiTokenList> {
     })
 }
 
+/// Revokes one of the member's tokens, and the runners its device paired
+/// (dropped from every replica's cache by the signals).
 pub async fn revoke_token(svc: &Services, m: &Member, id: &str) -> Result<()> {
-    Ok(svc.store.revoke_member_token(m, id, svc.now()).await?)
+    let removed = svc.store.revoke_member_token(m, id, svc.now()).await?;
+    svc.announce(super::members::removed_signals(removed));
+    Ok(())
 }

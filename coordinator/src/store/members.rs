@@ -13,7 +13,7 @@ use super::Store;
 use super::audit::{Actor, record};
 use super::identity::valid_email;
 use super::model::{ApiToken, MemberInfo, PairingCode, Removed};
-use super::pairing::{Purpose, insert_code};
+use super::pairing::{Purpose, Revocation, insert_code};
 use crate::ids::{JobId, LeaseId, MemberId, RunnerId, TokenId};
 use crate::store::error::{Error, Result};
 use drover_domain::member::{Member, Role};
@@ -367,11 +367,6 @@ impl Store {
             .bind(who)
             .execute(&mut *tx)
             .await?;
-        let tokens = sqlx::query("DELETE FROM tokens WHERE subject_id = $1 AND kind = 'user'")
-            .bind(who)
-            .execute(&mut *tx)
-            .await?
-            .rows_affected();
         sqlx::query("DELETE FROM pairing_codes WHERE member_id = $1 AND used_at IS NULL")
             .bind(who)
             .execute(&mut *tx)
@@ -401,15 +396,28 @@ impl Store {
         .bind(who)
         .fetch_all(&mut *tx)
         .await?;
+        // Their personal runners, and the runners their devices paired
+        // into workspace pools.
         let runners: Vec<String> = sqlx::query_scalar(
             "UPDATE runners SET revoked_at = $1 WHERE revoked_at IS NULL
-               AND runtime_id IN (SELECT id FROM runtimes WHERE owner_member_id = $2)
+               AND (runtime_id IN (SELECT id FROM runtimes WHERE owner_member_id = $2)
+                    OR paired_by IN (SELECT id FROM tokens WHERE subject_id = $2 AND kind = 'user'))
              RETURNING id",
         )
         .bind(now)
         .bind(who)
         .fetch_all(&mut *tx)
         .await?;
+        let tokens = super::pairing::revoke_member_tokens(
+            &mut tx,
+            admin,
+            who,
+            None,
+            Revocation::Removed,
+            now,
+        )
+        .await?
+        .len();
         for runner in runners {
             let runner = RunnerId::from_db(runner);
             removed

@@ -8,8 +8,8 @@ use sqlx::Row;
 use super::Store;
 use super::audit::{Actor, record};
 use super::identity::{insert_member_token, member_of};
-use super::model::{ApiToken, DeviceToken, PairingCode};
-use crate::ids::{MemberId, Secret, TokenId, TokenKind};
+use super::model::{ApiToken, DeviceToken, PairingCode, Removed};
+use crate::ids::{MemberId, RunnerId, Secret, TokenId, TokenKind};
 use crate::store::error::{Error, Result};
 use drover_domain::member::Member;
 
@@ -189,34 +189,169 @@ impl Store {
     }
 
     /// Revokes one of `member`'s own API tokens, at once (member tokens
-    /// are not cached). Another member's token is not found.
-    pub async fn revoke_member_token(&self, member: &Member, id: &str, now: i64) -> Result<()> {
+    /// are not cached), and the runners its device paired. Another
+    /// member's token is not found.
+    pub async fn revoke_member_token(
+        &self,
+        member: &Member,
+        id: &str,
+        now: i64,
+    ) -> Result<Removed> {
         // The id is not echoed: a caller may have pasted a secret there.
         let not_found = || Error::not_found("no such token of yours");
         let id = TokenId::parse(id).ok_or_else(not_found)?;
         let mut tx = self.writer.begin().await?;
-        let name: Option<Option<String>> = sqlx::query_scalar(
-            "DELETE FROM tokens WHERE id = $1 AND subject_id = $2 AND kind = 'user' RETURNING name",
+        let runners: Vec<String> = sqlx::query_scalar(
+            "UPDATE runners SET revoked_at = $1 WHERE paired_by = $2 AND revoked_at IS NULL
+               AND EXISTS (SELECT 1 FROM tokens WHERE id = $2 AND subject_id = $3 AND kind = 'user')
+             RETURNING id",
         )
+        .bind(now)
         .bind(id.as_str())
         .bind(member.id.as_str())
-        .fetch_optional(&mut *tx)
+        .fetch_all(&mut *tx)
         .await?;
-        let Some(name) = name else {
+        let revoked = revoke_member_tokens(
+            &mut tx,
+            member,
+            member.id.as_str(),
+            Some(&id),
+            Revocation::Revoked,
+            now,
+        )
+        .await?;
+        let Some((_, name)) = revoked.into_iter().next() else {
             return Err(not_found());
         };
+        let mut removed = Removed::default();
+        for runner in runners {
+            let runner = RunnerId::from_db(runner);
+            let changed = self.revoke_in(&mut tx, &runner, now).await?;
+            record(
+                &mut tx,
+                Actor::Member(member),
+                "runner.revoked",
+                runner.as_str(),
+                json!({ "jobsChanged": changed.len(), "reason": "the device token that paired it was revoked" }),
+                now,
+            )
+            .await?;
+            removed.jobs.extend(changed);
+            removed.runners.push(runner);
+        }
         record(
             &mut tx,
             Actor::Member(member),
             "token.revoked",
             id.as_str(),
-            json!({ "name": name }),
+            json!({ "name": name, "runnersRevoked": removed.runners.len() }),
             now,
         )
         .await?;
         tx.commit().await?;
-        Ok(())
+        Ok(removed)
     }
+
+    /// Why a member token presented now is refused, when it was revoked
+    /// (not merely unknown): who revoked it, from where and when, as the
+    /// device presenting it is told.
+    pub async fn token_revocation(&self, token: &Secret) -> Result<Option<String>> {
+        let row: Option<(String, i64, String, String)> = sqlx::query_as(
+            "SELECT m.email, r.revoked_at, r.revoked_by, r.surface || ':' || r.reason
+             FROM token_revocations r JOIN members m ON m.id = r.member_id WHERE r.hash = $1",
+        )
+        .bind(token.hash())
+        .fetch_optional(&self.reader)
+        .await?;
+        Ok(row.map(|(email, at, by, how)| {
+            let (surface, reason) = how.split_once(':').unwrap_or((&how, ""));
+            let from = match surface {
+                "cli" => "the drover CLI",
+                "desktop" => "the desktop app",
+                "mcp" => "an MCP client",
+                _ => "the API",
+            };
+            let when = utc_minute(at);
+            match reason {
+                "removed" => format!(
+                    "this device was signed out: {by} removed {email} from the workspace, from {from}, at {when}"
+                ),
+                _ if by == email => format!(
+                    "this device was signed out: its token was revoked from {from} (signed in as {by}) at {when}"
+                ),
+                _ => format!(
+                    "this device was signed out: {by} revoked its token from {from} at {when}"
+                ),
+            }
+        }))
+    }
+}
+
+/// `2026-12-05 17:42 UTC` for Unix milliseconds.
+fn utc_minute(ms: i64) -> String {
+    let secs = ms.div_euclid(1000);
+    let (y, m, d) = drover_domain::calendar::civil_from_days(secs.div_euclid(86_400));
+    let minute = secs.rem_euclid(86_400) / 60;
+    format!(
+        "{y:04}-{m:02}-{d:02} {:02}:{:02} UTC",
+        minute / 60,
+        minute % 60
+    )
+}
+
+/// Why member tokens are revoked (`token_revocations.reason`).
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Revocation {
+    /// By the member themself, from one of their devices or the CLI.
+    Revoked,
+    /// With the member, removed from the workspace by an admin.
+    Removed,
+}
+
+/// Deletes member `who`'s API tokens (only token `id`, when given), in
+/// `tx`, each leaving its hash in `token_revocations` with who (`by`) did
+/// it from where, so a device presenting it is told. Answers each token's
+/// id and name.
+pub(super) async fn revoke_member_tokens(
+    tx: &mut sqlx::AnyConnection,
+    by: &Member,
+    who: &str,
+    id: Option<&TokenId>,
+    reason: Revocation,
+    now: i64,
+) -> Result<Vec<(Option<String>, Option<String>)>> {
+    let rows: Vec<(String, Option<String>, Option<String>)> = match id {
+        Some(id) => sqlx::query_as(
+            "DELETE FROM tokens WHERE id = $1 AND subject_id = $2 AND kind = 'user' RETURNING hash, id, name",
+        )
+        .bind(id.as_str())
+        .bind(who),
+        None => sqlx::query_as(
+            "DELETE FROM tokens WHERE subject_id = $1 AND kind = 'user' RETURNING hash, id, name",
+        )
+        .bind(who),
+    }
+    .fetch_all(&mut *tx)
+    .await?;
+    let reason = match reason {
+        Revocation::Revoked => "revoked",
+        Revocation::Removed => "removed",
+    };
+    for (hash, _, _) in &rows {
+        sqlx::query(
+            "INSERT INTO token_revocations (hash, member_id, revoked_at, revoked_by, surface, reason)
+             VALUES ($1, $2, $3, $4, $5, $6)",
+        )
+        .bind(hash)
+        .bind(who)
+        .bind(now)
+        .bind(&by.email)
+        .bind(by.surface.as_str())
+        .bind(reason)
+        .execute(&mut *tx)
+        .await?;
+    }
+    Ok(rows.into_iter().map(|(_, id, name)| (id, name)).collect())
 }
 
 /// What a one-time code is for.

@@ -114,6 +114,14 @@ impl Store {
             )
             .await?;
         let (id, token) = Self::insert_runner(&mut tx, &pool.id, name, &labels, now).await?;
+        // The device token that paired it: revoking that token revokes it.
+        if let Some(device) = &member.token_id {
+            sqlx::query("UPDATE runners SET paired_by = $1 WHERE id = $2")
+                .bind(device.as_str())
+                .bind(id.as_str())
+                .execute(&mut *tx)
+                .await?;
+        }
         record(
             &mut tx,
             Actor::Member(member),
