@@ -47,6 +47,7 @@ const EMPTY: AppState = {
   settings: { autostart: false, pauseOnBattery: false },
   pending: null,
   activity: [],
+  signedOut: null,
 };
 
 /** What this window fetched from the coordinator (through the app). */

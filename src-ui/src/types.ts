@@ -64,7 +64,7 @@ export interface PendingLink {
 export interface Activity {
   /** Unix milliseconds. */
   at: number;
-  kind: "paired" | "jobFailed" | "unreachable" | "reconnected" | "info";
+  kind: "paired" | "jobFailed" | "unreachable" | "reconnected" | "signedOut" | "info";
   message: string;
 }
 
@@ -79,6 +79,9 @@ export interface AppState {
   pending: PendingLink | null;
   /** Newest first, at most 50. */
   activity: Activity[];
+  /** Why the coordinator signed this device out (its token revoked: by
+   * whom, from where, when), until it signs in again. */
+  signedOut: string | null;
 }
 
 export interface PairedWorkspaceRunner {

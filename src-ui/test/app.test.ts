@@ -44,6 +44,16 @@ describe("settings window", () => {
     expect($("coordinator-url").textContent).toBe("https://drover.example.com");
   });
 
+  it("signed out by the coordinator: says so and why above the sign-in form; a plain sign-out does not", async () => {
+    await start(appState({ signedOut: "bob@acme.test revoked its token from the drover CLI at 2026-12-05 17:42 UTC" }));
+    expect($("signed-out-notice").textContent).toContain("This device was signed out.");
+    expect($("signed-out-notice").textContent).toContain("bob@acme.test revoked its token from the drover CLI at 2026-12-05 17:42 UTC.");
+    expect(has("signin-url")).toBe(true);
+    stop();
+    await start(appState());
+    expect(has("signed-out-notice")).toBe(false);
+  });
+
   it("signed in: lists the devices, revokes one, signs out", async () => {
     let devices = [
       { id: "tok_1", name: "ann-laptop", createdAt: 1_700_000_000_000, lastUsedAt: Date.now() - 180_000, current: true },

@@ -29,6 +29,7 @@ export function appState(patch: Partial<AppState> = {}): AppState {
     settings: { autostart: false, pauseOnBattery: false },
     pending: null,
     activity: [],
+    signedOut: null,
     ...patch,
   };
 }

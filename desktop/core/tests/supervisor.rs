@@ -380,6 +380,56 @@ fn signing_out_revokes_this_devices_tokens_and_empties_the_keychain() {
     });
 }
 
+/// Revoked from elsewhere (here the CLI): the coordinator revokes the
+/// runners this device paired, and the app hears it from them, stops,
+/// empties the keychain and says who signed it out.
+#[test]
+fn a_device_token_revoked_elsewhere_signs_the_app_out_and_says_by_whom() {
+    let service = SecretService::start();
+    runtime().block_on(async {
+        let c = Coordinator::start().await;
+        let ann = c.bootstrap("acme", "ann@acme.test");
+        let dir = TempDir::new("desktop");
+        let (sup, notes) = supervisor(&dir).await;
+        let reference = paired(&sup, &ann).await.pools[0].reference.clone();
+        sup.set_runner_count(&reference, 2).await.unwrap();
+        online(&sup, 2).await;
+        let device = sup.state().await.account.unwrap().token_id.unwrap();
+
+        stdout_ok(&c.drover(&ann.token, &["tokens", "revoke", &device]));
+        let state = eventually("the app signed out", DEADLINE, || async {
+            let state = sup.state().await;
+            (state.status == Status::SignedOut).then_some(state)
+        })
+        .await;
+        let why = state
+            .signed_out
+            .expect("the app says why it was signed out");
+        assert!(
+            why.contains("the drover CLI") && why.contains("ann@acme.test"),
+            "{why}"
+        );
+        assert!(state.pools.is_empty() && state.account.is_none());
+        assert_eq!(state.activity[0].kind, ActivityKind::SignedOut);
+        let items = service.items();
+        assert!(
+            !items.contains("username ="),
+            "the keychain still holds: {items}"
+        );
+        assert!(
+            notes
+                .lock()
+                .unwrap()
+                .iter()
+                .any(|n| n.contains("this device was signed out")),
+            "no notification"
+        );
+        // Pairing again clears it.
+        let state = paired(&sup, &ann).await;
+        assert_eq!(state.signed_out, None);
+    });
+}
+
 #[test]
 fn a_join_link_lends_this_machine_to_a_workspace_pool() {
     let _service = SecretService::start();

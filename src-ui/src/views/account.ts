@@ -32,7 +32,21 @@ function signedOut(app: App) {
       app.state = { ...app.state, pending };
     });
   };
+  const why = app.state.signedOut;
   return [
+    why
+      ? h(
+        "div",
+        { testid: "signed-out-notice", class: "card notice", role: "alert" },
+        h("strong", null, "This device was signed out."),
+        " ",
+        // A sentence, unless it starts with someone's address.
+        /^\S+@/.test(why) ? why : why.charAt(0).toUpperCase() + why.slice(1),
+        ". Its runners were stopped and its keys removed from the keychain. To lend this machine again, open a new pairing link (",
+        h("code", null, "drover pair-link"),
+        ") below.",
+      )
+      : null,
     h("h2", null, "Sign in"),
     h(
       "p",

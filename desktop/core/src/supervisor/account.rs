@@ -35,6 +35,7 @@ impl Supervisor {
             )
             .map_err(io_err)?;
         inner.account_token = Some(Token::new(token));
+        inner.signed_out = None;
         inner.config.account = Some(Account {
             coordinator: url.to_owned(),
             workspace: me.workspace,
@@ -55,10 +56,54 @@ impl Supervisor {
         Ok(self.state().await)
     }
 
+    /// Asks the coordinator whether this device's token still holds. When
+    /// it was revoked (from another device, the CLI, or with the member by
+    /// an admin), signs out here as [`Supervisor::sign_out`] does, and says
+    /// so in the window, the activity list and a notification, in the
+    /// coordinator's words (who, from where, when). Unreachable is not
+    /// signed out.
+    pub async fn check_account(&self) {
+        let client = {
+            let inner = self.inner.lock().await;
+            if inner.config.account.is_none() {
+                return;
+            }
+            self.account_client_of(&inner)
+        };
+        let Ok(client) = client else { return };
+        let Err(ClientError::Api {
+            code: ErrorCode::Unauthorized,
+            message,
+            ..
+        }) = client.me().await
+        else {
+            return;
+        };
+        let mut why = message;
+        if let Some(rest) = why.strip_prefix("this device was signed out: ") {
+            why = rest.to_owned();
+        }
+        if why == "unknown, expired or revoked token" {
+            why = "its token was revoked or has expired".to_owned();
+        }
+        if self.sign_out_as(Some(why.clone())).await.is_ok() {
+            self.notify("Drover: this device was signed out", &why);
+        }
+    }
+
     /// Stops every runner at once, revokes this device's runners and
     /// token at the coordinator, and deletes every secret and setting.
     pub async fn sign_out(&self) -> AppResult<AppState> {
+        self.sign_out_as(None).await
+    }
+
+    /// [`Supervisor::sign_out`]; `elsewhere` says why when the coordinator
+    /// signed this device out (its token revoked).
+    async fn sign_out_as(&self, elsewhere: Option<String>) -> AppResult<AppState> {
         let mut inner = self.inner.lock().await;
+        if elsewhere.is_some() && inner.config.account.is_none() {
+            return Err(AppError::invalid("already signed out"));
+        }
         let pools: Vec<(String, Running)> = inner.pools.drain().collect();
         let mut revoke = Vec::new();
         for (reference, running) in pools {
@@ -114,7 +159,15 @@ impl Supervisor {
             ..Config::default()
         };
         self.save(&inner)?;
-        self.note(&mut inner, ActivityKind::Info, "signed out".into());
+        match &elsewhere {
+            Some(why) => self.note(
+                &mut inner,
+                ActivityKind::SignedOut,
+                format!("this device was signed out: {why}"),
+            ),
+            None => self.note(&mut inner, ActivityKind::Info, "signed out".into()),
+        }
+        inner.signed_out = elsewhere;
         drop(inner);
         self.changed().await;
         Ok(self.state().await)
@@ -210,6 +263,7 @@ impl Supervisor {
             )
             .map_err(io_err)?;
         inner.account_token = Some(Token::new(device.token));
+        inner.signed_out = None;
         inner.config.account = Some(Account {
             coordinator: url.to_owned(),
             workspace: device.workspace,

@@ -41,6 +41,8 @@ impl Supervisor {
         if power_changed {
             self.changed().await;
         }
+        // A device with no runner running hears of its token's revocation here.
+        self.check_account().await;
     }
 
     /// First quit: every runner stops leasing and finishes its jobs.
@@ -133,6 +135,14 @@ impl Supervisor {
                         ActivityKind::Info,
                         format!("runner {} stopped: {e}", event.runner),
                     );
+                    // Revoked with this device's token? Asked apart from
+                    // this runner's events: signing out waits for them.
+                    let me = self.me.clone();
+                    tokio::spawn(async move {
+                        if let Some(sup) = me.upgrade() {
+                            sup.check_account().await;
+                        }
+                    });
                 }
                 self.stopped.notify_waiters();
             }

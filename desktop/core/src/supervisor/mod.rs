@@ -18,7 +18,7 @@ use std::sync::{Arc, Weak};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use drover_wire::{ErrorCode, JobState, PairRunner};
-use runner_core::client::{Client, ClientOptions, Scope, Token};
+use runner_core::client::{Client, ClientError, ClientOptions, Scope, Token};
 use runner_core::credentials::{self, CredentialStore, StoredCredential};
 use runner_core::fleet::Fleet;
 use runner_core::runner::{Credential, Event, EventKind, RunnerSettings};
@@ -61,6 +61,9 @@ pub struct AppState {
     pub settings: Settings,
     pub pending: Option<PendingLink>,
     pub activity: Vec<Activity>,
+    /// Why the coordinator signed this device out (its token revoked: by
+    /// whom, from where, when), until it signs in again.
+    pub signed_out: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -122,6 +125,7 @@ pub enum ActivityKind {
     JobFailed,
     Unreachable,
     Reconnected,
+    SignedOut,
     Info,
 }
 
@@ -180,6 +184,8 @@ struct Inner {
     disconnected: HashSet<String>,
     /// Pools not lent for want of a sandbox: why, by ref.
     refused: HashMap<String, String>,
+    /// Why the coordinator signed this device out, until it signs in again.
+    signed_out: Option<String>,
 }
 
 /// A link held until the user confirms it, with the pool the coordinator
@@ -255,6 +261,7 @@ impl Supervisor {
             quitting: false,
             disconnected: HashSet::new(),
             refused: HashMap::new(),
+            signed_out: None,
         };
         let (state, _) = watch::channel(snapshot(&inner));
         let sup = Arc::new_cyclic(|me| Self {
@@ -404,6 +411,7 @@ fn snapshot(inner: &Inner) -> AppState {
             }
         }),
         activity: inner.activity.iter().cloned().collect(),
+        signed_out: inner.signed_out.clone(),
     }
 }
 
