@@ -714,6 +714,9 @@ def step5_keychain(r):
             current[key.strip()] = value
     by_user = {i.get("attribute.username"): i for i in items}
     log(f"   keychain items: {sorted(k for k in by_user if k)}")
+    r.keychain_items = by_user
+    if getattr(r, "expect_empty_keychain", False):
+        return
     assert "account" in by_user, "no `account` item in the keychain"
     runner_items = [k for k in by_user if k and k.startswith(f"runner:{r.pool_ref}-")]
     assert len(runner_items) == 2, f"expected two runner credentials for {r.pool_ref}, found {runner_items}"
@@ -729,6 +732,30 @@ def step5_keychain(r):
     assert os.path.exists(config), f"no {config}"
     log(f"   {len(tokens)} tokens in the keychain (1 device, {len(tokens) - 1} runners); "
         f"none of them nor the workspace runner's token in any file under HOME ({config} holds none)")
+
+
+def step_revoked(r):
+    log("the app's device token revoked from the CLI: the app is signed out and says by whom")
+    devices = [t for t in r.api("/v1/me/tokens")["tokens"] if not t["current"]]
+    assert len(devices) == 1, f"expected the app's one device token besides the admin's, found {devices}"
+    lent = [x["id"] for x in r.api("/v1/me/runners")["runners"]]
+    assert lent, "the app lends no runner to revoke"
+    r.cli("tokens", "revoke", devices[0]["id"])
+    revoked = time.monotonic()
+    r.tab("account")
+    notice = r.wait_ui("the window to say this device was signed out",
+                       lambda: r.els("signed-out-notice") and r.text("signed-out-notice"), 30)
+    took = time.monotonic() - revoked
+    assert "the drover CLI" in notice and r.admin["email"] in notice, f"the notice says {notice!r}"
+    assert r.status() == "signedOut", r.status()
+    assert r.el("signin-url").is_displayed(), "no sign-in form after the device was signed out"
+    left = [x["id"] for x in r.api("/v1/me/runners")["runners"] if x["id"] in lent and x.get("online")]
+    assert not left, f"runners the device paired are still online: {left}"
+    r.expect_empty_keychain = True
+    step5_keychain(r)
+    assert not r.keychain_items, f"the keychain still holds {sorted(r.keychain_items)}"
+    log(f"   signed out {took:.1f} s after the revoke; the window says: {notice!r}")
+    r.screenshot("signed-out")
 
 
 # ---------------------------------------------------------------- tray
@@ -925,6 +952,7 @@ def inner(args):
         step6_sandbox(r)
         memory(r)
         restarts(r)
+        step_revoked(r)
         log(f"passed in {time.monotonic() - started:.0f} s")
         return 0
     except (Failure, AssertionError, Exception) as e:  # noqa: BLE001
