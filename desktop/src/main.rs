@@ -59,11 +59,12 @@ fn main() {
             let state = tauri::async_runtime::block_on(sup.state());
             app.manage(Arc::clone(&sup));
             shell::start_tray(&handle, &sup)?;
-            #[cfg(any(target_os = "linux", windows))]
+            // Development builds register drover:// themselves; an
+            // installed app is registered by its package (the .deb's
+            // desktop file), so a release build writes no handler file.
+            #[cfg(all(debug_assertions, any(target_os = "linux", windows)))]
             {
                 use tauri_plugin_deep_link::DeepLinkExt as _;
-                // Development builds register drover:// themselves (the
-                // .deb's desktop file does it for installs).
                 if let Err(e) = app.deep_link().register_all() {
                     tracing::debug!("registering drover:// links: {e}");
                 }

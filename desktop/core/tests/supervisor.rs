@@ -123,8 +123,15 @@ fn a_pairing_link_signs_in_lends_a_runner_and_keeps_secrets_in_the_keychain_only
             "no member token in the settings"
         );
 
-        // A used code is refused, and says so.
+        // A pairing link while signed in says so at once, before any
+        // dialog asks to confirm it.
         let code = ann.client.pairing_code().await.unwrap();
+        let e = sup.open_link(&code.link).await.unwrap_err();
+        assert_eq!(e.code, "ALREADY_SIGNED_IN", "{e:?}");
+        assert!(e.message.contains("ann@acme.test"), "{e:?}");
+        assert_eq!(sup.state().await.pending, None, "no dialog is held");
+
+        // A used code is refused, and says so.
         ann.client
             .redeem_pairing_code(&code.code, "other")
             .await

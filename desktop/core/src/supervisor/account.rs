@@ -183,7 +183,19 @@ impl Supervisor {
     pub async fn open_link(&self, text: &str) -> AppResult<PendingLink> {
         let link = Link::parse(text)?;
         let pool = match &link {
-            Link::Pair { .. } => None,
+            // Said before anything is asked: confirming could only fail.
+            Link::Pair { .. } => {
+                if let Some(a) = &self.inner.lock().await.config.account {
+                    return Err(AppError::new(
+                        "ALREADY_SIGNED_IN",
+                        format!(
+                            "this device is already signed in as {} on {}: to pair it with this link, sign out first (Account tab)",
+                            a.email, a.coordinator
+                        ),
+                    ));
+                }
+                None
+            }
             Link::Join { url, token, .. } => {
                 let info = self.client(url, Token::new(token.as_str()))?
                     .join_token_info()
