@@ -156,6 +156,7 @@ mod tests {
             },
             pending: None,
             activity: vec![],
+            signed_out: None,
         }
     }
 
