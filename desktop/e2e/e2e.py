@@ -207,8 +207,11 @@ class Run:
         return self.el("status").get_attribute("data-status")
 
     def ui_error(self):
+        """The error line: its sentence, and the code and detail behind it."""
         try:
-            return self.text("error")
+            said = self.text("error")
+            details = self.els("error-detail")
+            return f"{said} [{details[0].get_attribute('textContent')}]" if said and details else said
         except Exception:  # noqa: BLE001
             return ""
 

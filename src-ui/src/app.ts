@@ -4,6 +4,7 @@
 
 import { listen, type UnlistenFn } from "@tauri-apps/api/event";
 import * as api from "./api";
+import { isConnection } from "./errors";
 import { h, refreshTimes, type Attrs } from "./h";
 import type {
   ApiError,
@@ -141,7 +142,13 @@ export class App {
     const who = (s: AppState) => (s.account ? `${s.account.coordinator} ${s.account.subject}` : "");
     const changed = who(next) !== who(this.state);
     if (!this.state.account !== !next.account) this.tab = next.account ? "machine" : "account";
+    const back = next.status !== "offline" && this.state.status === "offline";
     this.state = next;
+    // The connection is back: an error it caused is gone, and what failed to load loads.
+    if (back && this.error && isConnection(this.error)) {
+      this.error = null;
+      if (!changed && next.account) void this.load();
+    }
     if (changed) {
       this.remote = { ...NOTHING };
       this.skew = null;

@@ -315,7 +315,7 @@ describe("settings window", () => {
     expect(called("list_jobs").length).toBe(before + 1);
   });
 
-  it("an error from a command shows in the error line as CODE: message", async () => {
+  it("an error from a command shows in the error line as a sentence, its CODE: message behind Details", async () => {
     let tries = 0;
     await start(appState(), {
       sign_in: () => {
@@ -327,7 +327,8 @@ describe("settings window", () => {
     type("signin-url", "https://drover.example.com");
     type("signin-token", "drv_bad");
     await click("signin-submit");
-    expect($("error").textContent).toBe("UNAUTHORIZED: the token is not valid");
+    expect($("error").textContent).toBe("The token is not valid.");
+    expect($("error-detail").textContent).toBe("UNAUTHORIZED: the token is not valid");
     // The next command that succeeds clears it.
     await click("signin-submit");
     expect($("error").textContent).toBe("");
@@ -341,7 +342,24 @@ describe("settings window", () => {
       },
     });
     await click("runner-add");
-    expect($("error").textContent).toBe("INTERNAL: keychain locked");
+    expect($("error").textContent).toContain("Something went wrong in the app.");
+    expect($("error-detail").textContent).toBe("INTERNAL: keychain locked");
+  });
+
+  it("an unreachable coordinator is said for people, and the error goes once the runners are back online", async () => {
+    await start(signedIn({ pools: [pool] }), {
+      set_runner_count: () => {
+        throw { code: "UNREACHABLE", message: "cannot reach the coordinator: error sending request for url (https://drover.example.com/v1/me)" };
+      },
+    });
+    await click("runner-add");
+    expect($("error").textContent).toBe("Can't reach drover.example.com — retrying. Your runners keep their jobs.");
+    expect($("error-detail").textContent).toContain("UNREACHABLE: cannot reach the coordinator");
+    await emit("state-changed", signedIn({ pools: [pool], status: "offline" }));
+    await settle();
+    expect($("error").textContent).toContain("Can't reach");
+    await emit("state-changed", signedIn({ pools: [pool], status: "idle" }));
+    await waitFor(() => expect($("error").textContent).toBe(""));
   });
 
   it("a state-changed event re-renders, keeping what is being typed", async () => {

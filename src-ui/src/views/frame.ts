@@ -4,6 +4,7 @@
 import type { App, Tab } from "../app";
 import * as api from "../api";
 import { cleartextOf, isCleartext } from "../cleartext";
+import { sentence } from "../errors";
 import { h, when } from "../h";
 import type { PendingLink } from "../types";
 
@@ -111,7 +112,19 @@ export function errorLine(app: App) {
   return h(
     "div",
     { class: e ? "errorbar shown" : "errorbar", role: "alert" },
-    h("span", { testid: "error" }, e ? `${e.code}: ${e.message}` : ""),
+    h(
+      "span",
+      null,
+      h("span", { testid: "error" }, e ? sentence(e, app.state.account?.coordinator) : ""),
+      e
+        ? h(
+            "details",
+            { class: "error-detail" },
+            h("summary", null, "Details"),
+            h("code", { testid: "error-detail" }, `${e.code}: ${e.message}`),
+          )
+        : null,
+    ),
     e
       ? h("button", { class: "plain", title: "Dismiss", onclick: () => ((app.error = null), app.render()) }, "×")
       : null,
