@@ -77,7 +77,7 @@ export interface AppState {
   pools: LocalPool[];
   settings: Settings;
   pending: PendingLink | null;
-  /** Newest first, at most 50. */
+  /** Newest first, at most 200, kept across restarts. */
   activity: Activity[];
   /** Why the coordinator signed this device out (its token revoked: by
    * whom, from where, when), until it signs in again. */

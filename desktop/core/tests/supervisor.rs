@@ -304,11 +304,18 @@ fn runners_pools_and_settings_survive_a_restart() {
         let job = submit(&ann, &reference, "true").await;
         sup.begin_quit().await;
         sup.wait_stopped().await;
+        let activity = sup.state().await.activity;
+        assert!(!activity.is_empty());
         drop(sup);
 
         let (sup, _) = supervisor(&dir).await;
         let state = sup.state().await;
         assert!(state.paused && state.account.is_some());
+        assert!(
+            state.activity.ends_with(&activity),
+            "the activity list is kept across a restart: {:?}",
+            state.activity
+        );
         let pool = &state.pools[0];
         assert_eq!(
             (pool.runners, pool.slots, pool.labels.clone()),

@@ -32,8 +32,9 @@ use crate::keychain::{self, Keychain};
 use crate::links::Link;
 use crate::power;
 
-/// Most activity entries kept for the settings window.
-const ACTIVITY: usize = 50;
+/// Most activity entries kept for the settings window, and across restarts
+/// (in `activity.json` beside the settings; no secrets are in them).
+const ACTIVITY: usize = 200;
 /// How often power and unrevoked departures are looked at again.
 const TICK: Duration = Duration::from_secs(15);
 
@@ -118,7 +119,7 @@ pub struct PendingLink {
     pub link_pool: Option<String>,
 }
 
-#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
 pub enum ActivityKind {
     Paired,
@@ -129,7 +130,7 @@ pub enum ActivityKind {
     Info,
 }
 
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
 pub struct Activity {
     /// Unix milliseconds.
@@ -256,7 +257,7 @@ impl Supervisor {
             account_token,
             pools: HashMap::new(),
             pending: None,
-            activity: VecDeque::new(),
+            activity: read_activity(&activity_path(&options)),
             on_battery: power::on_battery_now(),
             quitting: false,
             disconnected: HashSet::new(),
@@ -424,6 +425,9 @@ impl Supervisor {
             message,
         });
         inner.activity.truncate(ACTIVITY);
+        if let Err(e) = crate::config::write_json(&activity_path(&self.options), &inner.activity) {
+            tracing::warn!("saving the activity list: {e}");
+        }
     }
 
     fn notify(&self, title: &str, body: &str) {
@@ -472,6 +476,25 @@ fn connect_options(options: &Options, config: &Config) -> ClientOptions {
             });
     }
     connect
+}
+
+/// Where the activity list is kept: beside the settings file.
+fn activity_path(options: &Options) -> PathBuf {
+    options.config_path.with_file_name("activity.json")
+}
+
+/// The activity list saved by the last run; empty when there is none or it
+/// cannot be read (it is a convenience, never a reason not to start).
+fn read_activity(path: &std::path::Path) -> VecDeque<Activity> {
+    let mut list: VecDeque<Activity> = match std::fs::read(path) {
+        Ok(bytes) => serde_json::from_slice(&bytes).unwrap_or_else(|e| {
+            tracing::warn!("ignoring {}: {e}", path.display());
+            VecDeque::new()
+        }),
+        Err(_) => VecDeque::new(),
+    };
+    list.truncate(ACTIVITY);
+    list
 }
 
 fn already_signed_in(account: &Account) -> AppError {
