@@ -114,6 +114,25 @@ impl Config {
     }
 }
 
+/// Writes `value` as JSON to `path` whole or not at all (a temporary file
+/// renamed over it), readable by its user only.
+pub fn write_json(path: &Path, value: &impl Serialize) -> io::Result<()> {
+    use std::io::Write as _;
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let tmp = path.with_extension("json.tmp");
+    #[cfg_attr(windows, allow(unused_mut))]
+    let mut options = std::fs::OpenOptions::new();
+    // Its user's only (on Windows, the profile's directory is).
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    let mut file = options.write(true).create(true).truncate(true).open(&tmp)?;
+    file.write_all(&serde_json::to_vec_pretty(value).map_err(io::Error::other)?)?;
+    file.sync_all()?;
+    std::fs::rename(&tmp, path)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -151,23 +170,4 @@ mod tests {
         let config: Config = serde_json::from_str(old).unwrap();
         assert!(!config.pools[0].allow_unsandboxed);
     }
-}
-
-/// Writes `value` as JSON to `path` whole or not at all (a temporary file
-/// renamed over it), readable by its user only.
-pub fn write_json(path: &Path, value: &impl Serialize) -> io::Result<()> {
-    use std::io::Write as _;
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)?;
-    }
-    let tmp = path.with_extension("json.tmp");
-    #[cfg_attr(windows, allow(unused_mut))]
-    let mut options = std::fs::OpenOptions::new();
-    // Its user's only (on Windows, the profile's directory is).
-    #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-    let mut file = options.write(true).create(true).truncate(true).open(&tmp)?;
-    file.write_all(&serde_json::to_vec_pretty(value).map_err(io::Error::other)?)?;
-    file.sync_all()?;
-    std::fs::rename(&tmp, path)
 }
