@@ -128,6 +128,7 @@ class Run:
         self.env = dict(os.environ)
         self.procs = Procs(self.logs, self.env)
         self.driver = None
+        self.app_proc = None  # the app when this script started it (not WebDriver)
         self.tls = None  # an SSL context trusting the run's throwaway CA
         self.url = None
         self.admin = None
@@ -316,8 +317,8 @@ def start_services(r):
     log("coordinator, serving HTTPS with a certificate from a throwaway CA")
     os.makedirs(os.path.join(r.run, "coordinator"))
     database = f"sqlite://{r.run}/coordinator/drover.db"
-    coordinator = r.procs.start("coordinator", [r.exe("drover-coordinator"), "serve", "--listen", "127.0.0.1:0", "--database", database,
-                                                "--tls-cert", cert, "--tls-key", key, *github_args])
+    r.coordinator_args = ["serve", "--database", database, "--tls-cert", cert, "--tls-key", key, *github_args]
+    coordinator = r.coordinator = r.procs.start("coordinator", [r.exe("drover-coordinator"), *r.coordinator_args, "--listen", "127.0.0.1:0"])
     stdout_log = r.procs.log_path("coordinator")
 
     def listening():
@@ -374,15 +375,24 @@ def first_start(r):
 def restart_app(r):
     """Ends the app (its WebDriver session) and starts it again with its
     window open (--show), signed in from the keychain."""
+    if r.driver:
+        r.driver.quit()
+        r.driver = None
+    stop_app(r)
+    start_app(r, ["--show"])
+
+
+def stop_app(r):
+    """With its window closed the app outlives the WebDriver session (it
+    lives in the tray): ends it as a session's logout does."""
     old = r.app_pid
-    r.driver.quit()
-    r.driver = None
-    # With its window closed the app outlives the session (it lives in the
-    # tray): end it as a session's logout does.
     if os.path.exists(f"/proc/{old}"):
         os.kill(old, signal.SIGTERM)
+    if r.app_proc and r.app_proc.pid == old:
+        # Started by this script: reap it.
+        r.app_proc.wait(30)
+        r.app_proc = None
     wait_for(f"the app (pid {old}) to exit", lambda: not os.path.exists(f"/proc/{old}"), 30)
-    start_app(r, ["--show"])
 
 
 def app_pid(r):
@@ -393,10 +403,12 @@ def app_pid(r):
     for pid in descendants_of(r.tauri_driver.pid):
         try:
             with open(f"/proc/{pid}/cmdline", "rb") as f:
-                argv0 = f.read().split(b"\0")[0].decode(errors="replace")
+                argv = f.read().split(b"\0")
         except OSError:
             continue
-        if argv0 and os.path.realpath(argv0) == exe:
+        argv0 = argv[0].decode(errors="replace")
+        # Not its settings window's process (`--window`).
+        if argv0 and os.path.realpath(argv0) == exe and b"--window" not in argv:
             return pid
     return None
 
@@ -737,6 +749,33 @@ def step5_keychain(r):
         f"none of them nor the workspace runner's token in any file under HOME ({config} holds none)")
 
 
+def step_reconnect(r):
+    """The coordinator goes away and comes back on the same address: the
+    window says it cannot reach it in words, and once it is back the app is
+    online again by itself and the error has gone, with no click."""
+    log("the coordinator stopped and started again: the app says so, then comes back by itself")
+    r.tab("pools")
+    r.coordinator.terminate()
+    r.coordinator.wait(30)
+    r.wait_ui("the window to say offline", lambda: r.status() == "offline", 60)
+    r.click("jobs-refresh")
+    error = r.wait_ui("an error in words", lambda: r.text("error"), 20)
+    assert error.startswith("Can't reach 127.0.0.1"), f"the error line says {error!r}"
+    port = urllib.parse.urlsplit(r.url).port
+    r.coordinator = r.procs.start("coordinator-again", [r.exe("drover-coordinator"), *r.coordinator_args, "--listen", f"127.0.0.1:{port}"])
+    wait_for("the coordinator to be ready again", lambda: http_ok(r.url + "/readyz", r.tls), 30, 0.02)
+    back = time.monotonic()
+    r.wait_ui("the window to say idle", lambda: r.status() == "idle", 30, 0.05)
+    online = time.monotonic() - back
+    r.wait_ui("the error to clear by itself", lambda: not r.text("error"), 10)
+    cleared = time.monotonic() - back
+    wait_for("the app's runners online at the coordinator", lambda: len([x for x in r.api("/v1/me/runners")["runners"] if x["online"]]) >= 1, 30)
+    log(f"   while it was down the window said {error!r}; {online:.1f} s after it was back the app was online, "
+        f"{cleared:.1f} s after the error had gone")
+    with open(os.path.join(r.out, "reconnect.txt"), "w") as f:
+        f.write(f"coordinator back -> app online: {online:.2f} s; error cleared: {cleared:.2f} s\n")
+
+
 def step_revoked(r):
     log("the app's device token revoked from the CLI: the app is signed out and says by whom")
     devices = [t for t in r.api("/v1/me/tokens")["tokens"] if not t["current"]]
@@ -886,29 +925,79 @@ def tray_width(r):
     return int(re.findall(r"(\d+)x\d+", xdotool(r.env, "getwindowgeometry", r.trayer))[0])
 
 
+def invoke(r, cmd, args=None):
+    """One of the app's commands, called as the window's own code calls it."""
+    out = r.driver.execute_async_script(
+        "const done = arguments[arguments.length - 1];"
+        "window.__TAURI_INTERNALS__.invoke(arguments[0], arguments[1]).then(v => done({ok: v}), e => done({err: e}));",
+        cmd, args or {})
+    if "err" in out:
+        raise Failure(f"{cmd}: {out['err']}")
+    return out["ok"]
+
+
+def window_process(r):
+    """The settings window's own process (`drover-desktop --window`), if one runs."""
+    for pid in descendants_of(r.app_pid):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                if b"--window" in f.read().split(b"\0"):
+                    return pid
+        except OSError:
+            continue
+    return None
+
+
 def memory(r):
-    log("memory with the window closed")
-    shown = tree_memory(r.app_pid)
-    window = xdotool(r.env, "search", "--onlyvisible", "--name", "^Drover$").split("\n")[0]
-    assert window, "the app's window is not found by its title"
-    close_window(r.env["DISPLAY"], window)
-    wait_for("the web process to exit", lambda: not any(n == "WebKitWebProcess" for _, n, _, _ in tree_memory(r.app_pid)), 30)
-    wait_for("the window to go", lambda: not xdotool(r.env, "search", "--onlyvisible", "--name", "^Drover$"), 10)
-    assert os.path.exists(f"/proc/{r.app_pid}"), "the app exited when its window closed"
-    closed = settled_memory(r.app_pid)
+    """PSS of all the app's processes together, with 1 and then 3 runners:
+    signed in with the window never opened, with it open, and after it has
+    closed. The window is a process of its own that ends when it closes,
+    so what it costs goes with it."""
+    log("memory: 1 and 3 runners; the window never opened, open, then closed")
+    rows = []
+    for n in (1, 3):
+        if not r.driver:
+            restart_app(r)
+        pool = invoke(r, "get_state")["pools"][0]["ref"]
+        invoke(r, "set_runner_count", {"pool": pool, "count": n})
+        wait_for(f"{n} runners online at the coordinator", lambda: online_runners(r, n), 60)
+        # Started as a login starts it: no window, no WebDriver.
+        r.driver.quit()
+        r.driver = None
+        stop_app(r)
+        registered = sum(1 for x in open(r.procs.log_path("sni-watcher")) if x.startswith("registered "))
+        r.app_proc = r.procs.start(f"app-{n}-runners", [r.app])
+        r.app_pid = r.app_proc.pid
+        wait_for("the app's tray item", lambda: sni_menu(r, registered), 30)
+        wait_for(f"{n} runners online again", lambda: online_runners(r, n), 60)
+        assert not window_process(r), "a window process runs though no window was asked for"
+        rows.append((f"{n} runner{'s' * (n > 1)}, signed in, the window never opened", settled_memory(r.app_pid)))
+        # Opened as a person opens it from the tray or the launcher: a
+        # second launch hands over to the running app.
+        r.procs.run("second-launch", [r.app, "--show"], timeout=30)
+        wait_for("the window", lambda: xdotool(r.env, "search", "--onlyvisible", "--name", "^Drover$"), 30)
+        wait_for("its web process", lambda: any(name == "WebKitWebProcess" for _, name, _, _ in tree_memory(r.app_pid)), 30)
+        rows.append((f"{n} runner{'s' * (n > 1)}, the window open", settled_memory(r.app_pid)))
+        window = xdotool(r.env, "search", "--onlyvisible", "--name", "^Drover$").split("\n")[0]
+        close_window(r.env["DISPLAY"], window)
+        wait_for("the window's process to end", lambda: not window_process(r), 30)
+        assert os.path.exists(f"/proc/{r.app_pid}"), "the app exited when its window closed"
+        closed = settled_memory(r.app_pid)
+        assert [name for _, name, _, _ in closed] == ["drover-desktop"], f"still running after the window closed: {closed}"
+        rows.append((f"{n} runner{'s' * (n > 1)}, after the window closed", closed))
+        menu = sni_menu(r, registered)
+        assert menu and menu[0] == "Drover — Idle", f"the tray menu after the window closed: {menu}"
     lines = []
-    for title, rows in (("window open", shown), ("window closed", closed)):
-        rss, pss = sum(x[2] for x in rows) / 1024, sum(x[3] for x in rows) / 1024
-        lines.append(f"{title}: {len(rows)} processes, RSS {rss:.0f} MiB, PSS {pss:.0f} MiB")
-        lines += [f"    {name:<22} pid {pid:<7} RSS {rs / 1024:6.1f} MiB  PSS {ps / 1024:6.1f} MiB" for pid, name, rs, ps in rows]
+    for title, procs in rows:
+        rss, pss = sum(x[2] for x in procs) / 1024, sum(x[3] for x in procs) / 1024
+        lines.append(f"{title}: {len(procs)} processes, RSS {rss:.0f} MiB, PSS {pss:.0f} MiB")
+        lines += [f"    {name:<22} pid {pid:<7} RSS {rs / 1024:6.1f} MiB  PSS {ps / 1024:6.1f} MiB" for pid, name, rs, ps in procs]
     with open(os.path.join(r.out, "memory.txt"), "w") as f:
         f.write("\n".join(lines) + "\n")
     for line in lines:
         log("   " + line)
-    # The tray keeps working without the window.
-    mx, my, mw, mh = open_tray_menu(r)
-    log(f"   tray menu still opens with the window closed ({mw}x{mh})")
-    xdotool(r.env, "key", "Escape")
+    # For the steps after this one: the window again, through WebDriver.
+    restart_app(r)
 
 
 def settled_memory(pid):
@@ -953,8 +1042,9 @@ def inner(args):
         step5_keychain(r)
         tray(r)
         step6_sandbox(r)
-        memory(r)
         restarts(r)
+        memory(r)
+        step_reconnect(r)
         step_revoked(r)
         log(f"passed in {time.monotonic() - started:.0f} s")
         return 0

@@ -9,3 +9,4 @@ pub use drover_desktop_core::{config, error, keychain, links, menu, power, super
 pub mod commands;
 pub mod notify;
 pub mod shell;
+pub mod window;

@@ -1,6 +1,7 @@
 //! `drover-desktop`: the tray app. `drover-desktop 'drover://pair?…'`
 //! (or the OS opening such a link) hands the link to the running app;
-//! `drover-desktop --show` opens the settings window at start.
+//! `drover-desktop --show` opens the settings window at start;
+//! `drover-desktop --window` is that window's own process (`window.rs`).
 
 use std::sync::Arc;
 
@@ -24,7 +25,12 @@ fn main() {
     if let Err(e) = hardened {
         tracing::warn!("could not make this process unreadable to its jobs: {e}");
     }
+    let context = tauri::generate_context!();
+    if std::env::args().any(|a| a == drover_desktop::window::ARG) {
+        return drover_desktop::window::run(context);
+    }
     let builder = tauri::Builder::default()
+        .manage(drover_desktop::window::Window::default())
         // First: a second launch hands its link over and exits.
         .plugin(tauri_plugin_single_instance::init(
             |app, argv, _cwd| match links::find_in_args(argv) {
@@ -40,7 +46,6 @@ fn main() {
     #[cfg(not(target_os = "macos"))]
     let builder = builder.plugin(drover_desktop::notify::plugin());
     let app = builder
-        .invoke_handler(drover_desktop::commands::handler())
         .setup(|app| {
             let handle = app.handle().clone();
             let options = supervisor::Options {
@@ -90,20 +95,14 @@ fn main() {
             }
             Ok(())
         })
-        .build(tauri::generate_context!())
+        .build(context)
         .expect("building the app");
-    app.run(|_app, event| match event {
-        // Closing the window keeps the tray; only Quit (code set) exits.
-        RunEvent::ExitRequested { api, code, .. } if code.is_none() => api.prevent_exit(),
-        // The window's webview is gone: give the heap it used back to the OS.
-        #[cfg(target_os = "linux")]
-        RunEvent::WindowEvent {
-            event: tauri::WindowEvent::Destroyed,
-            ..
-        } => {
-            // SAFETY: malloc_trim only releases free memory at the top of glibc's heaps.
-            unsafe { libc::malloc_trim(0) };
+    app.run(|_app, event| {
+        // No window lives in this process; only Quit (code set) exits.
+        if let RunEvent::ExitRequested { api, code, .. } = event
+            && code.is_none()
+        {
+            api.prevent_exit();
         }
-        _ => {}
     });
 }

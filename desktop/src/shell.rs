@@ -1,18 +1,17 @@
 //! The Tauri shell around the supervisor: the tray icon and its menu, the
-//! settings window (made on demand, destroyed on close so its webview's
-//! memory goes back), deep links, notifications, and quitting.
+//! settings window (a process of its own, `window.rs`, started on demand
+//! and gone when it closes), deep links, notifications, and quitting.
 
 use std::sync::Arc;
 
 use tauri::image::Image;
 use tauri::menu::{IsMenuItem, Menu, MenuItem, PredefinedMenuItem};
 use tauri::tray::TrayIconBuilder;
-use tauri::{AppHandle, Emitter as _, Manager as _, Runtime, WebviewUrl, WebviewWindowBuilder};
+use tauri::{AppHandle, Manager as _, Runtime};
 
 use crate::menu::{self, Action, Entry};
 use crate::supervisor::{AppState, Notice, Supervisor};
 
-pub const WINDOW: &str = "main";
 const TRAY: &str = "drover";
 
 fn icon(name: &str) -> Image<'static> {
@@ -52,7 +51,7 @@ fn tooltip(state: &AppState) -> String {
 /// is taken from the watch before the tray is made, so a change made
 /// while it is being made is drawn right after: the tray cannot be left
 /// showing a state that has passed.
-pub fn start_tray<R: Runtime>(app: &AppHandle<R>, sup: &Supervisor) -> tauri::Result<()> {
+pub fn start_tray(app: &AppHandle, sup: &Supervisor) -> tauri::Result<()> {
     let mut states = sup.watch();
     let state = states.borrow_and_update().clone();
     let mut drawn = (menu::build(&state), menu::icon_name(state.status));
@@ -81,7 +80,7 @@ pub fn start_tray<R: Runtime>(app: &AppHandle<R>, sup: &Supervisor) -> tauri::Re
                 let _ = tray.set_tooltip(Some(tooltip(&state)));
                 drawn = now;
             }
-            let _ = app.emit_to(WINDOW, "state-changed", &state);
+            crate::window::emit(&app, "state-changed", &state);
         }
     });
     Ok(())
@@ -93,40 +92,27 @@ pub fn hook<R: Runtime>(app: AppHandle<R>) -> crate::supervisor::Hook {
     })
 }
 
-pub fn show_window<R: Runtime>(app: &AppHandle<R>) {
-    if let Some(window) = app.get_webview_window(WINDOW) {
-        let _ = window.show();
-        let _ = window.unminimize();
-        let _ = window.set_focus();
-        return;
-    }
-    let built = WebviewWindowBuilder::new(app, WINDOW, WebviewUrl::App("index.html".into()))
-        .title("Drover")
-        .inner_size(900.0, 640.0)
-        .min_inner_size(640.0, 480.0)
-        .build();
-    if let Err(e) = built {
-        tracing::error!("opening the settings window: {e}");
-    }
+pub fn show_window(app: &AppHandle) {
+    crate::window::show(app);
 }
 
 /// A `drover://` link from the command line, a second launch, or the OS:
 /// held for confirmation in the settings window.
-pub fn open_link<R: Runtime>(app: &AppHandle<R>, link: String) {
+pub fn open_link(app: &AppHandle, link: String) {
     let app = app.clone();
     tauri::async_runtime::spawn(async move {
         let sup = app.state::<Arc<Supervisor>>().inner().clone();
         match sup.open_link(&link).await {
             Ok(pending) => {
                 show_window(&app);
-                let _ = app.emit_to(WINDOW, "pending-link", pending);
+                crate::window::emit(&app, "pending-link", &pending);
             }
             Err(e) => crate::notify::show(&app, "Drover: could not open the link", &e.message),
         }
     });
 }
 
-fn on_menu<R: Runtime>(app: &AppHandle<R>, id: &str) {
+fn on_menu(app: &AppHandle, id: &str) {
     let Some(action) = menu::action(id) else {
         return;
     };
