@@ -741,6 +741,11 @@ impl Client {
         self.call::<op::RunnerLeave>(&[], &(), &()).await
     }
 
+    /// This runner is stopping: shown offline at once (it stays paired).
+    pub async fn bye(&self) -> Result<(), ClientError> {
+        self.call::<op::RunnerBye>(&[], &(), &()).await
+    }
+
     /// Exchanges this client's join token for a runner credential.
     pub async fn join(&self, req: &wire::JoinRequest) -> Result<wire::JoinedRunner, ClientError> {
         self.call::<op::RunnerJoin>(&[], &(), req).await
@@ -751,6 +756,7 @@ impl Client {
         let hello = wire::Hello {
             capabilities: capabilities.to_vec(),
             slots: None,
+            paused: false,
         };
         self.call::<op::RunnerHello>(&[], &(), &hello).await
     }
@@ -763,9 +769,21 @@ impl Client {
         capabilities: &[String],
         slots: u32,
     ) -> Result<wire::HelloResponse, ClientError> {
+        self.hello_as(capabilities, slots, false).await
+    }
+
+    /// Hello, saying besides whether the runner's owner paused it (a
+    /// coordinator too old to know `slots` or `paused` gets a plain hello).
+    pub async fn hello_as(
+        &self,
+        capabilities: &[String],
+        slots: u32,
+        paused: bool,
+    ) -> Result<wire::HelloResponse, ClientError> {
         let hello = wire::Hello {
             capabilities: capabilities.to_vec(),
             slots: Some(slots),
+            paused,
         };
         match self.call::<op::RunnerHello>(&[], &(), &hello).await {
             Err(e) if e.code() == Some(ErrorCode::BadRequest) => self.hello(capabilities).await,

@@ -19,9 +19,11 @@ use crate::isolation::{Isolation, Prepared};
 
 mod events;
 mod job;
+mod presence;
 
 pub use events::{Event, EventKind};
 pub use job::safety_margin;
+pub use presence::PAUSED_HELLO;
 
 /// A runner's identity and credential.
 #[derive(Clone, Debug)]
@@ -86,6 +88,8 @@ pub type Events = mpsc::UnboundedSender<Event>;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RunnerStatus {
     pub id: String,
+    /// Its name at the coordinator (known once it has said hello).
+    pub name: String,
     pub online: bool,
     pub draining: bool,
     pub stopped: bool,
@@ -148,6 +152,7 @@ impl Runner {
     ) -> Self {
         let status = RunnerStatus {
             id: credential.runner_id.clone(),
+            name: String::new(),
             online: false,
             draining: false,
             stopped: false,
@@ -239,18 +244,22 @@ impl Runner {
 
     async fn run_inner(self: &Arc<Self>, mut controls: Controls) -> Result<(), ClientError> {
         let mut backoff = self.backoff();
+        let slots = self
+            .settings
+            .slots
+            .clamp(1, drover_wire::MAX_SLOTS as usize) as u32;
         loop {
-            let slots = self
-                .settings
-                .slots
-                .clamp(1, drover_wire::MAX_SLOTS as usize) as u32;
+            let paused = *controls.pause.borrow();
             let r = self
                 .client
-                .hello_with_slots(&self.settings.capabilities, slots)
+                .hello_as(&self.settings.capabilities, slots, paused)
                 .await;
             self.link(&r);
             match r {
-                Ok(_) => break,
+                Ok(hello) => {
+                    self.set_status(|s| s.name = hello.name);
+                    break;
+                }
                 Err(e) if e.is_recoverable() => {
                     tokio::select! {
                         _ = backoff.wait() => {}
@@ -272,6 +281,7 @@ impl Runner {
             .clamp(1, drover_wire::MAX_SLOTS as usize))
             .map(|_| tokio::spawn(self.clone().work(controls.clone())))
             .collect();
+        let presence = tokio::spawn(self.clone().presence(controls.pause.clone(), slots));
         let mut first_error = None;
         for w in workers {
             if let Ok(Err(e)) = w.await
@@ -279,6 +289,13 @@ impl Runner {
             {
                 first_error = Some(e);
             }
+        }
+        presence.abort();
+        if first_error.is_none() {
+            // Stopping, not refused: offline in listings at once, not once
+            // the coordinator has missed it for 40 s. Best effort.
+            // the coordinator may be gone; then the 40 s do it.
+            let _ = tokio::time::timeout(Duration::from_secs(2), self.client.bye()).await;
         }
         first_error.map_or(Ok(()), Err)
     }

@@ -23,6 +23,8 @@ export interface Account {
 
 export interface LocalRunner {
   id: string;
+  /** Its name at the coordinator (`<device>-<n>`), the same in every tab and the tray. */
+  name: string;
   online: boolean;
   draining: boolean;
   currentJobs: string[];

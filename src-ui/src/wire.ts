@@ -453,6 +453,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/runner/bye": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Say this runner is stopping
+         * @description The runner is stopping (its process quits, or its machine's app stops it): listings show it offline at once, not once it has been silent for 40 s. It stays paired: its next hello brings it back online. What it still holds is not released (a runner says bye once its jobs are done; a lease it still holds expires as usual). No body.
+         */
+        post: operations["runnerBye"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/runner/hello": {
         parameters: {
             query?: never;
@@ -464,7 +484,7 @@ export interface paths {
         put?: never;
         /**
          * Announce detected capabilities
-         * @description Replaces the runner's detected capabilities and its slots (how many leases it may hold at once), and marks it seen.
+         * @description Replaces the runner's detected capabilities and its slots (how many leases it may hold at once), records whether its owner paused it (`paused`: listings then say so), and marks it seen. Answers its id, pool and name.
          */
         post: operations["runnerHello"];
         delete?: never;
@@ -1373,6 +1393,12 @@ export interface components {
              */
             capabilities: string[];
             /**
+             * @description Its owner paused it: it stays online but asks for no job, and
+             *     listings say `paused`. A paused runner says hello again at least
+             *     every 15 s, so it stays online; the hello after its resume clears it.
+             */
+            paused?: boolean;
+            /**
              * Format: uint32
              * @description Jobs the runner runs at once (`--max-concurrent`), 1..=256: the
              *     coordinator lets it hold that many leases and lease long-polls.
@@ -1381,6 +1407,11 @@ export interface components {
             slots?: number | null;
         };
         HelloResponse: {
+            /**
+             * @description The runner's name, as listings show it.
+             * @default
+             */
+            name: string;
             runnerId: string;
             runtimeId: string;
         };
@@ -1775,6 +1806,11 @@ export interface components {
             online: boolean;
             /** @description `user:<subject>` or `ws:<workspace>`. */
             owner: string;
+            /**
+             * @description Online, but paused by its owner: it asks for no job.
+             * @default false
+             */
+            paused: boolean;
             runtimeId: string;
             runtimeName: string;
         };
@@ -5250,6 +5286,129 @@ export interface operations {
                      * @example {
                      *       "error": {
                      *         "code": "RATE_LIMITED",
+                     *         "message": "…"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Something failed inside the coordinator; details are in its log only (code `INTERNAL`). */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "INTERNAL",
+                     *         "message": "…"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The coordinator is overloaded (too many connections, large bodies or member reads in flight, or a busy database); retry after `Retry-After` seconds (code `OVERLOADED`). */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "OVERLOADED",
+                     *         "message": "…"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    runnerBye: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description The wire protocol version the client speaks; runner-core's client (the runner, the `drover` CLI, the desktop app) sends it on every request, with `drover-client: drover/<version>`. Optional; every route but `/healthz` checks it when present: not a number, 400 `UNSUPPORTED_PROTOCOL`; older than this coordinator serves, 426 `UPGRADE_REQUIRED`; newer than it knows, 426 `COORDINATOR_TOO_OLD` (`/healthz` reports the range). */
+                "drover-protocol"?: components["parameters"]["DroverProtocol"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Shown offline. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The `drover-protocol` header is not a number (code `UNSUPPORTED_PROTOCOL`). */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "UNSUPPORTED_PROTOCOL",
+                     *         "message": "…"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No `Authorization: Bearer` header, an unknown token, or the runner was revoked (code `UNAUTHORIZED`). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "UNAUTHORIZED",
+                     *         "message": "…"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The token is not a runner token (code `FORBIDDEN`). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "FORBIDDEN",
+                     *         "message": "…"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The `drover-protocol` header names a protocol this coordinator does not serve: older than the oldest it serves (code `UPGRADE_REQUIRED`; the message names the `drover` version to install), or newer than it knows (code `COORDINATOR_TOO_OLD`: upgrade the coordinator, or use a `drover` of its version). `/healthz` reports the range. Requests without the header are served. */
+            426: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "UPGRADE_REQUIRED",
                      *         "message": "…"
                      *       }
                      *     }

@@ -112,6 +112,9 @@ describe("settings window", () => {
     expect($("runner-count", row).textContent).toBe("2");
     const runners = $all("runner-row", row);
     expect(runners.map((r) => r.dataset.id)).toEqual(["rn_a", "rn_b"]);
+    // Runners by the name the coordinator and the tray use; no ref on show.
+    expect($all("runner-name", row).map((r) => r.textContent)).toEqual(["ann-laptop-1", "ann-laptop-2"]);
+    expect(row.textContent).not.toContain("self:usr_ann");
     expect(runners[0].textContent).toContain("job_7");
     expect(runners[1].textContent).toContain("idle");
 
@@ -168,6 +171,15 @@ describe("settings window", () => {
 
     await start(signedIn({ pools: [{ ...ws, refused: null, sandboxed: true }] }));
     expect($("pool-sandbox").textContent).toBe("sandboxed");
+  });
+
+  it("workspace roster: online, paused by its owner, or offline, in words", async () => {
+    const paused = { ...wsRunner, id: "rn_ws2", name: "ann-laptop-1", paused: true };
+    const gone = { ...wsRunner, id: "rn_ws3", name: "old-box", online: false };
+    await start(signedIn({ account: admin }), { ws_roster: () => [wsRunner, paused, gone] });
+    await click("tab-workspace");
+    expect($all("ws-runner-state").map((e) => e.textContent)).toEqual(["online", "paused", "offline"]);
+    expect($all("ws-runner-row")[1].textContent).toContain("paused by its owner");
   });
 
   it("workspace roster: a runner that announced sandbox=none is marked unsandboxed", async () => {
@@ -290,10 +302,10 @@ describe("settings window", () => {
   });
 
   it("my pools: create a pool, list jobs, show a job's log", async () => {
-    const job = { id: "job_1", state: "failed", runtime: "laptop", runtimeId: "rt_1", submittedBy: "usr_ann", command: ["false"], requires: [], priority: 0, attempt: 1, maxAttempts: 1, exitCode: 1, cancelRequested: false, createdAt: 1_700_000_000_000 };
+    const job = { id: "job_1", state: "failed", runtime: "self:usr_ann:laptop", runtimeId: "rt_1", submittedBy: "usr_ann", command: ["false"], requires: [], priority: 0, attempt: 1, maxAttempts: 1, exitCode: 1, cancelRequested: false, createdAt: 1_700_000_000_000 };
     const { called } = await start(signedIn(), {
       create_my_pool: () => signedIn(),
-      list_my_pools: () => [{ ...wsPool, id: "rt_1", name: "laptop", ref: "self:usr_ann:laptop" }],
+      list_my_pools: () => [{ ...wsPool, id: "rt_1", name: "Laptop builds", ref: "self:usr_ann:laptop" }],
       list_jobs: () => [job],
       job_logs: () => "it failed\n",
     });
@@ -305,7 +317,14 @@ describe("settings window", () => {
     const row = $all("job-row")[0];
     expect(row.dataset.id).toBe("job_1");
     expect(row.textContent).toContain("failed");
-    expect(row.textContent).toContain("exit 1");
+    // Headers over the columns; the pool by its name, not its ref.
+    expect([...document.querySelectorAll("[data-testid=jobs] th")].map((t) => t.textContent)).toEqual(["Job", "Pool", "State", "Exit", "Command", "Submitted"]);
+    expect([...row.querySelectorAll("td")].map((t) => t.textContent).slice(1, 4)).toEqual(["Laptop builds", "failed", "1"]);
+    expect(row.textContent).not.toContain("self:usr_ann");
+    // The pool row: its name and a badge, the ref only as a tooltip.
+    const mine = $all("my-pool-row")[0];
+    expect(mine.textContent).toContain("Laptop buildspersonal");
+    expect(mine.textContent).not.toContain("self:usr_ann");
     await click("job-row");
     expect(called("job_logs")).toEqual([{ id: "job_1" }]);
     expect($("job-logs").tagName).toBe("PRE");

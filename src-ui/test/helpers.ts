@@ -44,8 +44,8 @@ export const pool: LocalPool = {
   slots: 1,
   labels: ["gpu"],
   live: [
-    { id: "rn_a", online: true, draining: false, currentJobs: ["job_7"] },
-    { id: "rn_b", online: true, draining: false, currentJobs: [] },
+    { id: "rn_a", name: "ann-laptop-1", online: true, draining: false, currentJobs: ["job_7"] },
+    { id: "rn_b", name: "ann-laptop-2", online: true, draining: false, currentJobs: [] },
   ],
   allowUnsandboxed: false,
   sandboxed: false,
@@ -69,6 +69,7 @@ export const wsRunner: Runner = {
   runtimeName: "builders",
   capabilities: ["docker", "os=linux"],
   online: true,
+  paused: false,
   currentJobs: [],
   createdAt: 1_700_000_000,
 };

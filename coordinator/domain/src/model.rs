@@ -130,6 +130,8 @@ pub struct Runner {
     pub runtime_name: String,
     pub capabilities: Vec<String>,
     pub online: bool,
+    /// Online, and paused by its owner (it asks for no job).
+    pub paused: bool,
     pub last_seen_at: Option<i64>,
     /// Jobs it holds a lease on.
     pub current_jobs: Vec<String>,

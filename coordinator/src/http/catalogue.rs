@@ -1218,7 +1218,7 @@ pub static OPS: &[Op] = &[
         tag: "runner protocol",
         auth: Auth::Runner,
         summary: r#"Announce detected capabilities"#,
-        description: r#"Replaces the runner's detected capabilities and its slots (how many leases it may hold at once), and marks it seen."#,
+        description: r#"Replaces the runner's detected capabilities and its slots (how many leases it may hold at once), records whether its owner paused it (`paused`: listings then say so), and marks it seen. Answers its id, pool and name."#,
         params: r##"[{"$ref": "#/components/parameters/DroverProtocol"}]"##,
         body: Some(Body {
             required: true,
@@ -1266,6 +1266,36 @@ pub static OPS: &[Op] = &[
             Resp {
                 status: 401,
                 description: r#"No `Authorization: Bearer` header, an unknown token, or the runner was revoked already (code `UNAUTHORIZED`)."#,
+                reply: Reply::Error(ErrorCode::Unauthorized),
+            },
+            NOT_RUNNER_TOKEN,
+            INTERNAL,
+            OVERLOADED,
+        ],
+    },
+    Op {
+        decl: declared::<op::RunnerBye>(),
+        tool: None,
+        tag: "runner protocol",
+        auth: Auth::Runner,
+        summary: r#"Say this runner is stopping"#,
+        description: r#"The runner is stopping (its process quits, or its machine's app stops it): listings show it offline at once, not once it has been silent for 40 s. It stays paired: its next hello brings it back online. What it still holds is not released (a runner says bye once its jobs are done; a lease it still holds expires as usual). No body."#,
+        params: r##"[{"$ref": "#/components/parameters/DroverProtocol"}]"##,
+        body: None,
+        responses: &[
+            Resp {
+                status: 204,
+                description: r#"Shown offline."#,
+                reply: Reply::Empty,
+            },
+            Resp {
+                status: 400,
+                description: r#"The `drover-protocol` header is not a number (code `UNSUPPORTED_PROTOCOL`)."#,
+                reply: Reply::Error(ErrorCode::UnsupportedProtocol),
+            },
+            Resp {
+                status: 401,
+                description: r#"No `Authorization: Bearer` header, an unknown token, or the runner was revoked (code `UNAUTHORIZED`)."#,
                 reply: Reply::Error(ErrorCode::Unauthorized),
             },
             NOT_RUNNER_TOKEN,

@@ -25,6 +25,7 @@ pub fn router() -> Router<AppState> {
         .at(op::RunnerJoinTokenInfo, join_token)
         .at(op::RunnerHello, hello)
         .at(op::RunnerLeave, leave)
+        .at(op::RunnerBye, bye)
         .at(op::RunnerLease, lease)
         .at(op::RunnerHeartbeat, heartbeat)
         .at(op::RunnerLogs, logs)
@@ -73,11 +74,13 @@ async fn hello(
     AuthRunner(r): AuthRunner,
     Json(req): Json<wire::Hello>,
 ) -> Result<axum::Json<wire::HelloResponse>> {
-    st.store
+    let name = st
+        .store
         .runner_hello(
             &r.runner_id,
             &req.capabilities,
             req.slots.unwrap_or(1),
+            req.paused,
             st.now(),
         )
         .await?;
@@ -88,7 +91,14 @@ async fn hello(
     Ok(axum::Json(wire::HelloResponse {
         runner_id: r.runner_id.to_string(),
         runtime_id: r.runtime_id.to_string(),
+        name,
     }))
+}
+
+/// The runner is stopping: offline at once in every listing.
+async fn bye(State(st): State<AppState>, AuthRunner(r): AuthRunner) -> Result<StatusCode> {
+    st.store.runner_bye(&r.runner_id).await?;
+    Ok(StatusCode::NO_CONTENT)
 }
 
 /// The runner revokes itself, as an owner or admin would: its credential

@@ -31,11 +31,12 @@ pub(super) struct RunnerRow {
     pub(super) runtime_id: String,
     pub(super) runtime_name: String,
     pub(super) owner_member_id: Option<String>,
+    pub(super) paused: i64,
 }
 
 pub(super) const RUNNER_COLUMNS: &str =
     "r.id, r.name, r.labels, r.detected, r.created_at, r.last_seen_at,
-    r.runtime_id, rt.name AS runtime_name, rt.owner_member_id";
+    r.runtime_id, rt.name AS runtime_name, rt.owner_member_id, r.paused";
 
 fn runner_of(
     member: &Member,
@@ -43,10 +44,12 @@ fn runner_of(
     now: i64,
     current: &HashMap<String, Vec<String>>,
 ) -> Result<Runner> {
+    let online = row.last_seen_at.is_some_and(|t| now - t < ONLINE_WINDOW_MS);
     Ok(Runner {
         owner: owner_label(member, row.owner_member_id.as_deref()),
         capabilities: capabilities(&row.labels, &row.detected)?,
-        online: row.last_seen_at.is_some_and(|t| now - t < ONLINE_WINDOW_MS),
+        online,
+        paused: online && row.paused != 0,
         last_seen_at: row.last_seen_at,
         current_jobs: current.get(&row.id).cloned().unwrap_or_default(),
         id: RunnerId::from_db(row.id),
@@ -246,8 +249,9 @@ impl Store {
         runner: &RunnerId,
         detected: &[String],
         slots: u32,
+        paused: bool,
         now: i64,
-    ) -> Result<()> {
+    ) -> Result<String> {
         let detected = caps::normalize(detected, "capabilities")?;
         if !(1..=MAX_SLOTS).contains(&slots) {
             return Err(Error::bad_request(format!(
@@ -255,21 +259,26 @@ impl Store {
                 MAX_SLOTS
             )));
         }
-        let done = sqlx::query(
-            "UPDATE runners SET detected = $1, slots = $2, last_seen_at = $3 WHERE id = $4 AND revoked_at IS NULL",
+        let name: Option<String> = sqlx::query_scalar(
+            "UPDATE runners SET detected = $1, slots = $2, paused = $3, last_seen_at = $4
+             WHERE id = $5 AND revoked_at IS NULL RETURNING name",
         )
         .bind(to_json(&detected))
         .bind(i64::from(slots))
+        .bind(i64::from(paused))
         .bind(now)
         .bind(runner.as_str())
-        .execute(&self.writer)
+        .fetch_optional(&self.writer)
         .await?;
-        if done.rows_affected() == 0 {
-            return Err(Error::refused(
-                Kind::Unauthorized,
-                "this runner was revoked",
-            ));
-        }
+        name.ok_or_else(|| Error::refused(Kind::Unauthorized, "this runner was revoked"))
+    }
+
+    /// The runner is stopping: no longer seen, so offline at once.
+    pub async fn runner_bye(&self, runner: &RunnerId) -> Result<()> {
+        sqlx::query("UPDATE runners SET last_seen_at = NULL, paused = 0 WHERE id = $1")
+            .bind(runner.as_str())
+            .execute(&self.writer)
+            .await?;
         Ok(())
     }
 

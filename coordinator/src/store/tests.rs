@@ -175,7 +175,10 @@ impl Fixture {
             .unwrap();
         let id = paired.runner.id.clone();
         // Room to ask several times in one batch (one request per slot).
-        self.store.runner_hello(&id, &[], 8, 1).await.unwrap();
+        self.store
+            .runner_hello(&id, &[], 8, false, 1)
+            .await
+            .unwrap();
         let pool = paired.runner.runtime_id.clone();
         self.pools.lock().unwrap().insert(id.clone(), pool);
         id
@@ -548,7 +551,7 @@ async fn a_job_lost_or_cancelled_at_expiry_keeps_no_env() {
 async fn a_runner_leases_no_more_than_its_slots_within_a_batch() {
     let f = fixture("slots").await;
     let one = f.runner("one", &[]).await;
-    f.store.runner_hello(&one, &[], 1, 2).await.unwrap();
+    f.store.runner_hello(&one, &[], 1, false, 2).await.unwrap();
     for _ in 0..3 {
         f.submit(&[]).await;
     }
@@ -581,7 +584,7 @@ async fn expiry_releases_more_than_a_chunk_with_every_ending() {
     let a = f.runner("a", &[]).await;
     let b = f.runner("b", &[]).await;
     for r in [&a, &b] {
-        f.store.runner_hello(r, &[], 256, 2).await.unwrap();
+        f.store.runner_hello(r, &[], 256, false, 2).await.unwrap();
     }
     let mut ids = vec![
         f.submit_to(serde_json::json!({"runtime": "self:ws", "script": "true", "maxAttempts": 1}))
@@ -725,7 +728,7 @@ async fn a_lease_that_finds_nothing_locks_nothing_on_postgres() {
     needs(true);
     let f = fixture("quiet-lease").await;
     let one = f.runner("one", &[]).await;
-    f.store.runner_hello(&one, &[], 1, 2).await.unwrap();
+    f.store.runner_hello(&one, &[], 1, false, 2).await.unwrap();
     // A row's xmax names the last transaction that locked (or deleted) it.
     let locked = || async {
         let xmax: String =
@@ -781,7 +784,10 @@ async fn every_lease_rule_holds_in_the_store() {
                 .unwrap();
             let id = paired.runner.id.clone();
             let lost: Vec<String> = r.lost.iter().map(|c| c.to_string()).collect();
-            f.store.runner_hello(&id, &lost, r.slots, 1).await.unwrap();
+            f.store
+                .runner_hello(&id, &lost, r.slots, false, 1)
+                .await
+                .unwrap();
             names.insert(id.to_string(), r.name.to_owned());
             runners.insert(r.name, (id.clone(), paired.runner.runtime_id.clone()));
             // The leases it holds: jobs pinned to it, leased before the case.
@@ -823,7 +829,10 @@ async fn every_lease_rule_holds_in_the_store() {
         for r in case.runners {
             let id = &runners[r.name].0;
             if !r.lost.is_empty() {
-                f.store.runner_hello(id, &[], r.slots, 2).await.unwrap();
+                f.store
+                    .runner_hello(id, &[], r.slots, false, 2)
+                    .await
+                    .unwrap();
             }
             if r.revoked {
                 f.store

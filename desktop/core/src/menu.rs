@@ -87,13 +87,21 @@ pub fn build(state: &AppState) -> Vec<Entry> {
                 "connecting".to_owned()
             } else {
                 match runner.current_jobs.as_slice() {
+                    [] if state.paused => "paused".to_owned(),
                     [] => "idle".to_owned(),
                     jobs => format!("running {}", jobs.join(", ")),
                 }
             };
+            // By the name the window and the coordinator show; the id
+            // until its first hello has told the name.
+            let name = if runner.name.is_empty() {
+                &runner.id
+            } else {
+                &runner.name
+            };
             menu.push(item(
                 format!("runner:{}", runner.id),
-                format!("    {} — {doing}", runner.id),
+                format!("    {name} — {doing}"),
                 false,
             ));
         }
@@ -180,6 +188,7 @@ mod tests {
     fn runner(id: &str, jobs: &[&str]) -> LocalRunner {
         LocalRunner {
             id: id.into(),
+            name: String::new(),
             online: true,
             draining: false,
             current_jobs: jobs.iter().map(|j| j.to_string()).collect(),

@@ -232,18 +232,43 @@ fn pause_holds_new_leases_until_resumed_and_battery_power_pauses_too() {
         online(&sup, 1).await;
         c.wait_for_waiting(1).await;
 
+        let client = &ann.client;
+        let listed = |paused: bool| async move {
+            let runners = client.runners(RunnerListing::Mine).await.ok()?.runners;
+            let [r] = runners.as_slice() else { return None };
+            (r.online && r.paused == paused).then(|| r.clone())
+        };
         let state = sup.set_paused(true).await.unwrap();
         assert_eq!(state.status, Status::Paused);
-        // A paused runner gives up its long-poll and asks for nothing.
+        // A paused runner gives up its long-poll and asks for nothing;
+        // the coordinator lists it online and paused, by the name the app shows.
         eventually("no lease long-poll waiting", DEADLINE, || async {
             (c.waiting_leases().await == 0).then_some(())
         })
         .await;
+        let runner = eventually("listed paused", DEADLINE, || listed(true)).await;
+        let local = sup.state().await.pools[0].live[0].clone();
+        assert_eq!(
+            (local.id, local.name),
+            (runner.id.to_string(), runner.name.clone())
+        );
+        assert!(runner.name.starts_with("laptop-"), "{}", runner.name);
         let job = submit(&ann, &reference, "true").await;
         assert_eq!(ann.client.job(&job).await.unwrap().state, JobState::Queued);
 
         sup.set_paused(false).await.unwrap();
+        eventually("listed not paused", DEADLINE, || listed(false)).await;
         wait_state(&ann, &job, JobState::Succeeded).await;
+        // Quitting says so: offline in the listing at once, not 40 s later.
+        sup.begin_quit().await;
+        sup.wait_stopped().await;
+        let runners = ann
+            .client
+            .runners(RunnerListing::Mine)
+            .await
+            .unwrap()
+            .runners;
+        assert!(!runners[0].online, "a runner that quit is listed online");
         drop(sup);
 
         // On battery, with "pause on battery" (the default), a new start is paused.

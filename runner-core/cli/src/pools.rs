@@ -122,7 +122,12 @@ pub async fn runners(client: &Client, cmd: &RunnersCommand) -> anyhow::Result<()
                     vec![
                         r.id.clone(),
                         r.name.clone(),
-                        if r.online { "online" } else { "offline" }.to_owned(),
+                        match (r.online, r.paused) {
+                            (false, _) => "offline",
+                            (true, true) => "paused",
+                            (true, false) => "online",
+                        }
+                        .to_owned(),
                         r.owner.clone(),
                         r.runtime_name.clone(),
                         r.capabilities.join(","),

@@ -96,6 +96,7 @@ impl From<model::Runner> for wire::Runner {
             runtime_name: r.runtime_name,
             capabilities: r.capabilities,
             online: r.online,
+            paused: r.paused,
             last_seen_at: r.last_seen_at,
             current_jobs: r.current_jobs,
             created_at: r.created_at,

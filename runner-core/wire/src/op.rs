@@ -233,6 +233,7 @@ operations! {
         -> json w::JoinTokenInfo;
     RunnerHello "runnerHello" Post "/v1/runner/hello" body w::Hello, -> json w::HelloResponse;
     RunnerLeave "runnerLeave" Post "/v1/runner/leave" -> empty;
+    RunnerBye "runnerBye" Post "/v1/runner/bye" -> empty;
     RunnerLease "runnerLease" Post "/v1/runner/lease"
         body w::LeaseRequest, -> json w::LeaseResponse;
     RunnerHeartbeat "runnerHeartbeat" Post "/v1/runner/leases/{lease}/heartbeat"

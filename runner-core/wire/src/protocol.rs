@@ -61,6 +61,11 @@ pub struct Hello {
     /// Runners that do not say have one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slots: Option<u32>,
+    /// Its owner paused it: it stays online but asks for no job, and
+    /// listings say `paused`. A paused runner says hello again at least
+    /// every 15 s, so it stays online; the hello after its resume clears it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub paused: bool,
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone)]
@@ -69,6 +74,9 @@ pub struct Hello {
 pub struct HelloResponse {
     pub runner_id: String,
     pub runtime_id: String,
+    /// The runner's name, as listings show it.
+    #[serde(default)]
+    pub name: String,
 }
 
 /// `POST /v1/runner/lease`

@@ -32,6 +32,9 @@ pub struct Runner {
     pub capabilities: Vec<String>,
     /// The runner talked to the coordinator in the last 40 seconds.
     pub online: bool,
+    /// Online, but paused by its owner: it asks for no job.
+    #[serde(default)]
+    pub paused: bool,
     /// Unix time in milliseconds. Omitted if the runner never connected.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_seen_at: Option<i64>,

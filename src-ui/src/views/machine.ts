@@ -80,7 +80,7 @@ function poolRow(app: App, p: LocalPool) {
       h(
         "div",
         { class: "grow" },
-        h("strong", null, p.name),
+        h("strong", { title: p.ref }, p.name),
         h("span", { class: `tag tag-${p.kind}` }, p.kind),
         p.kind === "workspace" && p.sandboxed !== null
           ? h(
@@ -93,7 +93,6 @@ function poolRow(app: App, p: LocalPool) {
               p.sandboxed ? "sandboxed" : "unsandboxed",
             )
           : null,
-        h("div", null, h("code", { class: "muted small" }, p.ref)),
       ),
       h(
         "div",
@@ -121,13 +120,13 @@ function poolRow(app: App, p: LocalPool) {
             h(
               "li",
               { testid: "runner-row", "data-id": r.id },
-              h("span", { class: r.online ? "dot on" : "dot off", title: r.online ? "online" : "offline" }),
-              h("code", null, r.id),
+              h("span", { class: !r.online ? "dot off" : app.state.paused ? "dot paused" : "dot on", title: r.online ? "online" : "offline" }),
+              h("strong", { testid: "runner-name", title: r.id }, r.name || r.id),
               h(
                 "span",
                 { class: "muted" },
                 r.draining ? "draining · " : "",
-                r.currentJobs.length ? `running ${r.currentJobs.join(", ")}` : "idle",
+                !r.online ? "connecting" : r.currentJobs.length ? `running ${r.currentJobs.join(", ")}` : app.state.paused ? "paused" : "idle",
               ),
             ),
           ),

@@ -4,7 +4,12 @@
 import type { App } from "../app";
 import * as api from "../api";
 import { h, when } from "../h";
-import type { Job, Runtime } from "../types";
+import type { Job, Runner, Runtime } from "../types";
+
+/** A runner's dot: online, paused (online, taking no job), or offline. */
+export function runnerDot(r: Pick<Runner, "online" | "paused">): string {
+  return !r.online ? "dot off" : r.paused ? "dot paused" : "dot on";
+}
 
 export function poolsPanel(app: App) {
   if (!app.state.account) {
@@ -47,7 +52,14 @@ export function poolsPanel(app: App) {
     h(
       "table",
       { testid: "jobs", class: "card jobs" },
-      h("tbody", null, (jobs ?? []).map((j) => jobRow(app, j, j.id === selectedJob))),
+      jobs?.length
+        ? h(
+            "thead",
+            null,
+            h("tr", null, ["Job", "Pool", "State", "Exit", "Command", "Submitted"].map((t) => h("th", { scope: "col" }, t))),
+          )
+        : null,
+      h("tbody", null, (jobs ?? []).map((j) => jobRow(app, j, j.id === selectedJob, poolName(app, j)))),
     ),
     jobs?.length === 0 ? h("p", { class: "muted" }, "No jobs yet.") : null,
     selectedJob
@@ -65,8 +77,8 @@ function poolRow(app: App, p: Runtime) {
     h(
       "div",
       { class: "grow" },
-      h("strong", null, p.name),
-      h("code", { class: "muted small" }, ` ${p.ref}`),
+      h("strong", { title: p.ref }, p.name),
+      h("span", { class: "tag tag-personal" }, "personal"),
       h(
         "div",
         { class: "chips" },
@@ -75,8 +87,9 @@ function poolRow(app: App, p: Runtime) {
               h(
                 "span",
                 { class: "chip", title: r.currentJobs.length ? `running ${r.currentJobs.join(", ")}` : "idle" },
-                h("span", { class: r.online ? "dot on" : "dot off" }),
+                h("span", { class: runnerDot(r) }),
                 r.name,
+                r.paused ? h("span", { class: "muted" }, " · paused") : null,
               ),
             )
           : h("span", { class: "muted small" }, "no runner"),
@@ -97,7 +110,14 @@ function poolRow(app: App, p: Runtime) {
   );
 }
 
-function jobRow(app: App, j: Job, selected: boolean) {
+/** A job's pool by its name, as the pool list shows it; its ref until that has loaded. */
+function poolName(app: App, j: Job): string {
+  const mine = (app.remote.myPools ?? []).find((p) => p.id === j.runtimeId);
+  const local = app.state.pools.find((l) => l.runtimeId === j.runtimeId);
+  return mine?.name ?? local?.name ?? j.runtime;
+}
+
+function jobRow(app: App, j: Job, selected: boolean, pool: string) {
   const what = j.command.length ? j.command.join(" ") : (j.script ?? "");
   const open = () => {
     app.remote.selectedJob = j.id;
@@ -109,10 +129,11 @@ function jobRow(app: App, j: Job, selected: boolean) {
   return h(
     "tr",
     { testid: "job-row", "data-id": j.id, class: selected ? "clickable selected" : "clickable", onclick: open, title: "Show the log" },
-    h("td", null, h("code", null, j.id)),
+    h("td", null, h("code", { class: "small" }, j.id)),
+    h("td", { class: "nowrap", title: j.runtime }, pool),
     h("td", null, h("span", { class: `state state-${j.state}` }, j.state)),
-    h("td", { class: "small" }, j.exitCode === undefined ? "" : `exit ${j.exitCode}`),
+    h("td", { class: "small nowrap" }, j.exitCode === undefined ? "" : String(j.exitCode)),
     h("td", { class: "cmd" }, h("code", { title: what }, what)),
-    h("td", { class: "muted small" }, when(j.createdAt)),
+    h("td", { class: "muted small nowrap" }, when(j.createdAt)),
   );
 }

@@ -187,7 +187,11 @@ function rosterRow(app: App, r: Runner) {
     h(
       "td",
       null,
-      h("span", { class: r.online ? "badge-online" : "badge-offline" }, r.online ? "online" : "offline"),
+      h(
+        "span",
+        { testid: "ws-runner-state", class: !r.online ? "badge-offline" : r.paused ? "badge-paused" : "badge-online" },
+        !r.online ? "offline" : r.paused ? "paused" : "online",
+      ),
       unsandboxed(r.capabilities)
         ? h(
             "div",
@@ -206,7 +210,7 @@ function rosterRow(app: App, r: Runner) {
     h(
       "td",
       { class: "small" },
-      r.currentJobs.length ? `running ${r.currentJobs.join(", ")}` : "idle",
+      r.currentJobs.length ? `running ${r.currentJobs.join(", ")}` : r.paused ? "paused by its owner" : "idle",
       r.lastSeenAt ? h("div", { class: "muted" }, "seen ", when(r.lastSeenAt)) : null,
     ),
     h(

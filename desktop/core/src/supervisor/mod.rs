@@ -94,6 +94,8 @@ pub struct LocalPool {
 #[serde(rename_all = "camelCase")]
 pub struct LocalRunner {
     pub id: String,
+    /// Its name at the coordinator (`<device>-<n>`), as every listing shows it.
+    pub name: String,
     pub online: bool,
     pub draining: bool,
     pub current_jobs: Vec<String>,
@@ -361,6 +363,7 @@ fn snapshot(inner: &Inner) -> AppState {
                         .into_iter()
                         .map(|s| LocalRunner {
                             id: s.id,
+                            name: s.name,
                             online: s.online,
                             draining: s.draining,
                             current_jobs: s.current_jobs,
