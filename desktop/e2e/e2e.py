@@ -860,7 +860,15 @@ def tray(r):
     xdotool(r.env, "key", "--delay", "100", "Down", "Down", "Down", "Return")
     r.wait_ui("status paused after the tray's Pause all", lambda: r.status() == "paused", 15)
     assert r.el("pause-all").is_selected(), "pause-all is not checked after the tray paused"
-    log("   tray's Pause all: the app is paused")
+    # The coordinator says so too: paused, not offline.
+    ids = [x["id"] for x in r.api("/v1/me/runners")["runners"]]
+
+    def all_paused():
+        listing = r.cli("runners", "list").stdout
+        return all(re.search(rf"{i}\s.*\spaused\s", listing) for i in ids) and listing
+
+    listing = wait_for("drover runners list to say paused", all_paused, 30)
+    log(f"   tray's Pause all: the app is paused, and `drover runners list` says so for {len(ids)} runners")
     r.click("pause-all")
     r.wait_ui("status idle after resuming in the window", lambda: r.status() == "idle", 15)
 

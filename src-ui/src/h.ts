@@ -100,3 +100,19 @@ export function copy(text: string, button: HTMLButtonElement) {
     () => {},
   );
 }
+
+/**
+ * A pool ref (`ws:<workspace>:<name>`, `self:<subject>:<name>`) as a person
+ * reads it: the name and a personal/workspace badge, the ref as a tooltip.
+ */
+export function poolLabel(ref: string) {
+  const m = /^(ws|self):[^:]+:(.+)$/.exec(ref);
+  if (!m) return h("strong", null, ref);
+  const kind = m[1] === "ws" ? "workspace" : "personal";
+  return h("span", { title: ref }, h("strong", null, m[2]), h("span", { class: `tag tag-${kind}` }, kind));
+}
+
+/** `job_06h4he5te6e87n370tjg` → `job_06h4he5t…`: enough to tell rows apart (the whole id in a tooltip). */
+export function shortId(id: string): string {
+  return id.length > 13 ? `${id.slice(0, 12)}…` : id;
+}

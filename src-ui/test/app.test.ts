@@ -265,7 +265,7 @@ describe("settings window", () => {
       ws_invite_member: ({ email }) => ({ member: { ...bob, email }, code: "dpc_x", link: "drover://pair?url=u&code=dpc_x", expiresAt: Date.now() + 7 * 86_400_000 }),
       ws_update_member: ({ id, role }) => ({ ...bob, id, role }),
       ws_remove_member: () => null,
-      ws_usage_report: ({ month, by }) => ({ month: month ?? "2026-12", by, lines: [{ id: "rt_ws", name: "self:ws:builders", runnerMs: 90_000, chargedMs: 90_000, attempts: 3 }] }),
+      ws_usage_report: ({ month, by }) => ({ month: month ?? "2026-12", by: by ?? "pool", lines: [{ id: "rt_ws", name: "ws:acme:builders", runnerMs: 90_000, chargedMs: 90_000, attempts: 3 }] }),
       ws_audit: ({ before }) =>
         before ? { events: [event("1", "runner.paired")], nextBefore: null } : { events: [event("3", "member.invited"), event("2", "budget.set")], nextBefore: "2" },
     });
@@ -288,7 +288,10 @@ describe("settings window", () => {
     expect(called("ws_remove_member")).toEqual([{ id: "usr_bob" }]);
     expect($all("ws-member-row").map((r) => r.dataset.email)).toEqual(["boss@acme.test"]);
 
-    expect($all("ws-report-row").map((r) => r.textContent)).toEqual([expect.stringContaining("self:ws:builders")]);
+    // By pool: the pool's name and its badge, the ref only as a tooltip.
+    const line = $all("ws-report-row")[0];
+    expect(line.textContent).toContain("buildersworkspace");
+    expect(line.querySelector("[title]")!.getAttribute("title")).toBe("ws:acme:builders");
     type("ws-report-month", "2026-11");
     choose("ws-report-by", "member");
     await click("ws-report-submit");

@@ -3,7 +3,7 @@
 
 import type { App } from "../app";
 import * as api from "../api";
-import { duration, h, when } from "../h";
+import { duration, h, poolLabel, when } from "../h";
 import type { AuditEvent, Member } from "../types";
 
 export function membersSection(app: App) {
@@ -109,7 +109,7 @@ export function usageSection(app: App) {
           h(
             "tr",
             { testid: "ws-report-row", "data-id": l.id },
-            h("td", null, h("strong", null, l.name || l.id)),
+            h("td", null, report?.by === "pool" ? poolLabel(l.name || l.id) : h("strong", null, l.name || l.id)),
             h("td", { class: "small" }, duration(l.runnerMs)),
             h("td", { class: "small muted" }, `charged ${duration(l.chargedMs)}`),
             h("td", { class: "small muted" }, `${l.attempts} ${l.attempts === 1 ? "attempt" : "attempts"}`),

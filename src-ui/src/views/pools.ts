@@ -3,7 +3,7 @@
 
 import type { App } from "../app";
 import * as api from "../api";
-import { h, when } from "../h";
+import { h, shortId, when } from "../h";
 import type { Job, Runner, Runtime } from "../types";
 
 /** A runner's dot: online, paused (online, taking no job), or offline. */
@@ -129,7 +129,8 @@ function jobRow(app: App, j: Job, selected: boolean, pool: string) {
   return h(
     "tr",
     { testid: "job-row", "data-id": j.id, class: selected ? "clickable selected" : "clickable", onclick: open, title: "Show the log" },
-    h("td", null, h("code", { class: "small" }, j.id)),
+    // The id's head (the log below names it whole; the tooltip too).
+    h("td", { class: "nowrap", title: j.id }, h("code", { class: "small" }, shortId(j.id))),
     h("td", { class: "nowrap", title: j.runtime }, pool),
     h("td", null, h("span", { class: `state state-${j.state}` }, j.state)),
     h("td", { class: "small nowrap" }, j.exitCode === undefined ? "" : String(j.exitCode)),

@@ -5,7 +5,7 @@
 
 import type { App } from "../app";
 import * as api from "../api";
-import { copy, duration, h, unsandboxed, when } from "../h";
+import { copy, duration, h, shortId, unsandboxed, when } from "../h";
 import type { JoinTokenSummary, Runner } from "../types";
 import { githubSection } from "./github";
 import { auditSection, membersSection, usageSection } from "./people";
@@ -77,7 +77,7 @@ export function workspacePanel(app: App) {
         h(
           "li",
           { testid: "ws-pool-row", "data-id": p.id, class: "row" },
-          h("strong", { class: "grow" }, p.name, h("code", { class: "muted small" }, ` ${p.ref}`)),
+          h("span", { class: "grow", title: p.ref }, h("strong", null, p.name), h("span", { class: "tag tag-workspace" }, "workspace")),
           h("span", { class: "muted small" }, `${p.runners} ${p.runners === 1 ? "runner" : "runners"}`),
         ),
       ),
@@ -204,14 +204,19 @@ function rosterRow(app: App, r: Runner) {
           )
         : null,
     ),
-    h("td", { class: "nowrap" }, h("strong", null, r.name), h("div", null, h("code", { class: "muted small" }, r.id))),
-    h("td", { class: "small nowrap" }, r.runtimeName),
+    h("td", { class: "nowrap", title: r.id }, h("strong", null, r.name), h("div", null, h("code", { class: "muted small" }, shortId(r.id)))),
+    h(
+      "td",
+      { class: "small nowrap" },
+      r.runtimeName,
+      h("div", null, h("span", { class: `tag tag-${r.owner.startsWith("ws:") ? "workspace" : "personal"}` }, r.owner.startsWith("ws:") ? "workspace" : "personal")),
+    ),
     h("td", null, h("div", { class: "chips" }, r.capabilities.map((c) => h("span", { class: "chip" }, c)))),
     h(
       "td",
       { class: "small" },
       r.currentJobs.length ? `running ${r.currentJobs.join(", ")}` : r.paused ? "paused by its owner" : "idle",
-      r.lastSeenAt ? h("div", { class: "muted" }, "seen ", when(r.lastSeenAt)) : null,
+      r.lastSeenAt ? h("div", { class: "muted nowrap" }, "seen ", when(r.lastSeenAt)) : null,
     ),
     h(
       "td",
