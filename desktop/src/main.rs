@@ -35,7 +35,7 @@ fn main() {
         .plugin(tauri_plugin_single_instance::init(
             |app, argv, _cwd| match links::find_in_args(argv) {
                 Some(link) => shell::open_link(app, link),
-                None => shell::show_window(app),
+                None => drover_desktop::window::show(app),
             },
         ))
         .plugin(tauri_plugin_deep_link::init())
@@ -89,7 +89,7 @@ fn main() {
                 None if std::env::args().any(|a| a == "--show")
                     || (state.account.is_none() && state.pools.is_empty()) =>
                 {
-                    shell::show_window(&handle)
+                    drover_desktop::window::show(&handle)
                 }
                 None => {}
             }

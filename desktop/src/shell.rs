@@ -92,10 +92,6 @@ pub fn hook<R: Runtime>(app: AppHandle<R>) -> crate::supervisor::Hook {
     })
 }
 
-pub fn show_window(app: &AppHandle) {
-    crate::window::show(app);
-}
-
 /// A `drover://` link from the command line, a second launch, or the OS:
 /// held for confirmation in the settings window.
 pub fn open_link(app: &AppHandle, link: String) {
@@ -104,7 +100,7 @@ pub fn open_link(app: &AppHandle, link: String) {
         let sup = app.state::<Arc<Supervisor>>().inner().clone();
         match sup.open_link(&link).await {
             Ok(pending) => {
-                show_window(&app);
+                crate::window::show(&app);
                 crate::window::emit(&app, "pending-link", &pending);
             }
             Err(e) => crate::notify::show(&app, "Drover: could not open the link", &e.message),
@@ -122,7 +118,7 @@ fn on_menu(app: &AppHandle, id: &str) {
         let sup = app.state::<Arc<Supervisor>>().inner().clone();
         let result = match action {
             Action::Settings => {
-                show_window(&app);
+                crate::window::show(&app);
                 Ok(())
             }
             Action::Quit => {

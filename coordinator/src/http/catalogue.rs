@@ -229,6 +229,12 @@ const NOT_RUNNER_TOKEN: Resp = Resp {
     description: r#"The token is not a runner token (code `FORBIDDEN`)."#,
     reply: Reply::Error(ErrorCode::Forbidden),
 };
+/// The 400 of a route with no body or query: only the protocol header can be wrong.
+const PROTOCOL_NOT_A_NUMBER: Resp = Resp {
+    status: 400,
+    description: r#"The `drover-protocol` header is not a number (code `UNSUPPORTED_PROTOCOL`)."#,
+    reply: Reply::Error(ErrorCode::UnsupportedProtocol),
+};
 const RUNNER_UNAUTHORIZED: Resp = Resp {
     status: 401,
     description: r#"No `Authorization: Bearer` header, an unknown token, or the runner was revoked (code `UNAUTHORIZED`)."#,
@@ -1189,11 +1195,7 @@ pub static OPS: &[Op] = &[
                 description: r#"The token's pool."#,
                 reply: Reply::Answer,
             },
-            Resp {
-                status: 400,
-                description: r#"The `drover-protocol` header is not a number (code `UNSUPPORTED_PROTOCOL`)."#,
-                reply: Reply::Error(ErrorCode::UnsupportedProtocol),
-            },
+            PROTOCOL_NOT_A_NUMBER,
             Resp {
                 status: 401,
                 description: r#"No `Authorization: Bearer` header, or an unknown, expired or revoked join token (code `UNAUTHORIZED`)."#,
@@ -1258,11 +1260,7 @@ pub static OPS: &[Op] = &[
                 description: r#"Revoked."#,
                 reply: Reply::Empty,
             },
-            Resp {
-                status: 400,
-                description: r#"The `drover-protocol` header is not a number (code `UNSUPPORTED_PROTOCOL`)."#,
-                reply: Reply::Error(ErrorCode::UnsupportedProtocol),
-            },
+            PROTOCOL_NOT_A_NUMBER,
             Resp {
                 status: 401,
                 description: r#"No `Authorization: Bearer` header, an unknown token, or the runner was revoked already (code `UNAUTHORIZED`)."#,
@@ -1288,16 +1286,8 @@ pub static OPS: &[Op] = &[
                 description: r#"Shown offline."#,
                 reply: Reply::Empty,
             },
-            Resp {
-                status: 400,
-                description: r#"The `drover-protocol` header is not a number (code `UNSUPPORTED_PROTOCOL`)."#,
-                reply: Reply::Error(ErrorCode::UnsupportedProtocol),
-            },
-            Resp {
-                status: 401,
-                description: r#"No `Authorization: Bearer` header, an unknown token, or the runner was revoked (code `UNAUTHORIZED`)."#,
-                reply: Reply::Error(ErrorCode::Unauthorized),
-            },
+            PROTOCOL_NOT_A_NUMBER,
+            RUNNER_UNAUTHORIZED,
             NOT_RUNNER_TOKEN,
             INTERNAL,
             OVERLOADED,
