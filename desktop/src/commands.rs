@@ -131,23 +131,15 @@ async fn set_paused(cx: &Ctx, paused: bool) -> AppResult<AppState> {
     cx.sup.set_paused(paused).await
 }
 
-async fn set_settings(
-    cx: &Ctx,
-    autostart: bool,
-    pause_on_battery: bool,
-) -> AppResult<AppState> {
+async fn set_settings(cx: &Ctx, settings: Settings) -> AppResult<AppState> {
     let launcher = cx.app.autolaunch();
-    let result = if autostart {
+    let result = if settings.autostart {
         launcher.enable()
     } else {
         launcher.disable()
     };
     result.map_err(|e| AppError::new("INTERNAL", format!("start at login: {e}")))?;
-    cx.sup.set_settings(Settings {
-        autostart,
-        pause_on_battery,
-    })
-    .await
+    cx.sup.set_settings(settings).await
 }
 
 // ------------------------------------------------------------ account and own pools

@@ -59,6 +59,7 @@ fn main() {
                         .filter(|f| !f.is_empty())
                         .map(Into::into),
                 },
+                tick: supervisor::TICK,
             };
             let sup = tauri::async_runtime::block_on(supervisor::Supervisor::start(options))?;
             let state = tauri::async_runtime::block_on(sup.state());

@@ -20,6 +20,7 @@ import type {
   RevokedRunner,
   Runner,
   Runtime,
+  Settings,
   Usage,
   UsageReport,
 } from "./types";
@@ -61,8 +62,7 @@ export const setPoolSettings = (pool: string, slots: number, labels: string[]) =
 export const setAllowUnsandboxed = (pool: string, allow: boolean) =>
   call<AppState>("set_allow_unsandboxed", { pool, allow });
 export const setPaused = (paused: boolean) => call<AppState>("set_paused", { paused });
-export const setSettings = (autostart: boolean, pauseOnBattery: boolean) =>
-  call<AppState>("set_settings", { autostart, pauseOnBattery });
+export const setSettings = (settings: Settings) => call<AppState>("set_settings", { settings });
 
 export const listDevices = () => call<ApiToken[]>("list_devices");
 export const revokeDevice = (id: string) => call<ApiToken[]>("revoke_device", { id });

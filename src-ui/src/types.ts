@@ -49,9 +49,21 @@ export interface LocalPool {
   refused: string | null;
 }
 
+export interface QuietHours {
+  /** `HH:MM`, 24-hour, local time. */
+  from: string;
+  to: string;
+}
+
 export interface Settings {
   autostart: boolean;
   pauseOnBattery: boolean;
+  /** Hold new jobs while NetworkManager calls the network metered. */
+  pauseOnMetered: boolean;
+  /** A daily window in which new jobs wait. */
+  quietHours: QuietHours | null;
+  /** Keep the machine from sleeping on its own while a job runs. */
+  keepAwake: boolean;
 }
 
 export interface PendingLink {
@@ -74,6 +86,11 @@ export interface AppState {
   status: Status;
   paused: boolean;
   onBattery: boolean;
+  metered: boolean;
+  /** Within the quiet hours now. */
+  quiet: boolean;
+  /** Why new jobs wait though not paused by hand ("On battery power"). */
+  held: string | null;
   quitting: boolean;
   account: Account | null;
   pools: LocalPool[];

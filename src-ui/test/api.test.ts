@@ -14,11 +14,12 @@ describe("api", () => {
     });
     const s = await api.signIn("https://c.example", "drv_secret");
     expect(s.status).toBe("idle");
-    await api.setSettings(true, false);
+    const settings = { autostart: true, pauseOnBattery: false, pauseOnMetered: true, quietHours: { from: "22:00", to: "07:00" }, keepAwake: true };
+    await api.setSettings(settings);
     await api.wsSetBudget(null);
     expect(seen).toEqual([
       ["sign_in", { url: "https://c.example", token: "drv_secret" }],
-      ["set_settings", { autostart: true, pauseOnBattery: false }],
+      ["set_settings", { settings }],
       ["ws_set_budget", { monthlyMinutes: null }],
     ]);
   });

@@ -130,7 +130,7 @@ describe("settings window", () => {
     const { called } = await start(signedIn({ pools: [pool] }), {
       set_pool_settings: () => signedIn({ pools: [pool] }),
       set_paused: ({ paused }) => signedIn({ pools: [pool], paused: paused as boolean, status: "paused" }),
-      set_settings: (s) => signedIn({ pools: [pool], settings: s as never }),
+      set_settings: ({ settings }) => signedIn({ pools: [pool], settings: settings as never }),
     });
     expect(($("labels-input") as HTMLInputElement).value).toBe("gpu");
     type("slots-input", "4");
@@ -141,9 +141,41 @@ describe("settings window", () => {
     await click("pause-all");
     expect(called("set_paused")).toEqual([{ paused: true }]);
     expect($("status").textContent).toBe("Paused");
+    const base = { autostart: false, pauseOnBattery: false, pauseOnMetered: true, quietHours: null, keepAwake: true };
     await click("pause-on-battery");
-    expect(called("set_settings")).toEqual([{ autostart: false, pauseOnBattery: true }]);
+    expect(called("set_settings")).toEqual([{ settings: { ...base, pauseOnBattery: true } }]);
     expect(($("pause-on-battery") as HTMLInputElement).checked).toBe(true);
+  });
+
+  it("this machine: quiet hours, a metered network and staying awake are settings; held says why jobs wait", async () => {
+    const { called } = await start(signedIn({ pools: [pool] }), {
+      set_settings: ({ settings }) => signedIn({ pools: [pool], settings: settings as never }),
+    });
+    expect(($("quiet-from") as HTMLInputElement).disabled).toBe(true);
+    await click("quiet-hours");
+    const base = { autostart: false, pauseOnBattery: false, pauseOnMetered: true, keepAwake: true };
+    expect(called("set_settings")).toEqual([{ settings: { ...base, quietHours: { from: "22:00", to: "07:00" } } }]);
+    const to = $("quiet-to") as HTMLInputElement;
+    expect(to.value).toBe("07:00");
+    to.value = "06:30";
+    to.dispatchEvent(new Event("change"));
+    await settle();
+    expect(called("set_settings")[1]).toEqual({ settings: { ...base, quietHours: { from: "22:00", to: "06:30" } } });
+    await click("pause-on-metered");
+    await click("keep-awake");
+    expect(called("set_settings").slice(2)).toEqual([
+      { settings: { ...base, pauseOnMetered: false, quietHours: { from: "22:00", to: "06:30" } } },
+      { settings: { ...base, pauseOnMetered: false, keepAwake: false, quietHours: { from: "22:00", to: "06:30" } } },
+    ]);
+    expect($all("held-notice")).toHaveLength(0);
+  });
+
+  it("this machine: paused on its own says why, and its runners show paused", async () => {
+    const live = [{ id: "rn_1", name: "laptop-1", online: true, draining: false, currentJobs: [] }];
+    await start(signedIn({ pools: [{ ...pool, live }], status: "paused", held: "On a metered network", metered: true }));
+    expect($("held-notice").textContent).toBe("On a metered network: new jobs wait; running jobs go on.");
+    expect($("runner-row").textContent).toContain("paused");
+    expect(($("pause-all") as HTMLInputElement).checked).toBe(false);
   });
 
   it("this machine: a workspace pool refused for want of a sandbox says why; the opt-out warns, then lends it unsandboxed", async () => {

@@ -13,8 +13,9 @@ pub struct Config {
     pub account: Option<Account>,
     pub pools: Vec<PoolConfig>,
     pub paused: bool,
-    pub autostart: bool,
-    pub pause_on_battery: bool,
+    /// The toggles: start at login and the laptop's manners.
+    #[serde(flatten)]
+    pub settings: Settings,
     /// Runners removed while their credential could not yet be revoked at
     /// the coordinator: retried at start (their keychain items stay until then).
     pub departing: Vec<Departing>,
@@ -24,6 +25,34 @@ pub struct Config {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ca_file: Option<PathBuf>,
 }
+
+/// Start at login, and when this machine holds new jobs on its own: on
+/// battery, on a metered network, in quiet hours; and whether it keeps
+/// the machine awake while a job runs. Missing from an older file: on,
+/// except start at login and quiet hours.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase", default)]
+pub struct Settings {
+    pub autostart: bool,
+    pub pause_on_battery: bool,
+    pub pause_on_metered: bool,
+    pub quiet_hours: Option<QuietHours>,
+    pub keep_awake: bool,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            autostart: false,
+            pause_on_battery: true,
+            pause_on_metered: true,
+            quiet_hours: None,
+            keep_awake: true,
+        }
+    }
+}
+
+pub use crate::quiet::QuietHours;
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
@@ -92,10 +121,7 @@ impl Config {
                     format!("{}: {e}", path.display()),
                 )
             }),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(Self {
-                pause_on_battery: true,
-                ..Self::default()
-            }),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(Self::default()),
             Err(e) => Err(e),
         }
     }
@@ -138,11 +164,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn settings_round_trip_and_default_to_pause_on_battery() {
+    fn settings_round_trip_and_default_to_good_manners() {
         let dir = std::env::temp_dir().join(format!("drover-config-{}", std::process::id()));
         let path = dir.join("desktop.json");
         let fresh = Config::load(&path).unwrap();
-        assert!(fresh.pause_on_battery && fresh.pools.is_empty());
+        let s = &fresh.settings;
+        assert!(s.pause_on_battery && s.pause_on_metered && s.keep_awake && fresh.pools.is_empty());
+        assert!(!s.autostart && s.quiet_hours.is_none());
         let config = Config {
             pools: vec![PoolConfig {
                 coordinator: "http://c".into(),
@@ -156,6 +184,11 @@ mod tests {
                 allow_unsandboxed: false,
             }],
             paused: true,
+            settings: Settings {
+                quiet_hours: Some(QuietHours::new("22:30", "07:00").unwrap()),
+                pause_on_metered: false,
+                ..Settings::default()
+            },
             ..fresh
         };
         config.save(&path).unwrap();
@@ -169,5 +202,14 @@ mod tests {
             "name":"b","kind":"workspace","runners":1,"slots":1,"labels":[]}]}"#;
         let config: Config = serde_json::from_str(old).unwrap();
         assert!(!config.pools[0].allow_unsandboxed);
+    }
+
+    #[test]
+    fn a_file_from_before_the_laptop_manners_keeps_its_toggles_and_gets_the_new_ones_on() {
+        let old = r#"{"paused":false,"autostart":true,"pauseOnBattery":false}"#;
+        let config: Config = serde_json::from_str(old).unwrap();
+        let s = config.settings;
+        assert!(s.autostart && !s.pause_on_battery);
+        assert!(s.pause_on_metered && s.keep_awake && s.quiet_hours.is_none());
     }
 }

@@ -5,10 +5,13 @@
 //! notifications) only shows and asks. No GUI library is a dependency here,
 //! so this crate and its tests build without the tauri/GTK/WebKit tree.
 
+pub mod awake;
 pub mod config;
 pub mod error;
 pub mod keychain;
 pub mod links;
 pub mod menu;
+pub mod metered;
 pub mod power;
+pub mod quiet;
 pub mod supervisor;

@@ -59,12 +59,23 @@ fn runners(n: usize) -> String {
     }
 }
 
+fn lowercase_first(text: &str) -> String {
+    let mut chars = text.chars();
+    match chars.next() {
+        Some(first) => first.to_lowercase().chain(chars).collect(),
+        None => String::new(),
+    }
+}
+
 pub fn build(state: &AppState) -> Vec<Entry> {
-    let mut menu = vec![item(
-        "status",
-        format!("Drover — {}", status_label(state.status)),
-        false,
-    )];
+    // Paused on its own: says why ("Paused — on battery power").
+    let status = match (&state.held, state.status) {
+        (Some(why), Status::Paused) if !state.paused => {
+            format!("Drover — Paused: {}", lowercase_first(why))
+        }
+        _ => format!("Drover — {}", status_label(state.status)),
+    };
+    let mut menu = vec![item("status", status, false)];
     for pool in &state.pools {
         menu.push(Entry::Separator);
         let kind = match (pool.kind, pool.sandboxed) {
@@ -87,7 +98,7 @@ pub fn build(state: &AppState) -> Vec<Entry> {
                 "connecting".to_owned()
             } else {
                 match runner.current_jobs.as_slice() {
-                    [] if state.paused => "paused".to_owned(),
+                    [] if state.status == Status::Paused => "paused".to_owned(),
                     [] => "idle".to_owned(),
                     jobs => format!("running {}", jobs.join(", ")),
                 }
@@ -155,13 +166,13 @@ mod tests {
             status,
             paused: status == Status::Paused,
             on_battery: false,
+            metered: false,
+            quiet: false,
+            held: None,
             quitting: false,
             account: None,
             pools,
-            settings: Settings {
-                autostart: false,
-                pause_on_battery: true,
-            },
+            settings: Settings::default(),
             pending: None,
             activity: vec![],
             signed_out: None,
@@ -258,6 +269,17 @@ mod tests {
         assert!(l.contains(&"Resume all".to_owned()), "{l:?}");
         assert!(l.contains(&"Remove runner [-]".to_owned()), "{l:?}");
         assert_eq!(icon_name(Status::Paused), "tray-paused.png");
+    }
+
+    #[test]
+    fn paused_on_its_own_says_why_and_offers_pause_not_resume() {
+        let mut held = state(Status::Paused, vec![pool(vec![runner("rn_1", &[])])]);
+        held.paused = false;
+        held.held = Some("Quiet hours until 07:00".into());
+        let l = labels(&build(&held));
+        assert_eq!(l[0], "Drover — Paused: quiet hours until 07:00 [-]");
+        assert_eq!(l[3], "    rn_1 — paused [-]");
+        assert!(l.contains(&"Pause all".to_owned()), "{l:?}");
     }
 
     #[test]

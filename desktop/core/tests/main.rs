@@ -2,6 +2,7 @@
 //! `support` starts what they share (a Secret Service, a coordinator).
 
 mod keychain;
+mod manners;
 mod sandbox;
 mod supervisor;
 mod support;

@@ -288,8 +288,8 @@ fn pause_holds_new_leases_until_resumed_and_battery_power_pauses_too() {
         assert_eq!(state.status, Status::Paused);
         let state = sup
             .set_settings(drover_desktop_core::supervisor::Settings {
-                autostart: false,
                 pause_on_battery: false,
+                ..Default::default()
             })
             .await
             .unwrap();

@@ -18,6 +18,11 @@ pub enum EventKind {
         job: String,
         attempt: u32,
     },
+    /// The lease is confirmed and the job is among the runner's current
+    /// jobs (its process starting): `status().current_jobs` shows it.
+    Started {
+        job: String,
+    },
     Finished {
         job: String,
         outcome: Outcome,
@@ -81,6 +86,7 @@ impl fmt::Display for Event {
             EventKind::Isolation { summary, .. } => write!(f, "{summary}"),
             EventKind::Online => write!(f, "online"),
             EventKind::Leased { job, attempt } => write!(f, "leased {job} (attempt {attempt})"),
+            EventKind::Started { job } => write!(f, "running {job}"),
             EventKind::Finished {
                 job,
                 state,

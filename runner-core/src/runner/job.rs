@@ -48,6 +48,9 @@ impl Runner {
             }
         };
         self.set_status(|s| s.current_jobs.push(job.id.clone()));
+        self.emit(EventKind::Started {
+            job: job.id.clone(),
+        });
 
         let (stop_tx, stop_rx) = watch::channel(None);
         let stop_tx = Arc::new(stop_tx);

@@ -1,13 +1,15 @@
 // This machine: the pools it lends runners to (count, slots, labels, the live
-// runners), pause all, start at login, pause on battery.
+// runners), pause all, and its manners: start at login, pause on battery or
+// a metered network, quiet hours, awake while a job runs.
 
 import type { App } from "../app";
 import * as api from "../api";
 import { h, splitList } from "../h";
-import type { LocalPool } from "../types";
+import type { LocalPool, Settings } from "../types";
 
 export function machinePanel(app: App) {
-  const { pools, paused, settings, onBattery, account } = app.state;
+  const { pools, paused, settings, onBattery, metered, held, account } = app.state;
+  const set = (key: string, patch: Partial<Settings>) => app.change(key, () => api.setSettings({ ...settings, ...patch }));
   const toggle = (testid: string, checked: boolean, label: string, hint: string, set: (on: boolean) => void) =>
     h(
       "label",
@@ -30,6 +32,7 @@ export function machinePanel(app: App) {
       h("h2", { class: "grow" }, "This machine"),
       toggle("pause-all", paused, "Pause all", "", (on) => app.change("pause-all", () => api.setPaused(on))),
     ),
+    held && !paused ? h("p", { testid: "held-notice", class: "notice info" }, `${held}: new jobs wait; running jobs go on.`) : null,
     pools.length
       ? pools.map((p) => poolRow(app, p))
       : h(
@@ -44,15 +47,65 @@ export function machinePanel(app: App) {
       "div",
       { class: "card toggles" },
       toggle("autostart", settings.autostart, "Start at login", "Drover starts in the tray when you log in.", (on) =>
-        app.change("autostart", () => api.setSettings(on, settings.pauseOnBattery)),
+        set("autostart", { autostart: on }),
       ),
       toggle(
         "pause-on-battery",
         settings.pauseOnBattery,
         "Pause on battery",
         onBattery ? "On battery now: new jobs wait; running jobs go on." : "Holds new jobs on battery power; running jobs go on.",
-        (on) => app.change("pause-on-battery", () => api.setSettings(settings.autostart, on)),
+        (on) => set("pause-on-battery", { pauseOnBattery: on }),
       ),
+      toggle(
+        "pause-on-metered",
+        settings.pauseOnMetered,
+        "Pause on a metered network",
+        metered ? "On a metered network now: new jobs wait." : "Holds new jobs on a phone's hotspot or a capped plan (as NetworkManager marks it).",
+        (on) => set("pause-on-metered", { pauseOnMetered: on }),
+      ),
+      toggle(
+        "keep-awake",
+        settings.keepAwake,
+        "Stay awake while a job runs",
+        "The machine does not sleep on its own mid-job; closing the lid still sleeps it.",
+        (on) => set("keep-awake", { keepAwake: on }),
+      ),
+      quietHours(app, settings, set),
+    ),
+  );
+}
+
+/** Quiet hours: a daily window of local time in which new jobs wait. */
+function quietHours(app: App, settings: Settings, set: (key: string, patch: Partial<Settings>) => Promise<void>) {
+  const hours = settings.quietHours;
+  const time = (which: "from" | "to") =>
+    h("input", {
+      type: "time",
+      testid: `quiet-${which}`,
+      value: hours?.[which] ?? "",
+      disabled: !hours || app.busy.has("quiet-hours"),
+      onchange: (ev: Event) => {
+        const value = (ev.target as HTMLInputElement).value;
+        if (hours && value) void set("quiet-hours", { quietHours: { ...hours, [which]: value } });
+      },
+    });
+  return h(
+    "div",
+    { class: "toggle quiet" },
+    h("input", {
+      type: "checkbox",
+      testid: "quiet-hours",
+      checked: !!hours,
+      disabled: app.busy.has("quiet-hours"),
+      onchange: (ev: Event) =>
+        set("quiet-hours", { quietHours: (ev.target as HTMLInputElement).checked ? { from: "22:00", to: "07:00" } : null }),
+    }),
+    h(
+      "span",
+      null,
+      "Quiet hours",
+      h("span", { class: "row times" }, "from", time("from"), "to", time("to")),
+      h("small", { class: "muted" }, app.state.quiet ? "Quiet now: new jobs wait until it ends." : "Every day, this machine's time: new jobs wait; running jobs go on."),
     ),
   );
 }
@@ -120,13 +173,13 @@ function poolRow(app: App, p: LocalPool) {
             h(
               "li",
               { testid: "runner-row", "data-id": r.id },
-              h("span", { class: !r.online ? "dot off" : app.state.paused ? "dot paused" : "dot on", title: r.online ? "online" : "offline" }),
+              h("span", { class: !r.online ? "dot off" : app.state.status === "paused" ? "dot paused" : "dot on", title: r.online ? "online" : "offline" }),
               h("strong", { testid: "runner-name", title: r.id }, r.name || r.id),
               h(
                 "span",
                 { class: "muted" },
                 r.draining ? "draining · " : "",
-                !r.online ? "connecting" : r.currentJobs.length ? `running ${r.currentJobs.join(", ")}` : app.state.paused ? "paused" : "idle",
+                !r.online ? "connecting" : r.currentJobs.length ? `running ${r.currentJobs.join(", ")}` : app.state.status === "paused" ? "paused" : "idle",
               ),
             ),
           ),

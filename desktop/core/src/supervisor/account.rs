@@ -153,8 +153,7 @@ impl Supervisor {
         inner.account_token = None;
         inner.disconnected.clear();
         inner.config = Config {
-            autostart: inner.config.autostart,
-            pause_on_battery: inner.config.pause_on_battery,
+            settings: inner.config.settings.clone(),
             ca_file: inner.config.ca_file.take(),
             ..Config::default()
         };

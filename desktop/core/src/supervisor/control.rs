@@ -1,4 +1,5 @@
-//! Pause (by hand, or on battery), quitting, and what the runners report.
+//! Pause (by hand, or on its own: on battery, on a metered network, in
+//! quiet hours), quitting, and what the runners report.
 
 use super::*;
 
@@ -15,10 +16,13 @@ impl Supervisor {
         Ok(self.state().await)
     }
 
-    pub async fn set_settings(&self, settings: Settings) -> AppResult<AppState> {
+    pub async fn set_settings(&self, mut settings: Settings) -> AppResult<AppState> {
+        if let Some(hours) = &settings.quiet_hours {
+            settings.quiet_hours = Some(QuietHours::new(&hours.from, &hours.to)?);
+        }
         let mut inner = self.inner.lock().await;
-        inner.config.autostart = settings.autostart;
-        inner.config.pause_on_battery = settings.pause_on_battery;
+        inner.quiet = in_quiet_hours(&settings);
+        inner.config.settings = settings;
         self.save(&inner)?;
         apply_pause(&inner);
         drop(inner);
@@ -27,11 +31,30 @@ impl Supervisor {
     }
 
     pub(super) async fn on_tick(&self) {
+        // A D-Bus call: not under the lock, nor on the async threads.
+        let metered = tokio::task::spawn_blocking(metered::metered_now)
+            .await
+            .unwrap_or(false);
         let mut inner = self.inner.lock().await;
         let on_battery = power::on_battery_now();
-        let power_changed = on_battery != inner.on_battery;
+        let quiet = in_quiet_hours(&inner.config.settings);
+        let power_changed =
+            (on_battery, metered, quiet) != (inner.on_battery, inner.metered, inner.quiet);
         if power_changed {
-            inner.on_battery = on_battery;
+            for (was, now, what) in [
+                (inner.on_battery, on_battery, "on battery power"),
+                (inner.metered, metered, "on a metered network"),
+                (inner.quiet, quiet, "in quiet hours"),
+            ] {
+                if was != now {
+                    let message = match now {
+                        true => format!("this machine is {what}"),
+                        false => format!("this machine is no longer {what}"),
+                    };
+                    self.note(&mut inner, ActivityKind::Info, message);
+                }
+            }
+            (inner.on_battery, inner.metered, inner.quiet) = (on_battery, metered, quiet);
             apply_pause(&inner);
         }
         if !inner.config.departing.is_empty() {

@@ -25,18 +25,20 @@ use runner_core::runner::{Credential, Event, EventKind, RunnerSettings};
 use serde::{Deserialize, Serialize};
 use tokio::sync::{Mutex, Notify, watch};
 
-pub use crate::config::{Account, PoolKind};
+use crate::awake::KeepAwake;
+pub use crate::config::{Account, PoolKind, QuietHours, Settings};
 use crate::config::{Config, Departing, PoolConfig};
 use crate::error::{AppError, AppResult};
 use crate::keychain::{self, Keychain};
 use crate::links::Link;
-use crate::power;
+use crate::{metered, power, quiet};
 
 /// Most activity entries kept for the settings window, and across restarts
 /// (in `activity.json` beside the settings; no secrets are in them).
 const ACTIVITY: usize = 200;
-/// How often power and unrevoked departures are looked at again.
-const TICK: Duration = Duration::from_secs(15);
+/// How often power, the network, the clock (quiet hours) and unrevoked
+/// departures are looked at again.
+pub const TICK: Duration = Duration::from_secs(15);
 
 // ------------------------------------------------------------ what the UI sees
 
@@ -56,6 +58,13 @@ pub struct AppState {
     pub status: Status,
     pub paused: bool,
     pub on_battery: bool,
+    /// NetworkManager calls the connection metered.
+    pub metered: bool,
+    /// Within the quiet hours now.
+    pub quiet: bool,
+    /// Why new jobs wait though not paused by hand, in words ("On battery
+    /// power", "Quiet hours until 07:00"), when they do.
+    pub held: Option<String>,
     pub quitting: bool,
     pub account: Option<Account>,
     pub pools: Vec<LocalPool>,
@@ -99,13 +108,6 @@ pub struct LocalRunner {
     pub online: bool,
     pub draining: bool,
     pub current_jobs: Vec<String>,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "camelCase")]
-pub struct Settings {
-    pub autostart: bool,
-    pub pause_on_battery: bool,
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
@@ -163,6 +165,8 @@ pub struct Options {
     /// plus `ca_file` (the app passes `DROVER_CA_FILE`), which wins over
     /// the settings file's `caFile`.
     pub client: ClientOptions,
+    /// How often power, the network and the clock are looked at ([`TICK`]).
+    pub tick: Duration,
 }
 
 // ------------------------------------------------------------ the engine
@@ -182,6 +186,9 @@ struct Inner {
     pending: Option<Held>,
     activity: VecDeque<Activity>,
     on_battery: bool,
+    metered: bool,
+    /// Within the quiet hours, as of the last look at the clock.
+    quiet: bool,
     quitting: bool,
     /// Runners whose last call to the coordinator failed.
     disconnected: HashSet<String>,
@@ -205,6 +212,8 @@ pub struct Supervisor {
     state: watch::Sender<AppState>,
     /// Signalled whenever a runner stops (for `wait_stopped`).
     stopped: Notify,
+    /// Held while a job runs (and the member keeps the machine awake).
+    awake: KeepAwake,
     keychain: Keychain,
     options: Options,
     /// `options.client` with the settings' `caFile` when it had none.
@@ -254,6 +263,10 @@ impl Supervisor {
         let connect = connect_options(&options, &config);
         // A CA file that cannot be used fails every request: say so now.
         let bad_ca = connect.http_builder().err();
+        let metered = tokio::task::spawn_blocking(metered::metered_now)
+            .await
+            .unwrap_or(false);
+        let quiet = in_quiet_hours(&config.settings);
         let inner = Inner {
             config,
             account_token,
@@ -261,6 +274,8 @@ impl Supervisor {
             pending: None,
             activity: read_activity(&activity_path(&options)),
             on_battery: power::on_battery_now(),
+            metered,
+            quiet,
             quitting: false,
             disconnected: HashSet::new(),
             refused: HashMap::new(),
@@ -271,6 +286,7 @@ impl Supervisor {
             inner: Mutex::new(inner),
             state,
             stopped: Notify::new(),
+            awake: KeepAwake::start(),
             keychain,
             options,
             connect,
@@ -294,8 +310,9 @@ impl Supervisor {
             sup.retry_departures(&mut inner).await;
         }
         let weak = Arc::downgrade(&sup);
+        let every = sup.options.tick;
         tokio::spawn(async move {
-            let mut tick = tokio::time::interval(TICK);
+            let mut tick = tokio::time::interval(every);
             loop {
                 tick.tick().await;
                 let Some(sup) = weak.upgrade() else { return };
@@ -322,6 +339,11 @@ impl Supervisor {
         // Under the lock: the states are published in the order they happened.
         let inner = self.inner.lock().await;
         let state = snapshot(&inner);
+        let running = state
+            .pools
+            .iter()
+            .any(|p| p.live.iter().any(|r| !r.current_jobs.is_empty()));
+        self.awake.set(running && inner.config.settings.keep_awake);
         self.state.send_if_modified(|shown| {
             let new = *shown != state;
             if new {
@@ -390,13 +412,13 @@ fn snapshot(inner: &Inner) -> AppState {
         status,
         paused: inner.config.paused,
         on_battery: inner.on_battery,
+        metered: inner.metered,
+        quiet: inner.quiet,
+        held: held(inner),
         quitting: inner.quitting,
         account: inner.config.account.clone(),
         pools,
-        settings: Settings {
-            autostart: inner.config.autostart,
-            pause_on_battery: inner.config.pause_on_battery,
-        },
+        settings: inner.config.settings.clone(),
         pending: inner.pending.as_ref().map(|held| match &held.link {
             Link::Pair { url, .. } => PendingLink {
                 kind: "pair",
@@ -511,7 +533,28 @@ fn already_signed_in(account: &Account) -> AppError {
 }
 
 fn effective_pause(inner: &Inner) -> bool {
-    inner.config.paused || (inner.config.pause_on_battery && inner.on_battery)
+    inner.config.paused || held(inner).is_some()
+}
+
+/// Why new jobs wait on their own, if they do: the first reason that holds.
+fn held(inner: &Inner) -> Option<String> {
+    let s = &inner.config.settings;
+    if s.pause_on_battery && inner.on_battery {
+        Some("On battery power".into())
+    } else if s.pause_on_metered && inner.metered {
+        Some("On a metered network".into())
+    } else if let (true, Some(hours)) = (inner.quiet, &s.quiet_hours) {
+        Some(format!("Quiet hours until {}", hours.to))
+    } else {
+        None
+    }
+}
+
+fn in_quiet_hours(settings: &Settings) -> bool {
+    settings
+        .quiet_hours
+        .as_ref()
+        .is_some_and(|h| h.contains(quiet::local_minute_now()))
 }
 
 fn apply_pause(inner: &Inner) {
@@ -548,6 +591,7 @@ mod tests {
             client: ClientOptions {
                 ca_file: ca_file.map(PathBuf::from),
             },
+            tick: TICK,
         }
     }
 

@@ -1,8 +1,11 @@
 //! What the desktop tests share: a private Secret Service (a session bus
 //! and GNOME Keyring unlocked with a throwaway password, from Debian's
-//! packages), and a supervisor on a real coordinator.
+//! packages), stand-ins for NetworkManager and logind on that bus
+//! (`system`), and a supervisor on a real coordinator.
 
 #![allow(dead_code)]
+
+pub mod system;
 
 use std::io::{BufRead as _, BufReader, Write as _};
 use std::path::PathBuf;
@@ -42,6 +45,11 @@ impl SecretService {
         // SAFETY: the test has not started any thread yet.
         unsafe {
             std::env::set_var("DBUS_SESSION_BUS_ADDRESS", address.trim());
+            // The system bus too (NetworkManager, logind): no test asks
+            // this machine's own, so none depends on its network or power.
+            std::env::set_var("DBUS_SYSTEM_BUS_ADDRESS", address.trim());
+            // Quiet hours are local time: UTC here, whatever the machine's zone.
+            std::env::set_var("TZ", "UTC");
             std::env::set_var("XDG_RUNTIME_DIR", &run);
             std::env::set_var("XDG_DATA_HOME", dir.path().join("data"));
             std::env::set_var("XDG_CONFIG_HOME", dir.path().join("config"));
@@ -133,6 +141,9 @@ pub fn config_path(dir: &TempDir) -> PathBuf {
         .join("desktop.json")
 }
 
+/// How often the tests' supervisors look at power, network and clock.
+pub const TICK: Duration = Duration::from_millis(200);
+
 /// A supervisor whose notices are collected for the test to read.
 pub async fn supervisor(dir: &TempDir) -> (Arc<Supervisor>, Arc<std::sync::Mutex<Vec<String>>>) {
     let notes = Arc::new(std::sync::Mutex::new(Vec::new()));
@@ -146,6 +157,7 @@ pub async fn supervisor(dir: &TempDir) -> (Arc<Supervisor>, Arc<std::sync::Mutex
             sink.lock().unwrap().push(format!("{title}: {body}"));
         }),
         client: Default::default(),
+        tick: TICK,
     })
     .await
     .expect("supervisor starts");
