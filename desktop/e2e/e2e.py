@@ -47,6 +47,7 @@ from harness import (  # noqa: E402
 )
 
 KEYRING_PASSWORD = "e2e-throwaway"
+LEASE_TTL_MS = 4000
 JOB_OUTPUT = "hello from the desktop e2e"
 TOKEN_RE = re.compile(r"\b(?:drv|rnr|djt)_[0-9a-z]{20,}")
 
@@ -126,6 +127,9 @@ class Run:
         self.logs = os.path.join(self.out, "logs")
         os.makedirs(self.logs, exist_ok=True)
         self.env = dict(os.environ)
+        # The system bus (NetworkManager, logind) is this run's bus too: the
+        # app is not paused by the host's metered network, nor asks its logind.
+        self.env["DBUS_SYSTEM_BUS_ADDRESS"] = self.env["DBUS_SESSION_BUS_ADDRESS"]
         self.procs = Procs(self.logs, self.env)
         self.driver = None
         self.app_proc = None  # the app when this script started it (not WebDriver)
@@ -317,7 +321,8 @@ def start_services(r):
     log("coordinator, serving HTTPS with a certificate from a throwaway CA")
     os.makedirs(os.path.join(r.run, "coordinator"))
     database = f"sqlite://{r.run}/coordinator/drover.db"
-    r.coordinator_args = ["serve", "--database", database, "--tls-cert", cert, "--tls-key", key, *github_args]
+    # A short lease TTL: the sleep step stops the app past it.
+    r.coordinator_args = ["serve", "--database", database, "--tls-cert", cert, "--tls-key", key, "--lease-ttl-ms", str(LEASE_TTL_MS), *github_args]
     coordinator = r.coordinator = r.procs.start("coordinator", [r.exe("drover-coordinator"), *r.coordinator_args, "--listen", "127.0.0.1:0"])
     stdout_log = r.procs.log_path("coordinator")
 
@@ -749,6 +754,84 @@ def step5_keychain(r):
         f"none of them nor the workspace runner's token in any file under HOME ({config} holds none)")
 
 
+def step_quiet_hours(r):
+    """Quiet hours set in the window around the time now: new jobs wait,
+    the window and the tray say why, the coordinator lists the runners
+    paused; taken off, they lease again."""
+    log("quiet hours around now, set in the Machine tab: paused, and the tray says until when")
+    r.tab("machine")
+    r.click("quiet-hours")
+    r.wait_ui("the quiet-hours fields", lambda: r.el("quiet-from").is_enabled())
+    now = time.localtime()
+    at = lambda minutes: time.strftime("%H:%M", time.localtime(time.mktime(now) + minutes * 60))  # noqa: E731
+    for field, value in (("quiet-from", at(-2)), ("quiet-to", at(3))):
+        # As a time picker sets it (its typing is the browser's locale's).
+        r.driver.execute_script(
+            "const el = arguments[0]; el.value = arguments[1]; el.dispatchEvent(new Event('change'));", r.el(field), value)
+        r.wait_ui(f"{field} saved", lambda: invoke(r, "get_state")["settings"]["quietHours"][field[6:]] == value)
+    r.wait_ui("the window to say paused", lambda: r.status() == "paused")
+    notice = r.text("held-notice")
+    assert notice.startswith(f"Quiet hours until {at(3)}"), f"the held notice says {notice!r}"
+    registered = 0  # any registration: the app is not restarted here
+    wait_for("the tray to say why", lambda: (sni_menu(r, registered) or [""])[0] == f"Drover — Paused: quiet hours until {at(3)}", 10)
+    roster = wait_for("drover runners list to say paused",
+                      lambda: (out := r.cli("runners", "list").stdout) and re.search(r"\spaused\s", out) and out, 30)
+    r.screenshot("machine-quiet")
+    r.click("quiet-hours")
+    r.wait_ui("the window to say idle", lambda: r.status() == "idle")
+    wait_for("the tray to say idle", lambda: (sni_menu(r, registered) or [""])[0] == "Drover — Idle", 10)
+    log(f"   window: {notice!r}; tray: 'Drover — Paused: quiet hours until {at(3)}'; roster:\n"
+        + "\n".join("      " + x for x in roster.strip().split("\n")))
+
+
+def step_sleep(r):
+    """The laptop sleeps mid-job past its lease TTL (the app and its job
+    stopped with SIGSTOP, as a suspended machine is) and wakes: the job was
+    given back and runs once more, to the end, once; both attempts metered
+    once; the runners come back within seconds."""
+    ttl = LEASE_TTL_MS / 1000
+    log(f"asleep past the lease TTL ({ttl:.0f} s) mid-job: SIGSTOP the app and its job, then SIGCONT")
+    marks = os.path.join(r.run, "sleep-marks")
+    before = r.api("/v1/workspace/usage")["jobsOwnPays"]
+    job = r.cli("submit", "--runtime", r.pool_ref, "--", "sh", "-c",
+                f"echo start >> {marks}; sleep 2; echo done >> {marks}").stdout.split("\n")[0].strip()
+    wait_for("the job's first attempt to start", lambda: os.path.exists(marks) and "start" in open(marks).read(), 30, 0.02)
+    stopped = [r.app_pid, *descendants_of(r.app_pid)]
+    for pid in stopped:
+        os.kill(pid, signal.SIGSTOP)
+    asleep = time.monotonic()
+    try:
+        # Queued, or at once leased to one of the app's long-polls (stopped too).
+        shown = wait_for("the coordinator to give the job back",
+                         lambda: (j := r.api(f"/v1/jobs/{job}"))["state"] in ("queued", "leased") and j, 60, 0.05)
+        gave_back = time.monotonic() - asleep
+        # Asleep a little longer, as a laptop would be.
+        wait_for("two lease TTLs asleep", lambda: time.monotonic() - asleep > 2 * ttl, 3 * ttl)
+    finally:
+        for pid in stopped:
+            try:
+                os.kill(pid, signal.SIGCONT)
+            except ProcessLookupError:
+                pass
+    woke = time.monotonic()
+    wait_for("the job started again on this machine", lambda: open(marks).read().split().count("start") >= 2, 60, 0.02)
+    back = time.monotonic() - woke
+    done = wait_for("the job to succeed", lambda: (j := r.api(f"/v1/jobs/{job}"))["state"] == "succeeded" and j, 60, 0.05)
+    ran = time.monotonic() - woke
+    assert done["attempt"] == 2, f"the job succeeded on attempt {done['attempt']}, not the second"
+    lines = open(marks).read().split()
+    assert lines.count("start") == 2, f"the job started {lines.count('start')} times: {lines}"
+    metered = r.api("/v1/workspace/usage")["jobsOwnPays"] - before
+    assert metered == 2, f"{metered} attempts metered for two attempts"
+    r.wait_ui("the window to say idle", lambda: r.status() == "idle", 30)
+    log(f"   given back {gave_back:.1f} s after the app stopped ({shown['state']}); awake again: "
+        f"the job running again on this machine in {back:.2f} s, done (attempt 2) in {ran:.1f} s; "
+        f"marks {lines}; {metered} attempts metered")
+    with open(os.path.join(r.out, "sleep.txt"), "w") as f:
+        f.write(f"lease TTL {ttl:.0f} s; job given back {gave_back:.1f} s after the app stopped; after waking: "
+                f"re-queued job running again {back:.2f} s, done {ran:.1f} s; attempts metered {metered}\n")
+
+
 def step_reconnect(r):
     """The coordinator goes away and comes back on the same address: the
     window says it cannot reach it in words, and once it is back the app is
@@ -1052,6 +1135,8 @@ def inner(args):
         step6_sandbox(r)
         restarts(r)
         memory(r)
+        step_quiet_hours(r)
+        step_sleep(r)
         step_reconnect(r)
         step_revoked(r)
         log(f"passed in {time.monotonic() - started:.0f} s")

@@ -238,6 +238,7 @@ impl Runner {
         });
         self.emit(EventKind::Stopped {
             error: result.as_ref().err().map(ToString::to_string),
+            code: result.as_ref().err().and_then(ClientError::code),
         });
         result
     }

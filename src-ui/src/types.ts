@@ -79,7 +79,10 @@ export interface Activity {
   /** Unix milliseconds. */
   at: number;
   kind: "paired" | "jobFailed" | "unreachable" | "reconnected" | "signedOut" | "info";
+  /** What happened and what to do, in a sentence. */
   message: string;
+  /** The error behind it, in the client's or coordinator's own words. */
+  detail?: string;
 }
 
 export interface AppState {

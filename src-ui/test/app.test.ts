@@ -416,6 +416,19 @@ describe("settings window", () => {
     await waitFor(() => expect($("error").textContent).toBe(""));
   });
 
+  it("an activity entry says what happened in words, with the error behind a disclosure", async () => {
+    const activity = [
+      { at: Date.now(), kind: "unreachable" as const, message: "Can't reach ci.example.com — retrying. Your runners keep their jobs.", detail: "cannot reach the coordinator: connection refused" },
+      { at: Date.now(), kind: "info" as const, message: "laptop-1 stopped: ci.example.com no longer accepts it." },
+    ];
+    await start(signedIn({ activity }));
+    const [first, second] = $all("activity-item");
+    expect(first.textContent).toContain("Can't reach ci.example.com");
+    expect($("activity-detail", first).textContent).toBe("Detailscannot reach the coordinator: connection refused");
+    expect(($("activity-detail", first) as HTMLDetailsElement).open).toBe(false);
+    expect($all("activity-detail", second)).toHaveLength(0);
+  });
+
   it("a state-changed event re-renders, keeping what is being typed", async () => {
     await start(appState());
     type("signin-url", "https://half-typed");

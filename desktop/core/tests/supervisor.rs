@@ -450,6 +450,31 @@ fn a_device_token_revoked_elsewhere_signs_the_app_out_and_says_by_whom() {
         );
         assert!(state.pools.is_empty() && state.account.is_none());
         assert_eq!(state.activity[0].kind, ActivityKind::SignedOut);
+        // Its runners' stops in words, the client's error behind them.
+        let host = ann
+            .client
+            .base_url()
+            .trim_start_matches("http://")
+            .to_owned();
+        let stopped: Vec<_> = state
+            .activity
+            .iter()
+            .filter(|a| a.message.contains(" stopped: "))
+            .collect();
+        assert!(!stopped.is_empty(), "{:?}", state.activity);
+        for a in stopped {
+            let words = format!(
+                "stopped: {host} no longer accepts it (its token was revoked, or its pool removed)."
+            );
+            assert!(
+                a.message.starts_with("laptop-") && a.message.ends_with(&words),
+                "{a:?}"
+            );
+            assert!(
+                a.detail.as_deref().is_some_and(|d| d.contains("401")),
+                "{a:?}"
+            );
+        }
         let items = service.items();
         assert!(
             !items.contains("username ="),

@@ -275,7 +275,7 @@ pub async fn run_runners(cli: &Cli, args: &RunnerArgs) -> anyhow::Result<ExitCod
         tokio::select! {
             Some(event) = events.recv() => {
                 eprintln!("{event}");
-                if let EventKind::Stopped { error } = &event.kind {
+                if let EventKind::Stopped { error, .. } = &event.kind {
                     if let (Some(_), Some(place)) = (error, saved_in.get(&event.runner)) {
                         eprintln!(
                             "drover: runner {}'s credential is saved in {place}; if the runner was revoked, start again with a fresh join token and it is replaced",

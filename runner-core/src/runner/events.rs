@@ -70,6 +70,8 @@ pub enum EventKind {
     Draining,
     Stopped {
         error: Option<String>,
+        /// The coordinator's code when it refused the runner for good.
+        code: Option<drover_wire::ErrorCode>,
     },
 }
 
@@ -114,8 +116,8 @@ impl fmt::Display for Event {
                 "waiting for a free slot: {reason}; telling the coordinator which leases this runner still holds, and asking again"
             ),
             EventKind::Draining => write!(f, "draining: finishing running jobs"),
-            EventKind::Stopped { error: None } => write!(f, "stopped"),
-            EventKind::Stopped { error: Some(e) } => write!(f, "stopped: {e}"),
+            EventKind::Stopped { error: None, .. } => write!(f, "stopped"),
+            EventKind::Stopped { error: Some(e), .. } => write!(f, "stopped: {e}"),
         }
     }
 }

@@ -99,6 +99,7 @@ export function activity(app: App) {
           "li",
           { testid: "activity-item", class: `activity-item kind-${a.kind}` },
           h("div", null, a.message),
+          a.detail ? h("details", { testid: "activity-detail" }, h("summary", null, "Details"), h("code", null, a.detail)) : null,
           when(a.at),
         ),
       ),

@@ -104,6 +104,9 @@ impl Supervisor {
 
     pub(super) async fn on_event(&self, reference: &str, event: Event) {
         let mut inner = self.inner.lock().await;
+        if matches!(event.kind, EventKind::Online | EventKind::Reconnected) {
+            learn_names(&mut inner, reference);
+        }
         match &event.kind {
             EventKind::Finished {
                 job,
@@ -122,19 +125,32 @@ impl Supervisor {
                 let first = inner.disconnected.is_empty();
                 inner.disconnected.insert(event.runner.clone());
                 if first {
-                    let message = format!("coordinator unreachable: {error}");
-                    self.note(&mut inner, ActivityKind::Unreachable, message.clone());
+                    let host = host_of(&inner, reference);
+                    let message =
+                        format!("Can't reach {host} — retrying. Your runners keep their jobs.");
+                    self.note_with(
+                        &mut inner,
+                        ActivityKind::Unreachable,
+                        message.clone(),
+                        Some(error.clone()),
+                    );
                     self.notify("Drover: coordinator unreachable", &message);
                 }
             }
             EventKind::Reconnected | EventKind::Online
                 if inner.disconnected.remove(&event.runner) && inner.disconnected.is_empty() =>
             {
-                let message = "connected to the coordinator again".to_owned();
+                let message = format!("Connected to {} again.", host_of(&inner, reference));
                 self.note(&mut inner, ActivityKind::Reconnected, message.clone());
                 self.notify("Drover: back online", &message);
             }
-            EventKind::Stopped { error } => {
+            EventKind::LeaseLost { job, error } if !inner.quitting => {
+                let message = format!(
+                    "Job {job} was handed back: this machine did not answer in time (asleep or offline). It runs again."
+                );
+                self.note_with(&mut inner, ActivityKind::Info, message, Some(error.clone()));
+            }
+            EventKind::Stopped { error, code } => {
                 inner.disconnected.remove(&event.runner);
                 let departed = match inner.pools.get_mut(reference) {
                     Some(running) => running.fleet.take_departed().await,
@@ -153,10 +169,17 @@ impl Supervisor {
                     && !was_leaving
                     && !inner.quitting
                 {
-                    self.note(
+                    let name = inner
+                        .names
+                        .get(&event.runner)
+                        .unwrap_or(&event.runner)
+                        .clone();
+                    let why = stop_in_words(*code, e, &host_of(&inner, reference));
+                    self.note_with(
                         &mut inner,
                         ActivityKind::Info,
-                        format!("runner {} stopped: {e}", event.runner),
+                        format!("{name} stopped: {why}."),
+                        Some(e.clone()),
                     );
                     // Revoked with this device's token? Asked apart from
                     // this runner's events: signing out waits for them.
@@ -173,5 +196,74 @@ impl Supervisor {
         }
         drop(inner);
         self.changed().await;
+    }
+}
+
+/// The host of the coordinator a pool is lent to, for sentences.
+fn host_of(inner: &Inner, reference: &str) -> String {
+    inner
+        .config
+        .pool(reference)
+        .and_then(|p| url::Url::parse(&p.coordinator).ok())
+        .and_then(|u| {
+            u.host_str().map(|h| match u.port() {
+                Some(port) => format!("{h}:{port}"),
+                None => h.to_owned(),
+            })
+        })
+        .unwrap_or_else(|| "the coordinator".into())
+}
+
+/// Remembers the names the coordinator gave a pool's runners (a runner
+/// that has stopped is no longer in its fleet's status).
+fn learn_names(inner: &mut Inner, reference: &str) {
+    let Some(running) = inner.pools.get(reference) else {
+        return;
+    };
+    for s in running.fleet.status() {
+        if !s.name.is_empty() {
+            inner.names.insert(s.id, s.name);
+        }
+    }
+}
+
+/// Why a runner stopped for good, for people, from the coordinator's code
+/// when it refused the runner; `error` is the client's words.
+fn stop_in_words(code: Option<ErrorCode>, error: &str, host: &str) -> String {
+    match code {
+        Some(ErrorCode::Unauthorized) => {
+            format!("{host} no longer accepts it (its token was revoked, or its pool removed)")
+        }
+        Some(ErrorCode::UpgradeRequired | ErrorCode::CoordinatorTooOld) => {
+            format!("this app and {host} are different versions; update the app")
+        }
+        Some(ErrorCode::Forbidden) => format!("{host} no longer allows it in this pool"),
+        _ if error.starts_with("TLS failure") => {
+            format!("can't talk securely to {host}: its certificate is not trusted here")
+        }
+        _ => "it hit an error it cannot retry (details below)".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stop_is_said_in_words_from_the_coordinators_code() {
+        let host = "ci.example.com";
+        assert_eq!(
+            stop_in_words(
+                Some(ErrorCode::Unauthorized),
+                "Unauthorized (401): revoked",
+                host
+            ),
+            "ci.example.com no longer accepts it (its token was revoked, or its pool removed)"
+        );
+        let skew = stop_in_words(Some(ErrorCode::UpgradeRequired), "upgrade", host);
+        assert!(skew.contains("update the app"), "{skew}");
+        let tls = "TLS failure talking to https://ci.example.com: UnknownIssuer";
+        assert!(stop_in_words(None, tls, host).contains("not trusted"));
+        assert!(stop_in_words(None, "odd", host).contains("cannot retry"));
     }
 }

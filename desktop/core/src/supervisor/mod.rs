@@ -140,7 +140,12 @@ pub struct Activity {
     /// Unix milliseconds.
     pub at: u64,
     pub kind: ActivityKind,
+    /// What happened and what to do, in a sentence.
     pub message: String,
+    /// The error behind it in the client's or coordinator's own words
+    /// (shown behind a disclosure), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
 }
 
 /// What the shell is told besides the state (which it watches, see
@@ -192,6 +197,8 @@ struct Inner {
     quitting: bool,
     /// Runners whose last call to the coordinator failed.
     disconnected: HashSet<String>,
+    /// Runners' names at the coordinator, by id, as their hellos told them.
+    names: HashMap<String, String>,
     /// Pools not lent for want of a sandbox: why, by ref.
     refused: HashMap<String, String>,
     /// Why the coordinator signed this device out, until it signs in again.
@@ -278,6 +285,7 @@ impl Supervisor {
             quiet,
             quitting: false,
             disconnected: HashSet::new(),
+            names: HashMap::new(),
             refused: HashMap::new(),
             signed_out: None,
         };
@@ -443,11 +451,26 @@ fn snapshot(inner: &Inner) -> AppState {
 
 impl Supervisor {
     fn note(&self, inner: &mut Inner, kind: ActivityKind, message: String) {
-        tracing::info!(?kind, "{message}");
+        self.note_with(inner, kind, message, None);
+    }
+
+    /// A note with the error behind it.
+    fn note_with(
+        &self,
+        inner: &mut Inner,
+        kind: ActivityKind,
+        message: String,
+        detail: Option<String>,
+    ) {
+        match &detail {
+            Some(detail) => tracing::info!(?kind, %detail, "{message}"),
+            None => tracing::info!(?kind, "{message}"),
+        }
         inner.activity.push_front(Activity {
             at: now_ms(),
             kind,
             message,
+            detail,
         });
         inner.activity.truncate(ACTIVITY);
         if let Err(e) = crate::config::write_json(&activity_path(&self.options), &inner.activity) {
