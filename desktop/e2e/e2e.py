@@ -776,12 +776,14 @@ def step_quiet_hours(r):
     wait_for("the tray to say why", lambda: (sni_menu(r, registered) or [""])[0] == f"Drover — Paused: quiet hours until {at(3)}", 10)
     roster = wait_for("drover runners list to say paused",
                       lambda: (out := r.cli("runners", "list").stdout) and re.search(r"\spaused\s", out) and out, 30)
+    r.driver.execute_script("arguments[0].closest('.quiet').scrollIntoView({block: 'end'})", r.el("quiet-hours"))
     r.screenshot("machine-quiet")
     r.click("quiet-hours")
     r.wait_ui("the window to say idle", lambda: r.status() == "idle")
     wait_for("the tray to say idle", lambda: (sni_menu(r, registered) or [""])[0] == "Drover — Idle", 10)
-    log(f"   window: {notice!r}; tray: 'Drover — Paused: quiet hours until {at(3)}'; roster:\n"
-        + "\n".join("      " + x for x in roster.strip().split("\n")))
+    paused = len(re.findall(r"\spaused\s", roster))
+    log(f"   window: {notice!r}; tray: 'Drover — Paused: quiet hours until {at(3)}'; "
+        f"drover runners list: {paused} runners paused")
 
 
 def step_sleep(r):
@@ -824,6 +826,9 @@ def step_sleep(r):
     metered = r.api("/v1/workspace/usage")["jobsOwnPays"] - before
     assert metered == 2, f"{metered} attempts metered for two attempts"
     r.wait_ui("the window to say idle", lambda: r.status() == "idle", 30)
+    said = r.wait_ui("the Activity list to say the job was handed back",
+                     lambda: [x.text for x in r.els("activity-item") if job in x.text], 30)
+    assert "this machine did not answer in time" in said[0], f"the Activity list says {said}"
     log(f"   given back {gave_back:.1f} s after the app stopped ({shown['state']}); awake again: "
         f"the job running again on this machine in {back:.2f} s, done (attempt 2) in {ran:.1f} s; "
         f"marks {lines}; {metered} attempts metered")

@@ -33,6 +33,7 @@ pub enum EventKind {
     CompleteRefused {
         job: String,
         error: String,
+        code: Option<drover_wire::ErrorCode>,
     },
     /// The coordinator leased something this runner cannot run (a lease
     /// that does not parse, a job with nothing to start): reported failed
@@ -98,7 +99,7 @@ impl fmt::Display for Event {
                 Some(code) => write!(f, "{job} {} (exit {code})", state.as_str()),
                 None => write!(f, "{job} {}", state.as_str()),
             },
-            EventKind::CompleteRefused { job, error } => {
+            EventKind::CompleteRefused { job, error, .. } => {
                 write!(f, "result of {job} refused: {error}")
             }
             EventKind::Refused { job, error } => {

@@ -195,6 +195,7 @@ impl Runner {
                     break EventKind::CompleteRefused {
                         job: job.id,
                         error: e.to_string(),
+                        code: e.code(),
                     };
                 }
             }

@@ -21,7 +21,9 @@ impl Supervisor {
             settings.quiet_hours = Some(QuietHours::new(&hours.from, &hours.to)?);
         }
         let mut inner = self.inner.lock().await;
-        inner.quiet = in_quiet_hours(&settings);
+        let quiet = in_quiet_hours(&settings);
+        let now = (inner.on_battery, inner.metered, quiet);
+        self.note_conditions(&mut inner, now);
         inner.config.settings = settings;
         self.save(&inner)?;
         apply_pause(&inner);
@@ -41,20 +43,7 @@ impl Supervisor {
         let power_changed =
             (on_battery, metered, quiet) != (inner.on_battery, inner.metered, inner.quiet);
         if power_changed {
-            for (was, now, what) in [
-                (inner.on_battery, on_battery, "on battery power"),
-                (inner.metered, metered, "on a metered network"),
-                (inner.quiet, quiet, "in quiet hours"),
-            ] {
-                if was != now {
-                    let message = match now {
-                        true => format!("this machine is {what}"),
-                        false => format!("this machine is no longer {what}"),
-                    };
-                    self.note(&mut inner, ActivityKind::Info, message);
-                }
-            }
-            (inner.on_battery, inner.metered, inner.quiet) = (on_battery, metered, quiet);
+            self.note_conditions(&mut inner, (on_battery, metered, quiet));
             apply_pause(&inner);
         }
         if !inner.config.departing.is_empty() {
@@ -66,6 +55,26 @@ impl Supervisor {
         }
         // A device with no runner running hears of its token's revocation here.
         self.check_account().await;
+    }
+
+    /// Takes the machine's conditions (on battery, metered, in quiet
+    /// hours), noting each that changed.
+    fn note_conditions(&self, inner: &mut Inner, now: (bool, bool, bool)) {
+        let was = (inner.on_battery, inner.metered, inner.quiet);
+        for (was, now, what) in [
+            (was.0, now.0, "on battery power"),
+            (was.1, now.1, "on a metered network"),
+            (was.2, now.2, "in quiet hours"),
+        ] {
+            if was != now {
+                let message = match now {
+                    true => format!("This machine is {what}."),
+                    false => format!("This machine is no longer {what}."),
+                };
+                self.note(inner, ActivityKind::Info, message);
+            }
+        }
+        (inner.on_battery, inner.metered, inner.quiet) = now;
     }
 
     /// First quit: every runner stops leasing and finishes its jobs.
@@ -143,6 +152,17 @@ impl Supervisor {
                 let message = format!("Connected to {} again.", host_of(&inner, reference));
                 self.note(&mut inner, ActivityKind::Reconnected, message.clone());
                 self.notify("Drover: back online", &message);
+            }
+            EventKind::CompleteRefused { job, error, code } => {
+                let message = match code {
+                    Some(ErrorCode::LeaseLost) => format!(
+                        "Job {job} finished here, but too late to count: this machine did not answer in time (asleep or offline), so it runs again."
+                    ),
+                    _ => format!(
+                        "Job {job} finished here, but the coordinator did not take its result."
+                    ),
+                };
+                self.note_with(&mut inner, ActivityKind::Info, message, Some(error.clone()));
             }
             EventKind::LeaseLost { job, error } if !inner.quitting => {
                 let message = format!(
