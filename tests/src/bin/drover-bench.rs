@@ -6,6 +6,9 @@
 //! Environment: `BENCH_BACKENDS` (default `sqlite-full,sqlite-normal,pg-1,pg-3`),
 //! `BENCH_ITERATIONS`, `BENCH_DRAIN_JOBS`, `BENCH_HISTORY`, `BENCH_IDLE_SECONDS`;
 //! PostgreSQL comes from `DROVER_TEST_PG_URL` (an admin URL; see tests/run.sh).
+//! `BENCH_SECTION=fleet`: drains (`BENCH_DRAIN_RUNNERS`), open loops
+//! (`BENCH_OPEN_RATES`), idle fleets (`BENCH_FLEETS`) and reconnect storms
+//! (`BENCH_RECONNECT`, `BENCH_OUTAGE_SECONDS`); an empty list skips a row.
 //! `BENCH_DUMP_METRICS=1` prints the coordinator's batch and call totals
 //! (`/metrics`) after each open loop, on stderr: where its time went.
 //!
@@ -579,6 +582,96 @@ async fn idle_fleet(c: &Coordinator, admin: &Member, k: usize, secs: u64) -> (f6
     )
 }
 
+/// What a reconnect storm measured.
+struct Storm {
+    /// Each runner's time from the coordinator answering `/readyz` again
+    /// to its first call that succeeded.
+    back: Stats,
+    /// Coordinator CPU-seconds from its restart until every runner was back.
+    cpu_s: f64,
+    rss_mib: f64,
+    /// Runners that stopped instead of retrying (must be 0).
+    gave_up: usize,
+}
+
+/// `k` real runner-core runners (one Fleet, as `drover runner` and the
+/// desktop app run them, with their default capped and jittered backoff)
+/// long-polling a coordinator that is stopped for `outage`, then started
+/// again on the same address: how long until each is back, and what the
+/// storm of reconnects costs the coordinator.
+async fn reconnect_storm(c: &mut Coordinator, admin: &Member, k: usize, outage: Duration) -> Storm {
+    use drover_tests::runner_core::fleet::Fleet;
+    use drover_tests::runner_core::runner::{Credential, EventKind, RunnerSettings};
+    let work = TempDir::new("storm");
+    let settings = RunnerSettings {
+        work_root: work.path().to_owned(),
+        ..RunnerSettings::default()
+    };
+    let (mut fleet, mut events) = Fleet::new(c.client(""), settings).expect("a fleet");
+    for chunk in (0..k).collect::<Vec<_>>().chunks(64) {
+        let pairs: Vec<_> = chunk
+            .iter()
+            .map(|i| {
+                let admin = admin.clone();
+                let name = format!("storm{k}-{i}");
+                tokio::spawn(async move { pair(&admin, Scope::Workspace, None, &name, &[]).await })
+            })
+            .collect();
+        for p in pairs {
+            let paired = p.await.unwrap();
+            fleet.add(Credential {
+                runner_id: paired.runner.id.to_string(),
+                token: drover_tests::runner_core::client::Token::new(paired.token),
+            });
+        }
+    }
+    c.wait_for_waiting(k as u64).await;
+    c.stop().await;
+    // Every runner finds out: its long-poll's connection closed.
+    let mut down = std::collections::HashSet::new();
+    let mut gave_up = 0;
+    while down.len() < k {
+        let event = tokio::time::timeout(DEADLINE, events.recv())
+            .await
+            .expect("every runner to see the coordinator gone")
+            .expect("events");
+        match event.kind {
+            EventKind::Disconnected { .. } => {
+                down.insert(event.runner);
+            }
+            EventKind::Stopped { .. } => gave_up += 1,
+            _ => {}
+        }
+    }
+    tokio::time::sleep(outage).await;
+    c.restart().await;
+    let ready = Instant::now();
+    let (cpu0, _) = usage_of(c.pid());
+    let mut back = Vec::with_capacity(k);
+    while !down.is_empty() {
+        let event = tokio::time::timeout(DEADLINE, events.recv())
+            .await
+            .expect("every runner back")
+            .expect("events");
+        match event.kind {
+            EventKind::Reconnected if down.remove(&event.runner) => back.push(ready.elapsed()),
+            EventKind::Stopped { .. } => {
+                gave_up += 1;
+                down.remove(&event.runner);
+            }
+            _ => {}
+        }
+    }
+    let (cpu1, rss) = usage_of(c.pid());
+    fleet.kill();
+    Storm {
+        back: Stats::of(back),
+        cpu_s: cpu1 - cpu0,
+        rss_mib: rss as f64 / 1024.0,
+        gave_up,
+    }
+}
+
 /// Raises the open-files limit to the hard limit (an idle fleet holds a
 /// socket per runner on each side).
 fn raise_fd_limit() {
@@ -639,6 +732,26 @@ async fn fleet_section(name: &str, backend: Backend, sqlite_sync: &'static str) 
             first.as_secs_f64() * 1000.0
         ));
         out[format!("fleet{k}")] = json!({"coordinatorRssMiB": rss, "coordinatorCpuPercent": cpu, "firstJobMs": first.as_secs_f64() * 1000.0});
+    }
+    for k in list("BENCH_RECONNECT", "1000") {
+        let mut c = coordinator(backend, sqlite_sync).await;
+        let admin = c.bootstrap("storm", "bench@bench.test");
+        let outage = Duration::from_secs(env_or("BENCH_OUTAGE_SECONDS", 10u64));
+        let storm = reconnect_storm(&mut c, &admin, k, outage).await;
+        lines.push(format!(
+            "| {name} | {k} runners reconnecting after a {}-s outage | back after /readyz: {}; coordinator {:.2} CPU-s until all were back, RSS {:.0} MiB; {} gave up |",
+            outage.as_secs(),
+            storm.back,
+            storm.cpu_s,
+            storm.rss_mib,
+            storm.gave_up,
+        ));
+        out[format!("reconnect{k}")] = json!({
+            "backMs": storm.back.json(),
+            "coordinatorCpuSeconds": storm.cpu_s,
+            "coordinatorRssMiB": storm.rss_mib,
+            "gaveUp": storm.gave_up,
+        });
     }
     for l in lines {
         println!("{l}");
