@@ -445,6 +445,20 @@ def step1_pairing_link(r):
     assert not r.els("cleartext-notice"), "a clear-text notice while signed in over https://"
 
 
+def step_link_while_signed_in(r):
+    """A pairing link opened while signed in says so before asking anything."""
+    log("a pairing link opened while signed in: refused in the window before anything is asked")
+    link = r.cli("pair-link").stdout.strip()
+    second = r.procs.start("second-launch-signed-in", [r.app, link])
+    wait_for("the second launch to hand its link over and exit", lambda: second.poll() is not None, 30)
+    said = r.wait_ui("the window to say why", lambda: r.els("link-refused") and r.text("link-refused-message"))
+    assert said.startswith(f"This device is already signed in as {r.admin['email']} on {r.url}"), f"the window says {said!r}"
+    assert not r.els("link-dialog"), "a confirmation dialog was offered for a link that can only fail"
+    r.click("link-refused-close")
+    r.wait_ui("the refusal to close", lambda: not r.els("link-refused"))
+    log(f"   {said!r}")
+
+
 def online_runners(r, n):
     runners = [x for x in r.api("/v1/me/runners")["runners"] if x["online"]]
     return runners if len(runners) == n else None
@@ -1130,6 +1144,7 @@ def inner(args):
         first_start(r)
         step1_pairing_link(r)
         step2_second_runner(r)
+        step_link_while_signed_in(r)
         step3_job(r)
         step4_workspace(r)
         step4_people(r)

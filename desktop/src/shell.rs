@@ -103,7 +103,11 @@ pub fn open_link(app: &AppHandle, link: String) {
                 crate::window::show(&app);
                 crate::window::emit(&app, "pending-link", &pending);
             }
-            Err(e) => crate::notify::show(&app, "Drover: could not open the link", &e.message),
+            // Said in the window too (its dialog), before anything is asked.
+            Err(e) => {
+                crate::window::show(&app);
+                crate::notify::show(&app, "Drover: could not open the link", &e.message);
+            }
         }
     });
 }

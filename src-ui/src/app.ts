@@ -23,7 +23,7 @@ import type {
   Usage,
   UsageReport,
 } from "./types";
-import { header, errorLine, activity, linkDialog, cleartextNotice, versionBanner } from "./views/frame";
+import { header, errorLine, activity, linkDialog, linkRefusedDialog, cleartextNotice, versionBanner } from "./views/frame";
 import { accountPanel } from "./views/account";
 import { machinePanel } from "./views/machine";
 import { poolsPanel } from "./views/pools";
@@ -50,6 +50,7 @@ const EMPTY: AppState = {
   pools: [],
   settings: { autostart: false, pauseOnBattery: false, pauseOnMetered: false, quietHours: null, keepAwake: false },
   pending: null,
+  linkRefused: null,
   activity: [],
   signedOut: null,
 };
@@ -329,6 +330,7 @@ export class App {
       errorLine(this),
     );
     if (this.state.pending) this.root.append(linkDialog(this, this.state.pending));
+    else if (this.state.linkRefused) this.root.append(linkRefusedDialog(this, this.state.linkRefused));
 
     const content = this.root.querySelector(".content");
     if (content) content.scrollTop = scroll;

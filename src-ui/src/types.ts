@@ -99,6 +99,8 @@ export interface AppState {
   pools: LocalPool[];
   settings: Settings;
   pending: PendingLink | null;
+  /** Why a link just opened was refused, until dismissed. */
+  linkRefused: string | null;
   /** Newest first, at most 200, kept across restarts. */
   activity: Activity[];
   /** Why the coordinator signed this device out (its token revoked: by

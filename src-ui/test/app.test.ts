@@ -416,6 +416,18 @@ describe("settings window", () => {
     await waitFor(() => expect($("error").textContent).toBe(""));
   });
 
+  it("a link refused before anything is asked says why, and Close dismisses it", async () => {
+    const why = "this device is already signed in as ann@acme.test on https://c.example: to pair it with this link, sign out first (Account tab)";
+    const { called } = await start(signedIn({ linkRefused: why }), { dismiss_link: () => signedIn() });
+    expect($("link-refused-message").textContent).toBe(
+      "This device is already signed in as ann@acme.test on https://c.example: to pair it with this link, sign out first (Account tab).",
+    );
+    expect(has("link-dialog")).toBe(false);
+    await click("link-refused-close");
+    expect(called("dismiss_link")).toHaveLength(1);
+    expect(has("link-refused")).toBe(false);
+  });
+
   it("an activity entry says what happened in words, with the error behind a disclosure", async () => {
     const activity = [
       { at: Date.now(), kind: "unreachable" as const, message: "Can't reach ci.example.com — retrying. Your runners keep their jobs.", detail: "cannot reach the coordinator: connection refused" },

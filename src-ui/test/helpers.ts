@@ -31,6 +31,7 @@ export function appState(patch: Partial<AppState> = {}): AppState {
     pools: [],
     settings: { autostart: false, pauseOnBattery: false, pauseOnMetered: true, quietHours: null, keepAwake: true },
     pending: null,
+    linkRefused: null,
     activity: [],
     signedOut: null,
     ...patch,

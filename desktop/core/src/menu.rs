@@ -174,6 +174,7 @@ mod tests {
             pools,
             settings: Settings::default(),
             pending: None,
+            link_refused: None,
             activity: vec![],
             signed_out: None,
         }

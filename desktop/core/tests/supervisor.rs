@@ -129,7 +129,10 @@ fn a_pairing_link_signs_in_lends_a_runner_and_keeps_secrets_in_the_keychain_only
         let e = sup.open_link(&code.link).await.unwrap_err();
         assert_eq!(e.code, "ALREADY_SIGNED_IN", "{e:?}");
         assert!(e.message.contains("ann@acme.test"), "{e:?}");
-        assert_eq!(sup.state().await.pending, None, "no dialog is held");
+        let state = sup.state().await;
+        assert_eq!(state.pending, None, "no dialog is held");
+        assert_eq!(state.link_refused.as_deref(), Some(e.message.as_str()));
+        assert_eq!(sup.dismiss_link().await.unwrap().link_refused, None);
 
         // A used code is refused, and says so.
         ann.client

@@ -151,6 +151,25 @@ export function versionBanner(app: App) {
   );
 }
 
+/** A link refused before anything was asked: why, and Close. */
+export function linkRefusedDialog(app: App, why: string) {
+  return h(
+    "div",
+    { class: "overlay" },
+    h(
+      "div",
+      { testid: "link-refused", class: "dialog", role: "alertdialog", "aria-modal": "true" },
+      h("h2", null, "Link not opened"),
+      h("p", { testid: "link-refused-message" }, why.charAt(0).toUpperCase() + why.slice(1) + (/[.!?]$/.test(why) ? "" : ".")),
+      h(
+        "div",
+        { class: "actions" },
+        h("button", { testid: "link-refused-close", class: "primary", disabled: app.busy.has("link"), onclick: () => app.change("link", api.dismissLink) }, "Close"),
+      ),
+    ),
+  );
+}
+
 export function linkDialog(app: App, link: PendingLink) {
   const pair = link.kind === "pair";
   return h(

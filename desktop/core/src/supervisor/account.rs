@@ -180,6 +180,13 @@ impl Supervisor {
     /// says it joins, whatever the link's `ref=` says, and a token the
     /// coordinator refuses (revoked, expired) is refused here.
     pub async fn open_link(&self, text: &str) -> AppResult<PendingLink> {
+        let opened = self.open_link_inner(text).await;
+        self.inner.lock().await.link_refused = opened.as_ref().err().map(|e| e.message.clone());
+        self.changed().await;
+        opened
+    }
+
+    async fn open_link_inner(&self, text: &str) -> AppResult<PendingLink> {
         let link = Link::parse(text)?;
         let pool = match &link {
             // Said before anything is asked: confirming could only fail.
@@ -218,7 +225,10 @@ impl Supervisor {
     }
 
     pub async fn dismiss_link(&self) -> AppResult<AppState> {
-        self.inner.lock().await.pending = None;
+        let mut inner = self.inner.lock().await;
+        inner.pending = None;
+        inner.link_refused = None;
+        drop(inner);
         self.changed().await;
         Ok(self.state().await)
     }

@@ -70,6 +70,9 @@ pub struct AppState {
     pub pools: Vec<LocalPool>,
     pub settings: Settings,
     pub pending: Option<PendingLink>,
+    /// Why a link just opened was refused (signed in already, a revoked
+    /// join token), said before anything is asked; until dismissed.
+    pub link_refused: Option<String>,
     pub activity: Vec<Activity>,
     /// Why the coordinator signed this device out (its token revoked: by
     /// whom, from where, when), until it signs in again.
@@ -189,6 +192,8 @@ struct Inner {
     account_token: Option<Token>,
     pools: HashMap<String, Running>,
     pending: Option<Held>,
+    /// Why the last link opened was refused, until dismissed or another opens.
+    link_refused: Option<String>,
     activity: VecDeque<Activity>,
     on_battery: bool,
     metered: bool,
@@ -279,6 +284,7 @@ impl Supervisor {
             account_token,
             pools: HashMap::new(),
             pending: None,
+            link_refused: None,
             activity: read_activity(&activity_path(&options)),
             on_battery: power::on_battery_now(),
             metered,
@@ -427,6 +433,7 @@ fn snapshot(inner: &Inner) -> AppState {
         account: inner.config.account.clone(),
         pools,
         settings: inner.config.settings.clone(),
+        link_refused: inner.link_refused.clone(),
         pending: inner.pending.as_ref().map(|held| match &held.link {
             Link::Pair { url, .. } => PendingLink {
                 kind: "pair",
