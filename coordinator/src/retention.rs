@@ -74,6 +74,7 @@ pub async fn purge_in_background(st: Services, policy: Retention) {
                 log_chunks = total.log_chunks,
                 keys = total.keys,
                 pairing_codes = total.pairing_codes,
+                revocations = total.revocations,
                 ms = started.elapsed().as_millis() as u64,
                 "purged old history"
             ),
@@ -120,6 +121,17 @@ async fn purge_all(
             .await?;
         total.pairing_codes += codes;
         if (codes as usize) < policy.batch || !pause(st, t.elapsed()).await {
+            break;
+        }
+    }
+    loop {
+        let t = Instant::now();
+        let gone = st
+            .store
+            .purge_old_revocations(st.now(), policy.batch)
+            .await?;
+        total.revocations += gone;
+        if (gone as usize) < policy.batch || !pause(st, t.elapsed()).await {
             break;
         }
     }

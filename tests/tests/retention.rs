@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use drover_tests::runner_core::client::{Client, Scope};
+use drover_tests::runner_core::client::{Client, ClientError, Scope};
 use drover_tests::runner_core::wire::{self, Env, ErrorCode, JobState};
 use drover_tests::*;
 
@@ -363,4 +363,59 @@ async fn pairing_codes_are_purged_a_day_after_they_expire() {
         log.push_str(part.split_once('m').map_or(part, |(_, rest)| rest));
     }
     assert!(log.contains("pairing_codes=2"), "{log}");
+}
+
+/// A revoked device token's row says who revoked it for 90 days (a laptop
+/// may sleep in a drawer for weeks); then retention purges it, and the
+/// token is merely unknown.
+#[tokio::test]
+async fn token_revocations_are_kept_90_days_then_purged() {
+    let mut c = Coordinator::start().await;
+    let bob = c.bootstrap("acme", "bob@acme.test");
+    let code = bob.client.pairing_code().await.unwrap().code;
+    let device = bob
+        .client
+        .redeem_pairing_code(&code, "laptop")
+        .await
+        .unwrap();
+    bob.client.revoke_token(&device.token_id).await.unwrap();
+    let refused = |c: &Coordinator| {
+        let laptop = c.client(&device.token);
+        async move {
+            match laptop.me().await {
+                Err(ClientError::Api {
+                    status, message, ..
+                }) => (status, message),
+                other => panic!("a revoked token was answered {other:?}"),
+            }
+        }
+    };
+    let (status, why) = refused(&c).await;
+    assert_eq!(status, 401);
+    assert!(why.contains("this device was signed out"), "{why}");
+
+    // 89 days on: still said.
+    c.stop().await;
+    c.options.env = vec![(
+        "DROVER_CLOCK_SKEW_MS",
+        (89 * 24 * 3600 * 1000_u64).to_string(),
+    )];
+    c.restart().await;
+    assert!(refused(&c).await.1.contains("was signed out"));
+    assert_eq!(count(&c, "SELECT COUNT(*) FROM token_revocations").await, 1);
+
+    // 91 days on: purged; the token is only unknown now.
+    c.stop().await;
+    c.options.env = vec![(
+        "DROVER_CLOCK_SKEW_MS",
+        (91 * 24 * 3600 * 1000_u64).to_string(),
+    )];
+    c.restart().await;
+    eventually("the revocation to be purged", DEADLINE, || async {
+        (count(&c, "SELECT COUNT(*) FROM token_revocations").await == 0).then_some(())
+    })
+    .await;
+    let (status, why) = refused(&c).await;
+    assert_eq!(status, 401);
+    assert!(!why.contains("signed out"), "{why}");
 }

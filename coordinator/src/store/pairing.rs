@@ -23,6 +23,11 @@ pub const INVITE_TTL_MS: i64 = 7 * 24 * 3600 * 1000;
 /// purges it): so a late redeem still learns the code was used or expired.
 pub const PAIRING_CODE_GRACE_MS: i64 = 24 * 3600 * 1000;
 
+/// How long a revoked member token's row says who revoked it, from where
+/// and when (a laptop may sleep in a drawer for weeks); then it goes, and
+/// the token is merely unknown.
+pub const REVOCATION_KEEP_MS: i64 = 90 * 24 * 3600 * 1000;
+
 /// Longest device name, in characters.
 const MAX_DEVICE_NAME: usize = 64;
 

@@ -19,7 +19,7 @@
 //! (see ARCHITECTURE.md, "Retention").
 
 use super::idempotency::KEY_TTL_MS;
-use super::pairing::PAIRING_CODE_GRACE_MS;
+use super::pairing::{PAIRING_CODE_GRACE_MS, REVOCATION_KEEP_MS};
 use super::{Store, placeholders};
 use crate::store::error::Result;
 
@@ -30,6 +30,7 @@ pub struct Purged {
     pub log_chunks: u64,
     pub keys: u64,
     pub pairing_codes: u64,
+    pub revocations: u64,
 }
 
 impl std::ops::AddAssign for Purged {
@@ -38,6 +39,7 @@ impl std::ops::AddAssign for Purged {
         self.log_chunks += other.log_chunks;
         self.keys += other.keys;
         self.pairing_codes += other.pairing_codes;
+        self.revocations += other.revocations;
     }
 }
 
@@ -107,6 +109,23 @@ impl Store {
             self.dialect.lock_skip_locked
         ))
         .bind(now - PAIRING_CODE_GRACE_MS)
+        .bind(batch as i64)
+        .execute(&self.writer)
+        .await?;
+        Ok(done.rows_affected())
+    }
+
+    /// Deletes up to `batch` revoked member tokens' rows older than 90
+    /// days (a device presenting one after that is told only that its
+    /// token is unknown), in one transaction; returns how many.
+    pub async fn purge_old_revocations(&self, now: i64, batch: usize) -> Result<u64> {
+        let done = sqlx::query(&format!(
+            "DELETE FROM token_revocations WHERE hash IN (
+                 SELECT hash FROM token_revocations WHERE revoked_at < $1
+                 ORDER BY revoked_at LIMIT $2 {})",
+            self.dialect.lock_skip_locked
+        ))
+        .bind(now - REVOCATION_KEEP_MS)
         .bind(batch as i64)
         .execute(&self.writer)
         .await?;
