@@ -25,6 +25,7 @@ step() { printf '\n==> %s\n' "$*" >&2; }
 missing() { echo "bench/run.sh: $*" >&2; exit 1; }
 . tests/postgres.sh
 ensure_postgres
+ensure_pg_stat_statements
 step "building in release"
 cargo build --release --quiet -p drover-coordinator -p drover -p drover-tests --bins
 mkdir -p bench/results

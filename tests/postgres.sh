@@ -31,5 +31,31 @@ ensure_postgres() {
     # it, autovacuum workers included, which takes pg_signal_backend.
     as_postgres "psql -p $port -qc \"GRANT pg_signal_backend TO drover\"" >/dev/null
     export DROVER_TEST_PG_URL="postgres://drover:drover@127.0.0.1:$port/postgres"
+    managed_version=$version managed_cluster=$cluster managed_port=$port
   fi
+}
+
+# ensure_pg_stat_statements (bench/run.sh): the cluster ensure_postgres
+# manages loads pg_stat_statements (track = all: statements inside
+# functions too; restarted once to load it), every new database has the
+# extension (template1), and the drover role may read and reset it. With
+# DROVER_TEST_PG_URL given, the server is someone else's: left as it is
+# (the bench then reports no statement figures).
+ensure_pg_stat_statements() {
+  [ -n "${managed_port:-}" ] || return 0
+  local port=$managed_port
+  if ! as_postgres "psql -p $port -qtAc 'SHOW shared_preload_libraries'" | grep -q pg_stat_statements; then
+    step "loading pg_stat_statements in PostgreSQL $managed_version/$managed_cluster (a restart)"
+    as_postgres "psql -p $port -qc \"ALTER SYSTEM SET shared_preload_libraries = 'pg_stat_statements'\""
+    pg_ctlcluster "$managed_version" "$managed_cluster" restart
+  fi
+  # Known once the library is loaded; a reload applies it.
+  if ! as_postgres "psql -p $port -qtAc 'SHOW pg_stat_statements.track'" | grep -qx all; then
+    as_postgres "psql -p $port -qc \"ALTER SYSTEM SET pg_stat_statements.track = 'all'\"" >/dev/null
+    as_postgres "psql -p $port -qtAc 'SELECT pg_reload_conf()'" >/dev/null
+  fi
+  as_postgres "psql -p $port -d template1 -qc 'CREATE EXTENSION IF NOT EXISTS pg_stat_statements'" >/dev/null 2>&1
+  as_postgres "psql -p $port -qc 'CREATE EXTENSION IF NOT EXISTS pg_stat_statements'" >/dev/null 2>&1
+  as_postgres "psql -p $port -qc 'GRANT pg_read_all_stats TO drover'" >/dev/null 2>&1
+  as_postgres "psql -p $port -d template1 -qc 'GRANT EXECUTE ON FUNCTION pg_stat_statements_reset(oid, oid, bigint) TO drover'" >/dev/null
 }

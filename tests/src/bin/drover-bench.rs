@@ -346,6 +346,69 @@ async fn protocol_runners(c: &Coordinator, admin: &Member, prefix: &str, n: usiz
     clients
 }
 
+/// What PostgreSQL executed for a measurement, from `pg_stat_statements`
+/// (bench/run.sh loads it, `track = all`): top-level statements' calls
+/// and execution time, and the statements that took most, nested ones too.
+struct Statements {
+    calls: u64,
+    exec_ms: f64,
+    /// (calls, mean ms, the statement's first words), most total time first.
+    top: Vec<(u64, f64, String)>,
+}
+
+async fn pg_conn(c: &Coordinator) -> Option<sqlx::PgConnection> {
+    use sqlx::Connection as _;
+    if c.options.backend != Backend::Postgres {
+        return None;
+    }
+    sqlx::PgConnection::connect(&c.database).await.ok()
+}
+
+/// Empties this database's `pg_stat_statements`; false where it is not loaded.
+async fn pg_statements_reset(c: &Coordinator) -> bool {
+    let Some(mut conn) = pg_conn(c).await else {
+        return false;
+    };
+    sqlx::query(
+        "SELECT pg_stat_statements_reset(0, (SELECT oid FROM pg_database WHERE datname = current_database()), 0)",
+    )
+    .execute(&mut conn)
+    .await
+    .is_ok()
+}
+
+async fn pg_statements(c: &Coordinator) -> Option<Statements> {
+    let mut conn = pg_conn(c).await?;
+    let rows: Vec<(bool, i64, f64, String)> = sqlx::query_as(
+        "SELECT toplevel, calls, total_exec_time, regexp_replace(query, '\\s+', ' ', 'g')
+         FROM pg_stat_statements
+         WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
+           AND query NOT LIKE '%pg_stat_statements%'
+         ORDER BY total_exec_time DESC",
+    )
+    .fetch_all(&mut conn)
+    .await
+    .ok()?;
+    let top_level = rows.iter().filter(|r| r.0);
+    Some(Statements {
+        calls: top_level.clone().map(|r| r.1 as u64).sum(),
+        exec_ms: top_level.map(|r| r.2).sum(),
+        top: rows
+            .iter()
+            .take(8)
+            .map(|(top, calls, total, text)| {
+                let words: String = text.chars().take(90).collect();
+                let nested = if *top { "" } else { "(nested) " };
+                (
+                    *calls as u64,
+                    total / (*calls).max(1) as f64,
+                    format!("{nested}{words}"),
+                )
+            })
+            .collect(),
+    })
+}
+
 /// Pre-queues `jobs` no-op jobs, then `runners` protocol-level runners
 /// (lease → complete, nothing executed) drain them. Returns (jobs/s,
 /// coordinator CPU-seconds per 1,000 jobs).
@@ -354,9 +417,10 @@ async fn protocol_drain(
     admin: &Member,
     jobs: usize,
     runners: usize,
-) -> (f64, f64, f64) {
+) -> (f64, f64, f64, Option<Statements>) {
     let clients = protocol_runners(c, admin, &format!("drain{runners}"), runners).await;
     prequeue(admin, jobs).await;
+    let counted = pg_statements_reset(c).await;
     let left = std::sync::Arc::new(std::sync::atomic::AtomicI64::new(jobs as i64));
     let (cpu0, _) = usage_of(c.pid());
     let machine0 = machine_cpu();
@@ -398,10 +462,16 @@ async fn protocol_drain(
         .as_secs_f64();
     let (cpu1, _) = usage_of(c.pid());
     let machine = machine_cpu() - machine0;
+    let statements = if counted {
+        pg_statements(c).await
+    } else {
+        None
+    };
     (
         jobs as f64 / secs,
         (cpu1 - cpu0) / jobs as f64 * 1000.0,
         machine / jobs as f64 * 1000.0,
+        statements,
     )
 }
 
@@ -697,13 +767,35 @@ async fn fleet_section(name: &str, backend: Backend, sqlite_sync: &'static str) 
     for runners in list("BENCH_DRAIN_RUNNERS", "1,8,64") {
         let c = coordinator(backend, sqlite_sync).await;
         let admin = c.bootstrap("drain", "bench@bench.test");
-        let (jps, cpu_per_1000, machine_per_1000) =
+        let (jps, cpu_per_1000, machine_per_1000, statements) =
             protocol_drain(&c, &admin, drain_jobs, runners).await;
-        lines.push(format!("| {name} | drain {drain_jobs} jobs, {runners} runners | {jps:.0} jobs/s; coordinator {cpu_per_1000:.2} CPU-s per 1,000 jobs, whole machine {machine_per_1000:.2} |"));
+        let per_job = statements.as_ref().map(|s| {
+            (
+                s.exec_ms / drain_jobs as f64,
+                s.calls as f64 / drain_jobs as f64,
+            )
+        });
+        let sql = match per_job {
+            Some((ms, calls)) => {
+                format!("; PostgreSQL {ms:.3} ms of execution per job ({calls:.1} statements)")
+            }
+            None => String::new(),
+        };
+        lines.push(format!("| {name} | drain {drain_jobs} jobs, {runners} runners | {jps:.0} jobs/s; coordinator {cpu_per_1000:.2} CPU-s per 1,000 jobs, whole machine {machine_per_1000:.2}{sql} |"));
+        if let Some(s) = &statements {
+            for (calls, mean, text) in &s.top {
+                lines.push(format!(
+                    "| {name} | drain, {runners} runners: `{}` | {calls} calls, mean {mean:.3} ms |",
+                    text.replace('|', "\\|")
+                ));
+            }
+        }
         out[format!("drain{runners}")] = json!({
             "jobsPerSecond": jps,
             "coordinatorCpuSecondsPer1000": cpu_per_1000,
             "machineCpuSecondsPer1000": machine_per_1000,
+            "pgExecMsPerJob": per_job.map(|p| p.0),
+            "pgStatementsPerJob": per_job.map(|p| p.1),
         });
     }
     for rate in list("BENCH_OPEN_RATES", "200,1000") {
