@@ -4,8 +4,11 @@
 #     of a lease with a big history, idle footprints (SQLite FULL and NORMAL,
 #     PostgreSQL with one and three replicas);
 #  2. drover-bench BENCH_SECTION=fleet: drains by 1/8/64 protocol-level
-#     runners, open-loop arrivals at 200 and 1,000 jobs/s, idle fleets of
-#     1,000 and 10,000 runners (SQLite NORMAL and FULL, PostgreSQL);
+#     runners (on PostgreSQL with what it executed per job, and the
+#     statements that took most, from pg_stat_statements, which
+#     ensure_pg_stat_statements loads), open-loop arrivals at 200 and 1,000
+#     jobs/s, idle fleets of 1,000 and 10,000 runners, 1,000 runners
+#     reconnecting after a 10 s outage (SQLite NORMAL and FULL, PostgreSQL);
 #     then drover-retention-bench: 1/6/24 h of finished history purged
 #     under an open loop at 200 jobs/s (database size, purge rate, latency);
 #     then bench/burst.py: memory during and after stalled uploads, and
