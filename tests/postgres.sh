@@ -37,8 +37,10 @@ ensure_postgres() {
 
 # ensure_pg_stat_statements (bench/run.sh): the cluster ensure_postgres
 # manages loads pg_stat_statements (track = all: statements inside
-# functions too; restarted once to load it), every new database has the
-# extension (template1), and the drover role may read and reset it. With
+# functions too; restarted once to load it), with its view in the database
+# `postgres` (the bench reads each database's statements there, by dbid; the
+# databases the tests make stay as the migrations build them), and the
+# drover role may read and reset it. With
 # DROVER_TEST_PG_URL given, the server is someone else's: left as it is
 # (the bench then reports no statement figures).
 ensure_pg_stat_statements() {
@@ -54,8 +56,7 @@ ensure_pg_stat_statements() {
     as_postgres "psql -p $port -qc \"ALTER SYSTEM SET pg_stat_statements.track = 'all'\"" >/dev/null
     as_postgres "psql -p $port -qtAc 'SELECT pg_reload_conf()'" >/dev/null
   fi
-  as_postgres "psql -p $port -d template1 -qc 'CREATE EXTENSION IF NOT EXISTS pg_stat_statements'" >/dev/null 2>&1
   as_postgres "psql -p $port -qc 'CREATE EXTENSION IF NOT EXISTS pg_stat_statements'" >/dev/null 2>&1
   as_postgres "psql -p $port -qc 'GRANT pg_read_all_stats TO drover'" >/dev/null 2>&1
-  as_postgres "psql -p $port -d template1 -qc 'GRANT EXECUTE ON FUNCTION pg_stat_statements_reset(oid, oid, bigint) TO drover'" >/dev/null
+  as_postgres "psql -p $port -qc 'GRANT EXECUTE ON FUNCTION pg_stat_statements_reset(oid, oid, bigint) TO drover'" >/dev/null
 }

@@ -356,36 +356,43 @@ struct Statements {
     top: Vec<(u64, f64, String)>,
 }
 
-async fn pg_conn(c: &Coordinator) -> Option<sqlx::PgConnection> {
+/// A connection to the server's `postgres` database, where
+/// `pg_stat_statements` is (tests/postgres.sh), and the name of this
+/// coordinator's database, whose statements it reads there.
+async fn pg_conn(c: &Coordinator) -> Option<(sqlx::PgConnection, String)> {
     use sqlx::Connection as _;
     if c.options.backend != Backend::Postgres {
         return None;
     }
-    sqlx::PgConnection::connect(&c.database).await.ok()
+    let name = c.database.rsplit_once('/')?.1.to_owned();
+    let admin = std::env::var("DROVER_TEST_PG_URL").ok()?;
+    Some((sqlx::PgConnection::connect(&admin).await.ok()?, name))
 }
 
 /// Empties this database's `pg_stat_statements`; false where it is not loaded.
 async fn pg_statements_reset(c: &Coordinator) -> bool {
-    let Some(mut conn) = pg_conn(c).await else {
+    let Some((mut conn, name)) = pg_conn(c).await else {
         return false;
     };
     sqlx::query(
-        "SELECT pg_stat_statements_reset(0, (SELECT oid FROM pg_database WHERE datname = current_database()), 0)",
+        "SELECT pg_stat_statements_reset(0, (SELECT oid FROM pg_database WHERE datname = $1), 0)",
     )
+    .bind(name)
     .execute(&mut conn)
     .await
     .is_ok()
 }
 
 async fn pg_statements(c: &Coordinator) -> Option<Statements> {
-    let mut conn = pg_conn(c).await?;
+    let (mut conn, name) = pg_conn(c).await?;
     let rows: Vec<(bool, i64, f64, String)> = sqlx::query_as(
         "SELECT toplevel, calls, total_exec_time, regexp_replace(query, '\\s+', ' ', 'g')
          FROM pg_stat_statements
-         WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
+         WHERE dbid = (SELECT oid FROM pg_database WHERE datname = $1)
            AND query NOT LIKE '%pg_stat_statements%'
          ORDER BY total_exec_time DESC",
     )
+    .bind(name)
     .fetch_all(&mut conn)
     .await
     .ok()?;

@@ -109,15 +109,21 @@ impl Store {
     ) -> Result<Vec<Result<LeaseAttempt>>, BatchError> {
         let now = reqs.iter().map(|r| r.now).max().unwrap_or_default();
         let ttl_ms = reqs.iter().map(|r| r.ttl_ms).max().unwrap_or_default();
+        let written = self
+            .engine
+            .run(self, LeaseBatch { reqs, now, ttl_ms })
+            .await?;
+        Ok(self.attempts(written, now, ttl_ms).await)
+    }
+
+    /// Each request's answer from what its batch wrote: the leased jobs
+    /// read (their env opened into the lease), or why none.
+    async fn attempts(&self, written: Written, now: i64, ttl_ms: u64) -> Vec<Result<LeaseAttempt>> {
         let Written {
             plan,
             chosen,
             mut taken,
-        } = self
-            .engine
-            .run(self, LeaseBatch { reqs, now, ttl_ms })
-            .await?;
-
+        } = written;
         let mut wakes = plan.wakes;
         let mut out: Vec<Result<LeaseAttempt>> = plan
             .picks
@@ -170,7 +176,53 @@ impl Store {
                 tracing::error!(job = %job, error = %e, "could not fail an unreadable job");
             }
         }
-        Ok(out)
+        out
+    }
+
+    /// PostgreSQL: a runner's complete and its next lease (it asked for
+    /// its next job with the result, `wait_ms` 0) in one transaction, so one
+    /// commit, one wait for the WAL to reach the disk, where the two calls
+    /// made two. `Ok(None)` for the lease when the complete was a repeat
+    /// (its first answer may have carried a lease already). On SQLite, whose
+    /// batch writer commits many calls at once, the two go as two calls.
+    pub async fn complete_then_lease(
+        &self,
+        complete: CompleteRequest,
+        lease: LeaseRequest,
+    ) -> Result<(Completion, Option<Result<LeaseAttempt>>)> {
+        if !matches!(self.engine, crate::store::backend::Engine::Postgres) {
+            let completion = self
+                .complete(
+                    &complete.runner,
+                    &complete.lease,
+                    &complete.done,
+                    complete.now,
+                )
+                .await?;
+            if completion.repeated {
+                return Ok((completion, None));
+            }
+            let attempt = self
+                .try_lease(&lease.runner, &lease.runtime, lease.now, lease.ttl_ms)
+                .await;
+            return Ok((completion, Some(attempt)));
+        }
+        let (now, ttl_ms) = (lease.now, lease.ttl_ms);
+        let mut tx = self.writer.begin().await?;
+        let completion = only_result(
+            self.complete_on(&mut tx, std::slice::from_ref(&complete))
+                .await?,
+        )?;
+        if completion.repeated {
+            tx.commit().await?;
+            return Ok((completion, None));
+        }
+        let written = self
+            .lease_on(&mut tx, std::slice::from_ref(&lease), now, ttl_ms)
+            .await?;
+        tx.commit().await.map_err(BatchError::from_write)?;
+        let attempt = only_result(self.attempts(written, now, ttl_ms).await);
+        Ok((completion, Some(attempt)))
     }
 
     /// A lease batch on PostgreSQL: reads, plan and write in one call of
@@ -180,6 +232,19 @@ impl Store {
     /// for them: then it only reads).
     async fn lease_in_one_call(
         &self,
+        reqs: &[LeaseRequest],
+        now: i64,
+        ttl_ms: u64,
+    ) -> Result<Written, BatchError> {
+        let mut conn = self.writer.acquire().await?;
+        self.lease_on(&mut conn, reqs, now, ttl_ms).await
+    }
+
+    /// `lease_in_one_call` on `conn`: on its own (autocommit), or in the
+    /// caller's transaction.
+    async fn lease_on(
+        &self,
+        conn: &mut sqlx::AnyConnection,
         reqs: &[LeaseRequest],
         now: i64,
         ttl_ms: u64,
@@ -198,7 +263,7 @@ impl Store {
         .bind(text_array(ids))
         .bind(now)
         .bind(ttl_ms as i64)
-        .fetch_all(&self.writer)
+        .fetch_all(&mut *conn)
         .await
         .map_err(BatchError::from_write)?;
         // Written: a row that cannot be read is its request's error alone.
