@@ -190,23 +190,41 @@ impl Store {
         complete: CompleteRequest,
         lease: LeaseRequest,
     ) -> Result<(Completion, Option<Result<LeaseAttempt>>)> {
-        if !matches!(self.engine, crate::store::backend::Engine::Postgres) {
-            let completion = self
-                .complete(
-                    &complete.runner,
-                    &complete.lease,
-                    &complete.done,
-                    complete.now,
-                )
-                .await?;
-            if completion.repeated {
-                return Ok((completion, None));
-            }
-            let attempt = self
-                .try_lease(&lease.runner, &lease.runtime, lease.now, lease.ttl_ms)
-                .await;
-            return Ok((completion, Some(attempt)));
+        self.engine
+            .run(self, CompleteThenLease { complete, lease })
+            .await
+    }
+
+    /// As two calls (SQLite): the complete, then, unless it was a repeat,
+    /// the lease.
+    async fn complete_then_lease_apart(
+        &self,
+        complete: CompleteRequest,
+        lease: LeaseRequest,
+    ) -> Result<(Completion, Option<Result<LeaseAttempt>>)> {
+        let completion = self
+            .complete(
+                &complete.runner,
+                &complete.lease,
+                &complete.done,
+                complete.now,
+            )
+            .await?;
+        if completion.repeated {
+            return Ok((completion, None));
         }
+        let attempt = self
+            .try_lease(&lease.runner, &lease.runtime, lease.now, lease.ttl_ms)
+            .await;
+        Ok((completion, Some(attempt)))
+    }
+
+    /// In one transaction (PostgreSQL).
+    async fn complete_then_lease_at_once(
+        &self,
+        complete: CompleteRequest,
+        lease: LeaseRequest,
+    ) -> Result<(Completion, Option<Result<LeaseAttempt>>)> {
         let (now, ttl_ms) = (lease.now, lease.ttl_ms);
         let mut tx = self.writer.begin().await?;
         let completion = only_result(
@@ -465,6 +483,28 @@ struct LeaseBatch<'a> {
     reqs: &'a [LeaseRequest],
     now: i64,
     ttl_ms: u64,
+}
+
+/// A complete and the next lease: see `Store::complete_then_lease`.
+struct CompleteThenLease {
+    complete: CompleteRequest,
+    lease: LeaseRequest,
+}
+
+impl OnEngine for CompleteThenLease {
+    type Out = Result<(Completion, Option<Result<LeaseAttempt>>)>;
+
+    async fn on_sqlite(self, store: &Store, _: &Arc<SqliteEngine>) -> Self::Out {
+        store
+            .complete_then_lease_apart(self.complete, self.lease)
+            .await
+    }
+
+    async fn on_postgres(self, store: &Store) -> Self::Out {
+        store
+            .complete_then_lease_at_once(self.complete, self.lease)
+            .await
+    }
 }
 
 impl OnEngine for LeaseBatch<'_> {
