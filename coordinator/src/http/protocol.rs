@@ -15,7 +15,7 @@ use super::extract::{AuthJoin, AuthRunner, Json};
 use super::{AppState, Routes as _};
 use crate::error::{Error, Result};
 use crate::metrics;
-use crate::store::{CompleteRequest, LeaseAttempt, LeaseRequest, RunnerAuth};
+use crate::store::{LeaseAttempt, RunnerAuth};
 use crate::wake::Signal;
 use drover_wire::op;
 
@@ -145,37 +145,6 @@ async fn lease(
 ) -> Result<axum::Json<wire::LeaseResponse>> {
     let lease = next_lease(&st, &r, &req).await?;
     Ok(axum::Json(wire::LeaseResponse { lease }))
-}
-
-/// The lease a complete's one look found, as the runner is offered it:
-/// none when there was none, or it failed (the runner's next lease call
-/// hears why).
-fn offered(
-    st: &AppState,
-    attempt: Result<LeaseAttempt>,
-    since: std::time::Instant,
-) -> Option<wire::Lease> {
-    let m = metrics::get();
-    match attempt {
-        Ok(LeaseAttempt::Leased { lease, next }) => {
-            if let Some(next) = next {
-                st.announce(vec![Signal::from(next)]);
-            }
-            m.lease_immediate.observe(since.elapsed().as_secs_f64());
-            Some(wire::Lease::from(*lease))
-        }
-        Ok(LeaseAttempt::Empty) => {
-            m.lease_empty.inc();
-            None
-        }
-        Ok(LeaseAttempt::Revoked) => None,
-        Err(e) => {
-            if e.code() == ErrorCode::Internal {
-                tracing::error!(error = %e, "leasing the next job after a complete");
-            }
-            None
-        }
-    }
 }
 
 async fn next_lease(
@@ -370,40 +339,10 @@ async fn complete(
     Json(done): Json<wire::Complete>,
 ) -> Result<axum::Json<wire::CompleteResponse>> {
     let started = std::time::Instant::now();
-    // The next job with this one's result, in one look: the complete and
-    // the lease in one transaction (one commit on PostgreSQL).
-    let at_once = done
-        .next
-        .as_ref()
-        .is_some_and(|n| n.wait_ms == 0 && n.held.is_none());
-    let (completion, leased) = if at_once {
-        touch(&st, &r).await?;
-        let now = st.now();
-        let (completion, leased) = st
-            .store
-            .complete_then_lease(
-                CompleteRequest {
-                    runner: r.runner_id.clone(),
-                    lease: lease.clone(),
-                    done: (&done).into(),
-                    now,
-                },
-                LeaseRequest {
-                    runner: r.runner_id.clone(),
-                    runtime: r.runtime_id.clone(),
-                    now,
-                    ttl_ms: st.ttl_ms(),
-                },
-            )
-            .await?;
-        (completion, leased)
-    } else {
-        let completion = st
-            .store
-            .complete(&r.runner_id, &lease, &(&done).into(), st.now())
-            .await?;
-        (completion, None)
-    };
+    let completion = st
+        .store
+        .complete(&r.runner_id, &lease, &(&done).into(), st.now())
+        .await?;
     metrics::get()
         .complete
         .observe(started.elapsed().as_secs_f64());
@@ -427,9 +366,6 @@ async fn complete(
     let next = match &done.next {
         None => None,
         Some(_) if completion.repeated => Some(wire::LeaseResponse { lease: None }),
-        Some(_) if at_once => Some(wire::LeaseResponse {
-            lease: leased.and_then(|attempt| offered(&st, attempt.map_err(Error::from), started)),
-        }),
         Some(req) => Some(wire::LeaseResponse {
             lease: next_lease(&st, &r, req).await.unwrap_or_else(|e| {
                 if e.code() == ErrorCode::Internal {

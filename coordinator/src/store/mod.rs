@@ -51,7 +51,7 @@ use sqlx::AnyPool;
 
 use batch::{BatchError, BatchFn, Batcher};
 use error::{Error, Result};
-
+use leases::{CompleteRequest, LeaseRequest};
 use submit::SubmitRequest;
 
 pub use audit::{AuditQuery, MAX_AUDIT_PAGE};
@@ -68,7 +68,7 @@ pub use github::{GithubRunnerRow, Installation, LINK_STATE_TTL_MS, LinkState};
 pub use health::{NotReady, PoolReading};
 pub use idempotency::IdempotencyKey;
 pub use jobs::CancelOutcome;
-pub use leases::{CompleteRequest, Completion, LeaseAttempt, LeaseRequest};
+pub use leases::{Completion, LeaseAttempt};
 pub use pools::Placement;
 pub use preview::{JobPage, ListedJob};
 pub use retention::Purged;

@@ -107,17 +107,6 @@ impl Store {
         &self,
         reqs: &[CompleteRequest],
     ) -> Result<Vec<Result<Completion>>, BatchError> {
-        let mut conn = self.writer.acquire().await?;
-        self.complete_on(&mut conn, reqs).await
-    }
-
-    /// `complete_in_one_statement` on `conn`: on its own (autocommit), or
-    /// in the caller's transaction (`complete_then_lease`).
-    pub(super) async fn complete_on(
-        &self,
-        conn: &mut sqlx::AnyConnection,
-        reqs: &[CompleteRequest],
-    ) -> Result<Vec<Result<Completion>>, BatchError> {
         let now = reqs.iter().map(|r| r.now).max().unwrap_or_default();
         // The first request for each lease is written; a repeat of it in the
         // same batch hears what the first one did.
@@ -190,7 +179,7 @@ impl Store {
                 .bind(Month::of(r.now).0);
         }
         let done = q
-            .fetch_all(&mut *conn)
+            .fetch_all(&self.writer)
             .await
             .map_err(BatchError::from_write)?;
         // By lease: the job, the state it ended in, the runner that held it.
@@ -221,7 +210,7 @@ impl Store {
                 )),
                 &others,
             )
-            .fetch_all(&mut *conn)
+            .fetch_all(&self.reader)
             .await
             .map(|rows| {
                 rows.into_iter()

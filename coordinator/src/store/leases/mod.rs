@@ -11,7 +11,6 @@
 
 mod complete;
 mod expiry;
-mod next;
 mod read;
 mod running;
 
@@ -110,21 +109,15 @@ impl Store {
     ) -> Result<Vec<Result<LeaseAttempt>>, BatchError> {
         let now = reqs.iter().map(|r| r.now).max().unwrap_or_default();
         let ttl_ms = reqs.iter().map(|r| r.ttl_ms).max().unwrap_or_default();
-        let written = self
-            .engine
-            .run(self, LeaseBatch { reqs, now, ttl_ms })
-            .await?;
-        Ok(self.attempts(written, now, ttl_ms).await)
-    }
-
-    /// Each request's answer from what its batch wrote: the leased jobs
-    /// read (their env opened into the lease), or why none.
-    async fn attempts(&self, written: Written, now: i64, ttl_ms: u64) -> Vec<Result<LeaseAttempt>> {
         let Written {
             plan,
             chosen,
             mut taken,
-        } = written;
+        } = self
+            .engine
+            .run(self, LeaseBatch { reqs, now, ttl_ms })
+            .await?;
+
         let mut wakes = plan.wakes;
         let mut out: Vec<Result<LeaseAttempt>> = plan
             .picks
@@ -177,7 +170,7 @@ impl Store {
                 tracing::error!(job = %job, error = %e, "could not fail an unreadable job");
             }
         }
-        out
+        Ok(out)
     }
 
     /// A lease batch on PostgreSQL: reads, plan and write in one call of
@@ -187,19 +180,6 @@ impl Store {
     /// for them: then it only reads).
     async fn lease_in_one_call(
         &self,
-        reqs: &[LeaseRequest],
-        now: i64,
-        ttl_ms: u64,
-    ) -> Result<Written, BatchError> {
-        let mut conn = self.writer.acquire().await?;
-        self.lease_on(&mut conn, reqs, now, ttl_ms).await
-    }
-
-    /// `lease_in_one_call` on `conn`: on its own (autocommit), or in the
-    /// caller's transaction.
-    async fn lease_on(
-        &self,
-        conn: &mut sqlx::AnyConnection,
         reqs: &[LeaseRequest],
         now: i64,
         ttl_ms: u64,
@@ -218,7 +198,7 @@ impl Store {
         .bind(text_array(ids))
         .bind(now)
         .bind(ttl_ms as i64)
-        .fetch_all(&mut *conn)
+        .fetch_all(&self.writer)
         .await
         .map_err(BatchError::from_write)?;
         // Written: a row that cannot be read is its request's error alone.
