@@ -156,7 +156,7 @@ impl Supervisor {
             EventKind::CompleteRefused { job, error, code } => {
                 let message = match code {
                     Some(ErrorCode::LeaseLost) => format!(
-                        "Job {job} finished here, but too late to count: this machine did not answer in time (asleep or offline), so it runs again."
+                        "Job {job} finished here, but too late to count: this machine did not answer in time (asleep or offline). It runs again if it has attempts left."
                     ),
                     _ => format!(
                         "Job {job} finished here, but the coordinator did not take its result."
@@ -166,7 +166,7 @@ impl Supervisor {
             }
             EventKind::LeaseLost { job, error } if !inner.quitting => {
                 let message = format!(
-                    "Job {job} was handed back: this machine did not answer in time (asleep or offline). It runs again."
+                    "Job {job} was handed back: this machine did not answer in time (asleep or offline), or its runner was revoked. It runs again if it has attempts left."
                 );
                 self.note_with(&mut inner, ActivityKind::Info, message, Some(error.clone()));
             }
