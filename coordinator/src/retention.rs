@@ -105,37 +105,41 @@ async fn purge_all(
             }
         }
     }
-    loop {
-        let t = Instant::now();
-        let keys = st.store.purge_expired_keys(st.now(), policy.batch).await?;
-        total.keys += keys;
-        if (keys as usize) < policy.batch || !pause(st, t.elapsed()).await {
-            break;
-        }
-    }
-    loop {
-        let t = Instant::now();
-        let codes = st
-            .store
-            .purge_old_pairing_codes(st.now(), policy.batch)
-            .await?;
-        total.pairing_codes += codes;
-        if (codes as usize) < policy.batch || !pause(st, t.elapsed()).await {
-            break;
-        }
-    }
-    loop {
-        let t = Instant::now();
-        let gone = st
-            .store
-            .purge_old_revocations(st.now(), policy.batch)
-            .await?;
-        total.revocations += gone;
-        if (gone as usize) < policy.batch || !pause(st, t.elapsed()).await {
-            break;
-        }
-    }
+    total.keys += in_batches(st, policy, || {
+        st.store.purge_expired_keys(st.now(), policy.batch)
+    })
+    .await?;
+    total.pairing_codes += in_batches(st, policy, || {
+        st.store.purge_old_pairing_codes(st.now(), policy.batch)
+    })
+    .await?;
+    total.revocations += in_batches(st, policy, || {
+        st.store.purge_old_revocations(st.now(), policy.batch)
+    })
+    .await?;
     Ok((!*st.shutdown.borrow()).then_some(total))
+}
+
+/// Runs `batch` until it deletes fewer than a batch (or shutdown comes),
+/// pausing between batches; returns how many it deleted.
+async fn in_batches<F, Fut>(
+    st: &Services,
+    policy: Retention,
+    mut batch: F,
+) -> crate::error::Result<u64>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = crate::store::error::Result<u64>>,
+{
+    let mut total = 0;
+    loop {
+        let t = Instant::now();
+        let gone = batch().await?;
+        total += gone;
+        if (gone as usize) < policy.batch || !pause(st, t.elapsed()).await {
+            return Ok(total);
+        }
+    }
 }
 
 /// Waits as long as the last batch took (so whoever queued for the writer

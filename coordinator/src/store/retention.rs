@@ -102,30 +102,44 @@ impl Store {
     /// Deletes up to `batch` pairing codes that expired more than a day
     /// before `now` (used or not), in one transaction; returns how many.
     pub async fn purge_old_pairing_codes(&self, now: i64, batch: usize) -> Result<u64> {
-        let done = sqlx::query(&format!(
-            "DELETE FROM pairing_codes WHERE hash IN (
-                 SELECT hash FROM pairing_codes WHERE expires_at < $1
-                 ORDER BY expires_at LIMIT $2 {})",
-            self.dialect.lock_skip_locked
-        ))
-        .bind(now - PAIRING_CODE_GRACE_MS)
-        .bind(batch as i64)
-        .execute(&self.writer)
-        .await?;
-        Ok(done.rows_affected())
+        self.purge_by_hash(
+            "pairing_codes",
+            "expires_at",
+            now - PAIRING_CODE_GRACE_MS,
+            batch,
+        )
+        .await
     }
 
     /// Deletes up to `batch` revoked member tokens' rows older than 90
     /// days (a device presenting one after that is told only that its
     /// token is unknown), in one transaction; returns how many.
     pub async fn purge_old_revocations(&self, now: i64, batch: usize) -> Result<u64> {
+        self.purge_by_hash(
+            "token_revocations",
+            "revoked_at",
+            now - REVOCATION_KEEP_MS,
+            batch,
+        )
+        .await
+    }
+
+    /// Up to `batch` rows of `table` (keyed by `hash`) whose `column` is
+    /// before `cutoff`, oldest first, deleted in one transaction.
+    async fn purge_by_hash(
+        &self,
+        table: &str,
+        column: &str,
+        cutoff: i64,
+        batch: usize,
+    ) -> Result<u64> {
         let done = sqlx::query(&format!(
-            "DELETE FROM token_revocations WHERE hash IN (
-                 SELECT hash FROM token_revocations WHERE revoked_at < $1
-                 ORDER BY revoked_at LIMIT $2 {})",
+            "DELETE FROM {table} WHERE hash IN (
+                 SELECT hash FROM {table} WHERE {column} < $1
+                 ORDER BY {column} LIMIT $2 {})",
             self.dialect.lock_skip_locked
         ))
-        .bind(now - REVOCATION_KEEP_MS)
+        .bind(cutoff)
         .bind(batch as i64)
         .execute(&self.writer)
         .await?;

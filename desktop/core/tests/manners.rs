@@ -10,31 +10,15 @@ use crate::support;
 
 use drover_desktop_core::supervisor::{AppState, QuietHours, Settings, Status, Supervisor};
 use drover_tests::runner_core::client::RunnerListing;
-use drover_tests::runner_core::wire::{JobState, SubmitJob};
+use drover_tests::runner_core::wire::JobState;
 use drover_tests::*;
 use support::system::SystemServices;
-use support::{SecretService, runtime, supervisor};
+use support::{SecretService, paired_idle, runtime, submit, supervisor, wait_state};
 
 async fn state_where(sup: &Supervisor, what: &str, check: impl Fn(&AppState) -> bool) -> AppState {
     eventually(what, DEADLINE, || async {
         let state = sup.state().await;
         check(&state).then_some(state)
-    })
-    .await
-}
-
-async fn submit(member: &Member, runtime: &str, script: &str) -> String {
-    let job = SubmitJob {
-        runtime: runtime.into(),
-        script: Some(script.into()),
-        ..SubmitJob::default()
-    };
-    member.client.submit(&job).await.unwrap().id
-}
-
-async fn wait_job(member: &Member, job: &str, want: JobState) {
-    eventually(&format!("{job} {}", want.as_str()), DEADLINE, || async {
-        (member.client.job(job).await.ok()?.state == want).then_some(())
     })
     .await
 }
@@ -73,11 +57,7 @@ fn a_metered_network_and_quiet_hours_hold_new_jobs_until_they_end() {
         let c = Coordinator::start().await;
         let ann = c.bootstrap("acme", "ann@acme.test");
         let dir = TempDir::new("desktop");
-        let (sup, _) = supervisor(&dir).await;
-        let code = ann.client.pairing_code().await.unwrap();
-        sup.open_link(&code.link).await.unwrap();
-        let reference = sup.confirm_link().await.unwrap().pools[0].reference.clone();
-        state_where(&sup, "online", |s| s.status == Status::Idle).await;
+        let (sup, reference) = paired_idle(&dir, &ann).await;
 
         // NetworkManager says metered (guessed: a phone's hotspot).
         system.set_metered(3);
@@ -103,7 +83,7 @@ fn a_metered_network_and_quiet_hours_hold_new_jobs_until_they_end() {
         // Off the metered network: the job that waited runs.
         system.set_metered(2);
         state_where(&sup, "not paused", |s| s.status != Status::Paused).await;
-        wait_job(&ann, &held, JobState::Succeeded).await;
+        wait_state(&ann, &held, JobState::Succeeded).await;
 
         // With the setting off, a metered network holds nothing.
         let off = Settings {
@@ -159,7 +139,7 @@ fn a_metered_network_and_quiet_hours_hold_new_jobs_until_they_end() {
         let state = sup.set_settings(later).await.unwrap();
         assert!(!state.quiet && state.held.is_none(), "{state:?}");
         listed_paused(&ann, false).await;
-        wait_job(&ann, &quiet, JobState::Succeeded).await;
+        wait_state(&ann, &quiet, JobState::Succeeded).await;
         // The settings survive a restart.
         drop(sup);
         let (sup, _) = supervisor(&dir).await;
@@ -176,11 +156,7 @@ fn the_machine_is_kept_awake_while_a_job_runs_and_only_then() {
         let c = Coordinator::start().await;
         let ann = c.bootstrap("acme", "ann@acme.test");
         let dir = TempDir::new("desktop");
-        let (sup, _) = supervisor(&dir).await;
-        let code = ann.client.pairing_code().await.unwrap();
-        sup.open_link(&code.link).await.unwrap();
-        let reference = sup.confirm_link().await.unwrap().pools[0].reference.clone();
-        state_where(&sup, "online", |s| s.status == Status::Idle).await;
+        let (sup, reference) = paired_idle(&dir, &ann).await;
         assert_eq!(
             system.inhibit_calls(),
             0,
@@ -192,7 +168,7 @@ fn the_machine_is_kept_awake_while_a_job_runs_and_only_then() {
             format!("while [ ! -e {} ]; do sleep 0.05; done", gate.display())
         };
         let job = submit(&ann, &reference, &script(&gate)).await;
-        wait_job(&ann, &job, JobState::Running).await;
+        wait_state(&ann, &job, JobState::Running).await;
         let held = eventually("an inhibitor held", DEADLINE, || async {
             let held = system.held();
             (!held.is_empty()).then_some(held)
@@ -208,7 +184,7 @@ fn the_machine_is_kept_awake_while_a_job_runs_and_only_then() {
             )]
         );
         std::fs::write(&gate, "").unwrap();
-        wait_job(&ann, &job, JobState::Succeeded).await;
+        wait_state(&ann, &job, JobState::Succeeded).await;
         eventually("the inhibitor let go", DEADLINE, || async {
             system.held().is_empty().then_some(())
         })
@@ -231,7 +207,7 @@ fn the_machine_is_kept_awake_while_a_job_runs_and_only_then() {
         })
         .await;
         std::fs::write(&gate, "").unwrap();
-        wait_job(&ann, &job, JobState::Succeeded).await;
+        wait_state(&ann, &job, JobState::Succeeded).await;
         assert_eq!(
             system.inhibit_calls(),
             1,

@@ -10,9 +10,9 @@ use drover_desktop_core::keychain::Keychain;
 use drover_desktop_core::supervisor::{ActivityKind, AppState, Status, Supervisor};
 use drover_tests::runner_core::client::{RunnerListing, Scope};
 use drover_tests::runner_core::credentials::CredentialStore;
-use drover_tests::runner_core::wire::{ErrorCode, JobState, SubmitJob};
+use drover_tests::runner_core::wire::{ErrorCode, JobState};
 use drover_tests::*;
-use support::{SecretService, runtime, supervisor};
+use support::{SecretService, runtime, submit, supervisor, wait_state};
 
 /// Pairs a fresh supervisor with `member` through a `drover://pair` link.
 async fn paired(sup: &Supervisor, member: &Member) -> AppState {
@@ -31,26 +31,6 @@ async fn online(sup: &Supervisor, n: usize) -> AppState {
         (live.len() == n && live.iter().all(|r| r.online)).then_some(state)
     })
     .await
-}
-
-async fn wait_state(member: &Member, job: &str, want: JobState) {
-    eventually(&format!("{job} {}", want.as_str()), DEADLINE, || async {
-        (member.client.job(job).await.ok()?.state == want).then_some(())
-    })
-    .await
-}
-
-async fn submit(member: &Member, runtime: &str, script: &str) -> String {
-    member
-        .client
-        .submit(&SubmitJob {
-            runtime: runtime.into(),
-            script: Some(script.into()),
-            ..SubmitJob::default()
-        })
-        .await
-        .unwrap()
-        .id
 }
 
 fn file_contains(path: &std::path::Path, needle: &str) -> bool {

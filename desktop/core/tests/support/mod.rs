@@ -13,9 +13,10 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
-use drover_desktop_core::supervisor::{Notice, Options, Supervisor};
+use drover_desktop_core::supervisor::{Notice, Options, Status, Supervisor};
 use drover_tests::runner_core::runner::RunnerSettings;
-use drover_tests::{DEADLINE, TempDir};
+use drover_tests::runner_core::wire::{JobState, SubmitJob};
+use drover_tests::{DEADLINE, Member, TempDir, eventually};
 
 /// A session bus with a Secret Service on it, gone on drop.
 pub struct SecretService {
@@ -162,4 +163,36 @@ pub async fn supervisor(dir: &TempDir) -> (Arc<Supervisor>, Arc<std::sync::Mutex
     .await
     .expect("supervisor starts");
     (sup, notes)
+}
+
+/// Submits a script job to `runtime` as `member`: its id.
+pub async fn submit(member: &Member, runtime: &str, script: &str) -> String {
+    let job = SubmitJob {
+        runtime: runtime.into(),
+        script: Some(script.into()),
+        ..SubmitJob::default()
+    };
+    member.client.submit(&job).await.unwrap().id
+}
+
+/// Waits until `job` is in state `want`.
+pub async fn wait_state(member: &Member, job: &str, want: JobState) {
+    eventually(&format!("{job} {}", want.as_str()), DEADLINE, || async {
+        (member.client.job(job).await.ok()?.state == want).then_some(())
+    })
+    .await
+}
+
+/// A supervisor paired with `member` through a pairing link, idle: it and
+/// its one pool's ref.
+pub async fn paired_idle(dir: &TempDir, member: &Member) -> (Arc<Supervisor>, String) {
+    let (sup, _) = supervisor(dir).await;
+    let code = member.client.pairing_code().await.unwrap();
+    sup.open_link(&code.link).await.unwrap();
+    let reference = sup.confirm_link().await.unwrap().pools[0].reference.clone();
+    eventually("online", DEADLINE, || async {
+        (sup.state().await.status == Status::Idle).then_some(())
+    })
+    .await;
+    (sup, reference)
 }
