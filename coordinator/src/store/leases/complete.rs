@@ -126,15 +126,21 @@ impl Store {
              held AS (
                  -- Locked first, in id order, as lease expiry and revocation
                  -- lock theirs: concurrent writers never wait on each other in a cycle.
-                 -- Found by the lease's own (unique) index: the runner's is
-                 -- a partial index whose entries for every job it ever ran
-                 -- stay until VACUUM, and a plan that read it (as = made it
-                 -- able to) fetched each of them. IS NOT DISTINCT FROM is
-                 -- = here (neither is NULL) and is not an index condition.
-                 SELECT j.id, v.lease_id, v.runner_id FROM jobs j
-                 JOIN v ON j.lease_id = v.lease_id
-                 WHERE j.lease_runner_id IS NOT DISTINCT FROM v.runner_id
-                   AND j.state IN ('leased', 'running') ORDER BY j.id FOR UPDATE OF j),
+                 -- Found by the lease's own (unique) index, one lookup per
+                 -- lease (LATERAL: a plan with jobs outside read the whole
+                 -- index, every job ever leased, when generic plans were made
+                 -- while it was small). Not by the runner's: a partial index
+                 -- whose entries for every job it ever ran stay until VACUUM,
+                 -- and a plan that read it fetched each of them. IS NOT
+                 -- DISTINCT FROM is = here (neither is NULL) and is not an
+                 -- index condition.
+                 SELECT j.id, v.lease_id, v.runner_id FROM v
+                 CROSS JOIN LATERAL (
+                     SELECT j.id FROM jobs j
+                     WHERE j.lease_id = v.lease_id
+                       AND j.lease_runner_id IS NOT DISTINCT FROM v.runner_id
+                       AND j.state IN ('leased', 'running')) j
+                 ORDER BY j.id FOR UPDATE OF j),
              done AS (
                  UPDATE jobs SET
                      state = CASE WHEN jobs.cancel_requested <> 0 AND v.outcome <> '{succeeded}'
