@@ -729,29 +729,144 @@ async fn a_lease_that_finds_nothing_locks_nothing_on_postgres() {
     let f = fixture("quiet-lease").await;
     let one = f.runner("one", &[]).await;
     f.store.runner_hello(&one, &[], 1, false, 2).await.unwrap();
-    // A row's xmax names the last transaction that locked (or deleted) it.
-    let locked = || async {
-        let xmax: String =
-            sqlx::query_scalar("SELECT CAST(xmax AS TEXT) FROM runners WHERE id = $1")
-                .bind(one.as_str())
-                .fetch_one(&f.store.writer)
-                .await
-                .unwrap();
-        xmax != "0"
+    // A row's xmin names the transaction that wrote this version of it, its
+    // xmax the last that locked (or deleted) it.
+    let touched = || async {
+        let row: String = sqlx::query_scalar(
+            "SELECT CAST(xmin AS TEXT) || '/' || CAST(xmax AS TEXT) FROM runners WHERE id = $1",
+        )
+        .bind(one.as_str())
+        .fetch_one(&f.store.writer)
+        .await
+        .unwrap();
+        row
     };
+    let before = touched().await;
     assert!(matches!(f.lease(&[&one]).await[0], LeaseAttempt::Empty));
-    assert!(!locked().await, "an empty look locked its runner");
+    assert_eq!(touched().await, before, "an empty look locked its runner");
 
     f.submit(&[]).await;
     leased(&f.lease(&[&one]).await[0]);
-    assert!(locked().await, "a lease that takes a job locks its runner");
+    assert_ne!(
+        touched().await,
+        before,
+        "a lease that takes a job locks its runner"
+    );
     let full = f.store.lease_batch(&[f.lease_request(&one)]).await.unwrap();
     assert_eq!(full[0].as_ref().unwrap_err().kind(), Some(Kind::LeaseLimit));
 }
 
+/// PostgreSQL: the lease statement (`leases/lease.sql`) leases the usual
+/// batch itself and hands the rest to `drover_lease`, having leased nothing:
+/// here a job at the head of the queue that requires a capability.
+#[tokio::test]
+async fn the_lease_statement_hands_back_what_it_does_not_plan_on_postgres() {
+    needs(true);
+    let f = fixture("lease-statement").await;
+    let one = f.runner("one", &["gpu"]).await;
+    // Each row's pick and job.
+    let (writer, one_ids) = (&f.store.writer, super::text_array([one.as_str()]));
+    let statement = |lease: &'static str| {
+        let one_ids = one_ids.clone();
+        async move {
+            use sqlx::Row;
+            let rows = sqlx::query(super::leases::LEASE_STATEMENT)
+                .bind(one_ids.clone())
+                .bind(super::text_array([lease]))
+                .bind(one_ids)
+                .bind(3i64)
+                .bind(TTL as i64)
+                .fetch_all(writer)
+                .await
+                .unwrap();
+            rows.iter()
+                .map(|r| (r.get::<String, _>(0), r.get::<Option<String>, _>(1)))
+                .collect::<Vec<_>>()
+        }
+    };
+    let plain = f.submit(&[]).await;
+    let got = statement("ls_1").await;
+    assert_eq!(got, vec![("job".to_owned(), Some(plain.clone()))]);
+
+    let gpu = f.submit(&["gpu"]).await;
+    let got = statement("ls_2").await;
+    assert_eq!(got, vec![("again".to_owned(), None)]);
+    // drover_lease plans it, through the store.
+    let out = f.lease(&[&one]).await;
+    assert_eq!(leased(&out[0]).0, gpu);
+}
+
+/// PostgreSQL: a batch that leased to a runner and committed after the
+/// lease statement took its snapshot (the statement waited for that
+/// runner's lock) is counted: the runner gets no more than its slots.
+#[tokio::test]
+async fn a_lease_that_waited_for_another_batch_counts_its_leases_on_postgres() {
+    needs(true);
+    let f = fixture("lease-race").await;
+    let one = f.runner("one", &[]).await;
+    f.store.runner_hello(&one, &[], 1, false, 2).await.unwrap();
+    let first = f.submit(&[]).await;
+    f.submit(&[]).await;
+    // Another batch, mid-flight: it counted itself on the runner (as every
+    // batch that may lease to it does) and leased it the first job.
+    let mut other = f.store.writer.begin().await.unwrap();
+    sqlx::query("UPDATE runners SET lease_seq = lease_seq + 1 WHERE id = $1")
+        .bind(one.as_str())
+        .execute(&mut *other)
+        .await
+        .unwrap();
+    sqlx::query(
+        "UPDATE jobs SET state = 'leased', attempt = 1, lease_id = 'ls_other', lease_runner_id = $1,
+                lease_expires_at = $2 WHERE id = $3",
+    )
+    .bind(one.as_str())
+    .bind(i64::MAX / 2)
+    .bind(first.as_str())
+    .execute(&mut *other)
+    .await
+    .unwrap();
+    let req = f.lease_request(&one);
+    let store = f.store.clone();
+    let ours = tokio::spawn(async move { store.lease_batch(&[req]).await.unwrap() });
+    // Ours has its snapshot and waits for the runner's lock.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let waiting: i64 = sqlx::query_scalar(
+            "SELECT COUNT(*) FROM pg_stat_activity
+             WHERE datname = current_database() AND wait_event_type = 'Lock'",
+        )
+        .fetch_one(&f.store.reader)
+        .await
+        .unwrap();
+        if waiting > 0 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the lease never waited for the lock"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    other.commit().await.unwrap();
+    let out = ours.await.unwrap();
+    assert_eq!(
+        out[0].as_ref().unwrap_err().kind(),
+        Some(Kind::LeaseLimit),
+        "{out:?}"
+    );
+    let held: i64 = sqlx::query_scalar(
+        "SELECT COUNT(*) FROM jobs WHERE lease_runner_id = $1 AND state IN ('leased', 'running')",
+    )
+    .bind(one.as_str())
+    .fetch_one(&f.store.writer)
+    .await
+    .unwrap();
+    assert_eq!(held, 1);
+}
+
 /// The lease rules' table (`leases::rules`), each case one batch on this
 /// backend: on SQLite `plan()` between the reads and the write, on
-/// PostgreSQL `drover_lease`. Each case has its own pools in one database.
+/// PostgreSQL the lease statement or `drover_lease`. Each case has its own pools in one database.
 #[tokio::test]
 async fn every_lease_rule_holds_in_the_store() {
     use drover_domain::lease::rules::{CASES, wake_text};

@@ -40,14 +40,24 @@ const CHECK_IF_IDLE_FOR: Duration = Duration::from_secs(1);
 /// than the database's cores can.
 const CONNECTIONS: u32 = 12;
 
-/// A new connection's first lease compiles `drover_lease` and plans its
-/// statements: 8–35 ms, spent on the request that happened to use it.
-/// Spent here instead, on every connection, before the first request.
+/// A new connection's first lease prepares the lease statement and
+/// compiles `drover_lease` (its fallback) and plans its statements: 8–35
+/// ms, spent on the request that happened to use it. Spent here instead,
+/// on every connection, before the first request (for no runner: nothing
+/// is locked or written).
 async fn warm(pool: &sqlx::AnyPool) -> Result<()> {
     // Held together, so each is a different connection.
     futures_util::future::try_join_all((0..CONNECTIONS).map(|_| async {
         let mut conn = pool.acquire().await?;
         sqlx::query("SELECT COUNT(*) FROM drover_lease('{-}', '{-}', '{-}', 0, 0)")
+            .execute(&mut *conn)
+            .await?;
+        sqlx::query(crate::store::leases::LEASE_STATEMENT)
+            .bind("{-}")
+            .bind("{-}")
+            .bind("{-}")
+            .bind(0i64)
+            .bind(0i64)
             .execute(&mut *conn)
             .await?;
         Ok::<_, sqlx::Error>(conn)

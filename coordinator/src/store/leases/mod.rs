@@ -173,11 +173,13 @@ impl Store {
         Ok(out)
     }
 
-    /// A lease batch on PostgreSQL: reads, plan and write in one call of
-    /// `drover_lease` (migration 0015), one round trip in a transaction of
-    /// its own. It plans by the rules `plan` states; the runners asking are
-    /// locked first, which keeps replicas apart (unless nothing is queued
-    /// for them: then it only reads).
+    /// A lease batch on PostgreSQL: reads, plan and write in one statement
+    /// (`lease.sql`), one round trip in a transaction of its own. It plans
+    /// by the rules `plan` states; the runners asking are locked first,
+    /// which keeps replicas apart (unless nothing is queued for them: then
+    /// it only reads). A batch the statement hands back (pinned jobs, jobs
+    /// that require capabilities, a race with another batch) goes to
+    /// `drover_lease` (migration 0022), which plans every case.
     async fn lease_in_one_call(
         &self,
         reqs: &[LeaseRequest],
@@ -190,17 +192,33 @@ impl Store {
         ids.sort_unstable();
         ids.dedup();
         // The `Any` driver binds no arrays: they go as array literals.
-        let rows = sqlx::query(
-            "SELECT * FROM drover_lease(CAST($1 AS TEXT[]), CAST($2 AS TEXT[]), CAST($3 AS TEXT[]), $4, $5)",
-        )
-        .bind(text_array(runners.iter().copied()))
-        .bind(text_array(leases.iter().map(LeaseId::as_str)))
-        .bind(text_array(ids))
-        .bind(now)
-        .bind(ttl_ms as i64)
-        .fetch_all(&self.writer)
-        .await
-        .map_err(BatchError::from_write)?;
+        let (runners, leases_bound, ids) = (
+            text_array(runners.iter().copied()),
+            text_array(leases.iter().map(LeaseId::as_str)),
+            text_array(ids),
+        );
+        let run = |sql: &'static str| {
+            sqlx::query(sql)
+                .bind(runners.clone())
+                .bind(leases_bound.clone())
+                .bind(ids.clone())
+                .bind(now)
+                .bind(ttl_ms as i64)
+                .fetch_all(&self.writer)
+        };
+        let mut rows = run(LEASE_STATEMENT).await.map_err(BatchError::from_write)?;
+        if rows
+            .first()
+            .and_then(|r| r.col::<String>(0).ok())
+            .as_deref()
+            == Some("again")
+        {
+            rows = run(
+                "SELECT * FROM drover_lease(CAST($1 AS TEXT[]), CAST($2 AS TEXT[]), CAST($3 AS TEXT[]), $4, $5)",
+            )
+            .await
+            .map_err(BatchError::from_write)?;
+        }
         // Written: a row that cannot be read is its request's error alone.
         if rows.len() != reqs.len() {
             return Err(BatchError::Ambiguous(Error::Corrupt(format!(
@@ -229,6 +247,9 @@ impl Store {
     }
 }
 
+/// The usual lease batch on PostgreSQL, as one statement.
+pub(in crate::store) const LEASE_STATEMENT: &str = include_str!("lease.sql");
+
 /// What a lease batch decided and wrote.
 struct Written {
     plan: plan::Plan,
@@ -254,7 +275,7 @@ fn taken_row(row: &impl Cols, first: usize) -> Result<Taken> {
     })
 }
 
-/// A request's pick, from its row of `drover_lease`.
+/// A request's pick, from its row of the lease statement or `drover_lease`.
 fn one_call_pick(row: &sqlx::any::AnyRow) -> Result<Pick> {
     let pick: String = row.col(0)?;
     Ok(match pick.as_str() {

@@ -1,6 +1,6 @@
 //! The reads of a lease batch on SQLite, as typed rows: who is asking, the
 //! jobs pinned to them, and the head of each of their pools' queues.
-//! (PostgreSQL reads, plans and writes in one call: `drover_lease`.)
+//! (PostgreSQL reads, plans and writes in one statement: `lease.sql`.)
 
 use std::collections::HashMap;
 
@@ -103,7 +103,7 @@ fn asked(reqs: &[LeaseRequest]) -> (Vec<&str>, Vec<(&str, i64)>) {
 
 /// Reads what `plan` needs for `reqs`, on SQLite's writer (see
 /// `sqlite_writer`). On PostgreSQL the reads, plan and write are one
-/// function call (`drover_lease`).
+/// statement (`lease.sql`).
 pub(super) fn lease_reads_sqlite(
     conn: &rusqlite::Connection,
     d: &Dialect,
