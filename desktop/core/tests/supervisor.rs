@@ -5,6 +5,7 @@
 //! pausing, restarting, signing out.
 
 use crate::support;
+use std::time::Duration;
 
 use drover_desktop_core::keychain::Keychain;
 use drover_desktop_core::supervisor::{ActivityKind, AppState, Status, Supervisor};
@@ -12,7 +13,7 @@ use drover_tests::runner_core::client::{RunnerListing, Scope};
 use drover_tests::runner_core::credentials::CredentialStore;
 use drover_tests::runner_core::wire::{ErrorCode, JobState};
 use drover_tests::*;
-use support::{SecretService, runtime, submit, supervisor, wait_state};
+use support::{SecretService, runtime, submit, supervisor, supervisor_ticking, wait_state};
 
 /// Pairs a fresh supervisor with `member` through a `drover://pair` link.
 async fn paired(sup: &Supervisor, member: &Member) -> AppState {
@@ -412,7 +413,9 @@ fn a_device_token_revoked_elsewhere_signs_the_app_out_and_says_by_whom() {
         let c = Coordinator::start().await;
         let ann = c.bootstrap("acme", "ann@acme.test");
         let dir = TempDir::new("desktop");
-        let (sup, notes) = supervisor(&dir).await;
+        // Its runners hear of it: the periodic look at the account (which
+        // could hear first, and stop them before they do) waits an hour.
+        let (sup, notes) = supervisor_ticking(&dir, Duration::from_secs(3600)).await;
         let reference = paired(&sup, &ann).await.pools[0].reference.clone();
         sup.set_runner_count(&reference, 2).await.unwrap();
         online(&sup, 2).await;

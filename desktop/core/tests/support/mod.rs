@@ -147,6 +147,15 @@ pub const TICK: Duration = Duration::from_millis(200);
 
 /// A supervisor whose notices are collected for the test to read.
 pub async fn supervisor(dir: &TempDir) -> (Arc<Supervisor>, Arc<std::sync::Mutex<Vec<String>>>) {
+    supervisor_ticking(dir, TICK).await
+}
+
+/// [`supervisor`], looking at power, network, clock and its account every
+/// `tick` (the first look at once).
+pub async fn supervisor_ticking(
+    dir: &TempDir,
+    tick: Duration,
+) -> (Arc<Supervisor>, Arc<std::sync::Mutex<Vec<String>>>) {
     let notes = Arc::new(std::sync::Mutex::new(Vec::new()));
     let sink = notes.clone();
     let sup = Supervisor::start(Options {
@@ -158,7 +167,7 @@ pub async fn supervisor(dir: &TempDir) -> (Arc<Supervisor>, Arc<std::sync::Mutex
             sink.lock().unwrap().push(format!("{title}: {body}"));
         }),
         client: Default::default(),
-        tick: TICK,
+        tick,
     })
     .await
     .expect("supervisor starts");
