@@ -554,6 +554,9 @@ impl Coordinator {
         let resp = self
             .http()
             .get(format!("{}/healthz", self.url))
+            // A coordinator at its connection cap may leave the connection
+            // in its backlog: the caller's deadline must still come.
+            .timeout(std::time::Duration::from_secs(5))
             .send()
             .await
             .ok()?;

@@ -822,7 +822,16 @@ async fn fleet_section(name: &str, backend: Backend, sqlite_sync: &'static str) 
         out[format!("open{rate}")] = json!({"submitMs": submit.json(), "enqueueToLeaseMs": lease.json(), "enqueueToCompleteMs": complete.json()});
     }
     for k in list("BENCH_FLEETS", "1000,10000") {
-        let c = coordinator(backend, sqlite_sync).await;
+        // Room for every runner's long-poll and the bench's own calls: at
+        // the default cap (10,000) the bench's /healthz was refused.
+        let c = Coordinator::start_with(CoordinatorOptions {
+            lease_ttl_ms: 20_000,
+            backend,
+            sqlite_sync,
+            serve_args: vec!["--max-connections".into(), (k + 1_000).to_string()],
+            ..Default::default()
+        })
+        .await;
         let admin = c.bootstrap("fleet", "bench@bench.test");
         let (rss, cpu, first) =
             idle_fleet(&c, &admin, k, env_or("BENCH_IDLE_SECONDS", 10u64)).await;
