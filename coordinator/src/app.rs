@@ -44,6 +44,9 @@ pub struct Config {
     pub github: Option<crate::github::AppConfig>,
     /// How often GitHub runners GitHub refused to remove (busy) are retried.
     pub github_retry: Duration,
+    /// How often on-demand pools look for workflow jobs to serve (a
+    /// webhook wakes them at once).
+    pub github_on_demand: Duration,
     /// The GitHub Actions OIDC issuer CI tokens come from.
     pub oidc_issuer: String,
     /// The audience CI tokens must name; `None`: the public URL.
@@ -103,6 +106,7 @@ pub struct Application {
     limits: ServeLimits,
     retention: Retention,
     github_retry: Duration,
+    github_on_demand: Duration,
 }
 
 impl Application {
@@ -157,6 +161,7 @@ impl Application {
             replica: new_id("co").into(),
             runners: Arc::default(),
             public_url: public_url.clone().into(),
+            on_demand: Arc::default(),
             oidc: Arc::new(crate::github::oidc::Oidc::new(
                 crate::github::oidc::OidcConfig {
                     issuer: config.oidc_issuer.clone(),
@@ -197,6 +202,7 @@ impl Application {
             limits: config.serve,
             retention: config.retention,
             github_retry: config.github_retry,
+            github_on_demand: config.github_on_demand,
         })
     }
 
@@ -226,12 +232,17 @@ impl Application {
             limits,
             retention,
             github_retry,
+            github_on_demand,
         } = self;
         let reaper = tokio::spawn(reap_expired_leases(state.svc.clone()));
         let purger = tokio::spawn(retention::purge_in_background(state.svc.clone(), retention));
         let signals = tokio::spawn(listen_to_replicas(state.svc.clone()));
         let replicas = tokio::spawn(look_for_replicas(state.svc.clone()));
         let github = tokio::spawn(retry_github_removals(state.svc.clone(), github_retry));
+        let on_demand = tokio::spawn(crate::service::on_demand::serve_in_background(
+            state.svc.clone(),
+            github_on_demand,
+        ));
         let routers = server::Routers {
             all: http::router(state.clone()),
             runners_only: http::runner_router(state.clone()),
@@ -243,6 +254,7 @@ impl Application {
         let _ = signals.await;
         let _ = replicas.await;
         let _ = github.await;
+        let _ = on_demand.await;
         // Requests still running past the deadline may hold connections:
         // closing waits for them only as long as the deadline has left.
         let left = limits.shutdown_timeout.saturating_sub(stopping.elapsed());

@@ -183,6 +183,14 @@ struct GithubArgs {
     /// A file holding the App's OAuth client secret.
     #[arg(long, env = "DROVER_GITHUB_CLIENT_SECRET_FILE")]
     github_client_secret_file: Option<PathBuf>,
+    /// A file holding the App's webhook secret: GitHub's `workflow_job`
+    /// deliveries to /v1/github/webhook start on-demand Actions runners.
+    #[arg(long, env = "DROVER_GITHUB_WEBHOOK_SECRET_FILE")]
+    github_webhook_secret_file: Option<PathBuf>,
+    /// For tests: how often on-demand pools look for workflow jobs to
+    /// serve, in ms (a webhook wakes them at once).
+    #[arg(long, env = "DROVER_GITHUB_ON_DEMAND_MS", default_value_t = 2_000, hide = true, value_parser = clap::value_parser!(u64).range(10..=3_600_000))]
+    github_on_demand_ms: u64,
     /// github.com's REST API base.
     #[arg(long, env = "DROVER_GITHUB_API", default_value = "https://api.github.com", value_parser = github_base)]
     github_api: String,
@@ -232,6 +240,11 @@ impl GithubArgs {
             self.github_client_secret_file.is_some(),
         ];
         if given.iter().all(|g| !g) {
+            if self.github_webhook_secret_file.is_some() {
+                bail!(
+                    "--github-webhook-secret-file is the GitHub App's: give the App too (--github-app-id …)"
+                );
+            }
             return Ok(None);
         }
         let (Some(app_id), Some(slug), Some(key_file), Some(client_id), Some(secret_file)) = (
@@ -257,6 +270,12 @@ impl GithubArgs {
         let key = AppKey::from_pem(&pem)
             .map_err(|e| anyhow::anyhow!("the GitHub App key file {}: {e}", key_file.display()))?;
         let client_secret = read_secret_file(secret_file, "GitHub client secret")?;
+        let webhook_secret = self
+            .github_webhook_secret_file
+            .as_deref()
+            .map(|f| read_secret_file(f, "GitHub webhook secret"))
+            .transpose()?
+            .map(drover_coordinator::ids::Secret::new);
         let mut hosts = vec![Host {
             name: GITHUB_COM.into(),
             api: self.github_api.clone(),
@@ -275,6 +294,7 @@ impl GithubArgs {
             client_id: client_id.clone(),
             client_secret: drover_coordinator::ids::Secret::new(client_secret),
             hosts,
+            webhook_secret,
         }))
     }
 }
@@ -538,6 +558,7 @@ async fn main() -> anyhow::Result<()> {
                 public_url: s.public_url,
                 github: s.github.config()?,
                 github_retry: Duration::from_millis(s.github.github_retry_ms),
+                github_on_demand: Duration::from_millis(s.github.github_on_demand_ms),
                 oidc_issuer: s.github.github_oidc_issuer.clone(),
                 oidc_audience: s.github.github_oidc_audience.clone(),
                 tls: s.tls.files(),

@@ -75,6 +75,7 @@ pub async fn purge_in_background(st: Services, policy: Retention) {
                 keys = total.keys,
                 pairing_codes = total.pairing_codes,
                 revocations = total.revocations,
+                deliveries = total.deliveries,
                 ms = started.elapsed().as_millis() as u64,
                 "purged old history"
             ),
@@ -115,6 +116,10 @@ async fn purge_all(
     .await?;
     total.revocations += in_batches(st, policy, || {
         st.store.purge_old_revocations(st.now(), policy.batch)
+    })
+    .await?;
+    total.deliveries += in_batches(st, policy, || {
+        st.store.purge_old_deliveries(st.now(), policy.batch)
     })
     .await?;
     Ok((!*st.shutdown.borrow()).then_some(total))

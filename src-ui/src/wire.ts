@@ -121,6 +121,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/github/webhook": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * GitHub's webhook deliveries (the App's Webhook URL)
+         * @description GitHub calls it; the App's webhook secret (`--github-webhook-secret-file`) signs each delivery (`X-Hub-Signature-256`, HMAC-SHA256 of the body), and each delivery (`X-GitHub-Delivery`) is taken once. A `workflow_job` event `queued` whose labels an on-demand pool has is recorded for that pool (once per workflow job) and served in the background; `completed` releases its Actions runner (an unused one is deleted from GitHub and its Drover job cancelled). Other events and actions are taken and ignored. The answer comes before any call to GitHub.
+         */
+        post: operations["githubWebhook"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/jobs": {
         parameters: {
             query?: never;
@@ -817,6 +837,50 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/workspace/github/on-demand": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The pools serving GitHub Actions on demand
+         * @description Admins only.
+         */
+        get: operations["listGithubOnDemand"];
+        /**
+         * Serve GitHub Actions on demand from a workspace pool
+         * @description Admins only. Turns a workspace pool on (again: changes it) for a repository (`owner/name`) or an organization the workspace's GitHub App is installed on: each `workflow_job` GitHub queues whose `runs-on` labels are all among the pool's (`self-hosted`, `drover-<pool>` and the custom `labels`) gets a just-in-time, ephemeral Actions runner, started as a Drover job on one of the pool's runners (one that offers the `github-actions` capability), at most `maxRunners` at once. GitHub says a job is queued by webhook (`POST /v1/github/webhook`). Organizations' runners join `runnerGroupId` (default 1, GitHub's default group). The Drover jobs are the workspace's, billed as any, submitted by the principal `actions:<target>`. Audited.
+         */
+        put: operations["setGithubOnDemand"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/workspace/github/on-demand/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Stop serving GitHub Actions on demand from a pool
+         * @description Admins only. Workflow jobs not yet served are forgotten; Actions runners already started run their job to its end. Audited.
+         */
+        delete: operations["removeGithubOnDemand"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/workspace/join-tokens": {
         parameters: {
             query?: never;
@@ -1322,6 +1386,76 @@ export interface components {
         GithubInstallationList: {
             installations: components["schemas"]["GithubInstallation"][];
         };
+        /**
+         * @description A workspace pool serving a repository's or an organization's workflow
+         *     jobs with just-in-time Actions runners.
+         */
+        GithubOnDemand: {
+            /**
+             * Format: int64
+             * @description Unix time in milliseconds.
+             */
+            createdAt: number;
+            /** @description Who turned it on. */
+            createdBy: string;
+            host: string;
+            /** @description `god_…`. */
+            id: string;
+            /**
+             * @description Every label a workflow job must ask for to be served here, as its
+             *     `runs-on` lists them: `self-hosted`, `drover-<pool>`, then the
+             *     custom ones.
+             */
+            labels: string[];
+            /** Format: uint32 */
+            maxRunners: number;
+            /** @description The pool's name. */
+            pool: string;
+            poolId: string;
+            /** @description The submitter its Drover jobs name (`actions:<target>`). */
+            principal: string;
+            /** Format: int64 */
+            runnerGroupId?: number | null;
+            /** @description `owner/name`, or the organization, lower case. */
+            target: string;
+            /** @description What a workflow writes to run here. */
+            workflowHint: string;
+        };
+        GithubOnDemandList: {
+            pools: components["schemas"]["GithubOnDemand"][];
+        };
+        /**
+         * @description `PUT /v1/workspace/github/on-demand`: a workspace pool serves a
+         *     repository's or an organization's workflow jobs with just-in-time,
+         *     ephemeral GitHub Actions runners (again: update it).
+         */
+        GithubOnDemandRequest: {
+            /** @description `github.com` (the default) or a GitHub Enterprise Server host. */
+            host?: string | null;
+            /**
+             * @description Labels besides `self-hosted` and `drover-<pool>` that the workflows
+             *     ask for (`runs-on`), 0-10.
+             */
+            labels?: string[];
+            /**
+             * Format: uint32
+             * @description Most Actions runners of this pool at once (1-1000, default 10).
+             */
+            maxRunners?: number | null;
+            /**
+             * @description The workspace pool (its name or `rt_…` id) whose runners start the
+             *     Actions runners.
+             */
+            pool: string;
+            /**
+             * Format: int64
+             * @description The organization's runner group the Actions runners join (default
+             *     1, GitHub's default group). Organizations only.
+             */
+            runnerGroupId?: number | null;
+            /** @description `owner/name` for a repository, or an organization's name. */
+            target: string;
+        };
         /** @description A repository the App may reach through one of the linked installations. */
         GithubRepo: {
             /** @description `owner/name`. */
@@ -1364,6 +1498,17 @@ export interface components {
             runnerGroup?: string | null;
             /** @description The repository's or organization's URL that `config.sh --url` names. */
             url: string;
+        };
+        /** @description What the coordinator did with a webhook delivery. */
+        GithubWebhookReceipt: {
+            /** @description The delivery (`X-GitHub-Delivery`). */
+            delivery: string;
+            /**
+             * @description `queued` (a workflow job to serve, queued for the background),
+             *     `finished` (a workflow job's runner released), `ignored` (no
+             *     on-demand pool matches, or not a `workflow_job` event).
+             */
+            outcome: string;
         };
         /**
          * @description `POST /v1/runner/leases/{lease}/heartbeat`: renews the lease, then waits up
@@ -2376,6 +2521,172 @@ export interface operations {
                 };
                 content: {
                     "text/html": string;
+                };
+            };
+        };
+    };
+    githubWebhook: {
+        parameters: {
+            query?: never;
+            header: {
+                "X-Hub-Signature-256": string;
+                "X-GitHub-Delivery": string;
+                "X-GitHub-Event"?: string;
+                "X-GitHub-Enterprise-Host"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        /** @description The event, as GitHub sends it (`Content-Type: application/json`). */
+        requestBody: {
+            content: {
+                "application/json": unknown;
+            };
+        };
+        responses: {
+            /** @description Taken: what the coordinator does with it (`queued`, `finished`, `ignored`). */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["GithubWebhookReceipt"];
+                };
+            };
+            /** @description Not JSON, no `X-GitHub-Delivery`, a `workflow_job` event of another shape, or an unknown GitHub Enterprise host (code `BAD_REQUEST`). */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "BAD_REQUEST",
+                     *         "message": "…"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No `X-Hub-Signature-256`, or one that does not sign the body with the App's webhook secret (code `UNAUTHORIZED`). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "UNAUTHORIZED",
+                     *         "message": "…"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The request body did not arrive within the body timeout; the connection closes (code `REQUEST_TIMEOUT`). */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "REQUEST_TIMEOUT",
+                     *         "message": "…"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The delivery was taken before (a replay, code `CONFLICT`), or this coordinator has no GitHub App or no webhook secret (code `GITHUB_NOT_CONFIGURED`). */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "CONFLICT",
+                     *         "message": "…"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The request body exceeds 1 MiB (code `PAYLOAD_TOO_LARGE`). */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "PAYLOAD_TOO_LARGE",
+                     *         "message": "…"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The `drover-protocol` header names a protocol this coordinator does not serve: older than the oldest it serves (code `UPGRADE_REQUIRED`; the message names the `drover` version to install), or newer than it knows (code `COORDINATOR_TOO_OLD`: upgrade the coordinator, or use a `drover` of its version). `/healthz` reports the range. Requests without the header are served. */
+            426: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "UPGRADE_REQUIRED",
+                     *         "message": "…"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Something failed inside the coordinator; details are in its log only (code `INTERNAL`). */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "INTERNAL",
+                     *         "message": "…"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The coordinator is overloaded (too many connections, large bodies or member reads in flight, or a busy database); retry after `Retry-After` seconds (code `OVERLOADED`). */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "OVERLOADED",
+                     *         "message": "…"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
                 };
             };
         };
@@ -6774,7 +7085,7 @@ export interface operations {
         parameters: {
             query?: {
                 /** @description Only this action. */
-                action?: "budget.set" | "ci_link.removed" | "ci_link.set" | "github.install_link_created" | "github.installation_linked" | "github.runner_installed" | "invite.accepted" | "invite.revoked" | "job.cancelled" | "join_token.created" | "join_token.revoked" | "member.invited" | "member.removed" | "member.updated" | "pairing_code.created" | "pairing_code.redeemed" | "runner.joined" | "runner.left" | "runner.paired" | "runner.revoked" | "runtime.created" | "token.revoked" | null;
+                action?: "budget.set" | "ci_link.removed" | "ci_link.set" | "github.install_link_created" | "github.installation_linked" | "github.jit_runner_minted" | "github.on_demand_removed" | "github.on_demand_set" | "github.runner_installed" | "invite.accepted" | "invite.revoked" | "job.cancelled" | "join_token.created" | "join_token.revoked" | "member.invited" | "member.removed" | "member.updated" | "pairing_code.created" | "pairing_code.redeemed" | "runner.joined" | "runner.left" | "runner.paired" | "runner.revoked" | "runtime.created" | "token.revoked" | null;
                 /** @description Only this actor: a member's id or email, a runner's id, or a join token's pool id. */
                 actor?: string | null;
                 /** @description Only entries older than this id: the previous page's `nextBefore`. */
@@ -8242,6 +8553,470 @@ export interface operations {
                      * @example {
                      *       "error": {
                      *         "code": "GITHUB_ERROR",
+                     *         "message": "…"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The coordinator is overloaded (too many connections, large bodies or member reads in flight, or a busy database); retry after `Retry-After` seconds (code `OVERLOADED`). */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "OVERLOADED",
+                     *         "message": "…"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    listGithubOnDemand: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Which surface the request comes from, for the audit log: `rest` (the default), `cli` or `desktop`. The clients set it; another value is `400 BAD_REQUEST`. */
+                "drover-surface"?: components["parameters"]["Surface"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The on-demand pools, oldest first. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["GithubOnDemandList"];
+                };
+            };
+            /** @description A `drover-surface` header other than `rest`, `cli` or `desktop` (code `BAD_REQUEST`). */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "BAD_REQUEST",
+                     *         "message": "…"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No `Authorization: Bearer` header, or an unknown, expired or revoked token (code `UNAUTHORIZED`). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "UNAUTHORIZED",
+                     *         "message": "…"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The token is not a member API token, or the member is not an admin (code `FORBIDDEN`). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "FORBIDDEN",
+                     *         "message": "…"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The `drover-protocol` header names a protocol this coordinator does not serve: older than the oldest it serves (code `UPGRADE_REQUIRED`; the message names the `drover` version to install), or newer than it knows (code `COORDINATOR_TOO_OLD`: upgrade the coordinator, or use a `drover` of its version). `/healthz` reports the range. Requests without the header are served. */
+            426: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "UPGRADE_REQUIRED",
+                     *         "message": "…"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Something failed inside the coordinator; details are in its log only (code `INTERNAL`). */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "INTERNAL",
+                     *         "message": "…"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The coordinator is overloaded (too many connections, large bodies or member reads in flight, or a busy database); retry after `Retry-After` seconds (code `OVERLOADED`). */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "OVERLOADED",
+                     *         "message": "…"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    setGithubOnDemand: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Which surface the request comes from, for the audit log: `rest` (the default), `cli` or `desktop`. The clients set it; another value is `400 BAD_REQUEST`. */
+                "drover-surface"?: components["parameters"]["Surface"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["GithubOnDemandRequest"];
+            };
+        };
+        responses: {
+            /** @description The on-demand pool, with the `runs-on` its workflows use. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["GithubOnDemand"];
+                };
+            };
+            /** @description A malformed body, a target GitHub would not name, an unknown host, bad labels, `maxRunners` outside 1-1000, or a `runnerGroupId` for a repository (code `BAD_REQUEST`). */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "BAD_REQUEST",
+                     *         "message": "…"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No `Authorization: Bearer` header, or an unknown, expired or revoked token (code `UNAUTHORIZED`). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "UNAUTHORIZED",
+                     *         "message": "…"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The token is not a member API token, or the member is not an admin (code `FORBIDDEN`). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "FORBIDDEN",
+                     *         "message": "…"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such workspace pool, or the workspace's GitHub App is not installed on the target's owner (code `NOT_FOUND`). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "NOT_FOUND",
+                     *         "message": "…"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The request body did not arrive within the body timeout; the connection closes (code `REQUEST_TIMEOUT`). */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "REQUEST_TIMEOUT",
+                     *         "message": "…"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Another workspace serves that target (code `CONFLICT`), or this coordinator has no GitHub App configured (code `GITHUB_NOT_CONFIGURED`). */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "CONFLICT",
+                     *         "message": "…"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The request body exceeds 1 MiB (code `PAYLOAD_TOO_LARGE`). */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "PAYLOAD_TOO_LARGE",
+                     *         "message": "…"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The `drover-protocol` header names a protocol this coordinator does not serve: older than the oldest it serves (code `UPGRADE_REQUIRED`; the message names the `drover` version to install), or newer than it knows (code `COORDINATOR_TOO_OLD`: upgrade the coordinator, or use a `drover` of its version). `/healthz` reports the range. Requests without the header are served. */
+            426: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "UPGRADE_REQUIRED",
+                     *         "message": "…"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Something failed inside the coordinator; details are in its log only (code `INTERNAL`). */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "INTERNAL",
+                     *         "message": "…"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The coordinator is overloaded (too many connections, large bodies or member reads in flight, or a busy database); retry after `Retry-After` seconds (code `OVERLOADED`). */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "OVERLOADED",
+                     *         "message": "…"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    removeGithubOnDemand: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Which surface the request comes from, for the audit log: `rest` (the default), `cli` or `desktop`. The clients set it; another value is `400 BAD_REQUEST`. */
+                "drover-surface"?: components["parameters"]["Surface"];
+            };
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Turned off. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description A `drover-surface` header other than `rest`, `cli` or `desktop` (code `BAD_REQUEST`). */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "BAD_REQUEST",
+                     *         "message": "…"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No `Authorization: Bearer` header, or an unknown, expired or revoked token (code `UNAUTHORIZED`). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "UNAUTHORIZED",
+                     *         "message": "…"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The token is not a member API token, or the member is not an admin (code `FORBIDDEN`). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "FORBIDDEN",
+                     *         "message": "…"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description This workspace has no such on-demand pool (code `NOT_FOUND`). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "NOT_FOUND",
+                     *         "message": "…"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The `drover-protocol` header names a protocol this coordinator does not serve: older than the oldest it serves (code `UPGRADE_REQUIRED`; the message names the `drover` version to install), or newer than it knows (code `COORDINATOR_TOO_OLD`: upgrade the coordinator, or use a `drover` of its version). `/healthz` reports the range. Requests without the header are served. */
+            426: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "UPGRADE_REQUIRED",
+                     *         "message": "…"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Something failed inside the coordinator; details are in its log only (code `INTERNAL`). */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "INTERNAL",
                      *         "message": "…"
                      *       }
                      *     }

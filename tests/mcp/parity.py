@@ -213,6 +213,10 @@ async def main():
 
         workflow_repo = ci_linked()
 
+        def on_demand():
+            body = {"pool": ws_pool["name"], "target": next(ci_names)}
+            return {"id": rest("admin", "put", "/v1/workspace/github/on-demand", body=body)[1]["id"]}
+
         def listed_ids(path, key):
             return [x["id"] for x in rest("admin", "get", path)[1][key]]
 
@@ -313,6 +317,14 @@ async def main():
                                   admin=True, bad=({"owner": "octo", "repo": "never-linked"}, "NOT_FOUND")),
             "getCiWorkflow": read(lambda: dict(workflow_repo), admin=True,
                                   bad=({"owner": "octo", "repo": "never-linked"}, "NOT_FOUND")),
+            # GitHub Actions on demand.
+            "setGithubOnDemand": write(lambda: {"pool": ws_pool["name"], "target": next(ci_names), "labels": ["l-" + uid()]},
+                                       lambda a, r: r["id"] in listed_ids("/v1/workspace/github/on-demand", "pools")
+                                       and r["principal"] == "actions:" + a["target"],
+                                       admin=True, bad=({"pool": ws_pool["name"], "target": "octo/x", "labels": ["no spaces"]}, "BAD_REQUEST")),
+            "listGithubOnDemand": read(admin=True),
+            "removeGithubOnDemand": write(on_demand, lambda a, r: a["id"] not in listed_ids("/v1/workspace/github/on-demand", "pools"),
+                                          admin=True, bad=({"id": "god_nope"}, "NOT_FOUND")),
         }
 
         missing = sorted(set(ops) - set(cases))

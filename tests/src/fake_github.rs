@@ -125,6 +125,8 @@ struct World {
     tokens: HashMap<String, Minted>,
     registrations: HashMap<String, Registration>,
     runners: Vec<FakeRunner>,
+    /// Just-in-time configs handed out: encoded config → the runner's id.
+    jit_configs: HashMap<String, i64>,
     next_id: i64,
     /// How long installation tokens live, in seconds (GitHub: an hour).
     token_lifetime_s: i64,
@@ -741,6 +743,118 @@ async fn delete_org_runner(
     delete_runner(&c, &org, id)
 }
 
+/// `POST …/actions/runners/generate-jitconfig`: registers an ephemeral
+/// runner at once and answers its encoded config (base64 JSON here; an
+/// opaque secret to the coordinator).
+fn jit_config(c: &Ctx, target: &str, org: bool, body: Option<Value>) -> Response {
+    let body = body.unwrap_or(json!({}));
+    let (Some(name), Some(group), Some(labels)) = (
+        body["name"].as_str(),
+        body["runner_group_id"].as_i64(),
+        body["labels"].as_array(),
+    ) else {
+        return c.refuse(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "Invalid request: name, runner_group_id and labels are required",
+        );
+    };
+    let labels: Vec<String> = labels
+        .iter()
+        .filter_map(|l| l.as_str().map(str::to_owned))
+        .collect();
+    if labels.is_empty() || labels.len() > 100 || !(1..=64).contains(&name.len()) {
+        return c.refuse(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "Invalid request: labels or name",
+        );
+    }
+    if group < 1 || (!org && group != 1) {
+        return c.refuse(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "Invalid request: no such runner group",
+        );
+    }
+    let mut w = c.world.lock().unwrap();
+    if w.runners
+        .iter()
+        .any(|r| r.target == target && r.name == name)
+    {
+        drop(w);
+        return c.refuse(
+            StatusCode::CONFLICT,
+            &format!("Already exists - A runner with the name {name} already exists."),
+        );
+    }
+    w.next_id += 1;
+    let id = w.next_id;
+    w.runners.push(FakeRunner {
+        id,
+        name: name.into(),
+        labels: labels.clone(),
+        busy: false,
+        target: target.into(),
+        runner_group: Some(group.to_string()),
+    });
+    let config = base64::engine::general_purpose::STANDARD.encode(
+        json!({ "runner_id": id, "name": name, "target": target, "secret": random_token("jit_") })
+            .to_string(),
+    );
+    w.jit_configs.insert(config.clone(), id);
+    (
+        StatusCode::CREATED,
+        axum::Json(json!({
+            "runner": { "id": id, "name": name, "os": "unknown", "status": "offline", "busy": false,
+                "labels": labels.iter().map(|l| json!({ "name": l })).collect::<Vec<_>>() },
+            "encoded_jit_config": config,
+        })),
+    )
+        .into_response()
+}
+
+async fn repo_jit_config(
+    State(c): State<Ctx>,
+    Path((o, r)): Path<(String, String)>,
+    h: HeaderMap,
+    body: Option<axum::Json<Value>>,
+) -> Response {
+    if let Err(resp) = c.check_headers(
+        &h,
+        format!("POST /repos/{o}/{r}/actions/runners/generate-jitconfig"),
+    ) {
+        return *resp;
+    }
+    let m = match c.token(&h) {
+        Ok(m) => m,
+        Err(resp) => return *resp,
+    };
+    if let Err(resp) = c.may_register(&m, &o, Some(&r)) {
+        return *resp;
+    }
+    jit_config(&c, &format!("{o}/{r}"), false, body.map(|b| b.0))
+}
+
+async fn org_jit_config(
+    State(c): State<Ctx>,
+    Path(org): Path<String>,
+    h: HeaderMap,
+    body: Option<axum::Json<Value>>,
+) -> Response {
+    if let Err(resp) = c.check_headers(
+        &h,
+        format!("POST /orgs/{org}/actions/runners/generate-jitconfig"),
+    ) {
+        return *resp;
+    }
+    let m = match c.token(&h) {
+        Ok(m) => m,
+        Err(resp) => return *resp,
+    };
+    if let Err(resp) = c.may_register(&m, &org, None) {
+        return *resp;
+    }
+    jit_config(&c, &org, true, body.map(|b| b.0))
+}
+
 async fn oauth(
     State(c): State<Ctx>,
     axum::Form(f): axum::Form<HashMap<String, String>>,
@@ -1001,6 +1115,14 @@ impl FakeGithub {
                 post(org_registration),
             )
             .route("/repos/{o}/{r}/actions/runners", get(repo_runners))
+            .route(
+                "/repos/{o}/{r}/actions/runners/generate-jitconfig",
+                post(repo_jit_config),
+            )
+            .route(
+                "/orgs/{org}/actions/runners/generate-jitconfig",
+                post(org_jit_config),
+            )
             .route("/orgs/{org}/actions/runners", get(org_runners))
             .route(
                 "/repos/{o}/{r}/actions/runners/{id}",
@@ -1222,6 +1344,16 @@ impl FakeGithub {
         self.world.lock().unwrap().runners.clone()
     }
 
+    /// The runner a just-in-time config was minted for, if it was.
+    pub fn jit_runner_of(&self, config: &str) -> Option<i64> {
+        self.world.lock().unwrap().jit_configs.get(config).copied()
+    }
+
+    /// How many just-in-time configs were minted.
+    pub fn jit_configs_minted(&self) -> usize {
+        self.world.lock().unwrap().jit_configs.len()
+    }
+
     /// Every installation token minted so far is past its expiry (as if an
     /// hour went by), whatever the coordinator's cache thinks.
     pub fn expire_installation_tokens(&self) {
@@ -1291,6 +1423,7 @@ impl GithubApp {
         let files = super::TempDir::new("github-app");
         std::fs::write(files.path().join("app.pem"), &keys.private_pem).unwrap();
         std::fs::write(files.path().join("client-secret"), CLIENT_SECRET).unwrap();
+        std::fs::write(files.path().join("webhook-secret"), WEBHOOK_SECRET).unwrap();
         Self { com, ghe, files }
     }
 
@@ -1317,6 +1450,10 @@ impl GithubApp {
             &format!("{GHE}={}", self.ghe.api),
             "--github-retry-ms",
             "100",
+            "--github-webhook-secret-file",
+            &file("webhook-secret"),
+            "--github-on-demand-ms",
+            "100",
             "--github-oidc-issuer",
             &self.com.oidc_issuer(),
         ]
@@ -1324,6 +1461,78 @@ impl GithubApp {
         .map(|s| s.to_string())
         .collect()
     }
+}
+
+/// The App's webhook secret (`GithubApp::serve_args` gives its file).
+pub const WEBHOOK_SECRET: &str = "whsec-for-the-fake-app";
+
+/// `X-Hub-Signature-256` for `body` under `secret`: `sha256=` and the hex
+/// HMAC-SHA256 (RFC 2104), as GitHub signs its deliveries.
+pub fn sign_webhook(secret: &str, body: &[u8]) -> String {
+    use sha2::Digest as _;
+    let mut key = [0u8; 64];
+    if secret.len() > 64 {
+        key[..32].copy_from_slice(&Sha256::digest(secret.as_bytes()));
+    } else {
+        key[..secret.len()].copy_from_slice(secret.as_bytes());
+    }
+    let pad = |b: u8| key.iter().map(|k| k ^ b).collect::<Vec<u8>>();
+    let inner = Sha256::new()
+        .chain_update(pad(0x36))
+        .chain_update(body)
+        .finalize();
+    let outer = Sha256::new()
+        .chain_update(pad(0x5c))
+        .chain_update(inner)
+        .finalize();
+    let hex: String = outer.iter().map(|b| format!("{b:02x}")).collect();
+    format!("sha256={hex}")
+}
+
+/// One webhook delivery to coordinator `url`, as GitHub sends it: `event`
+/// (`X-GitHub-Event`), `delivery` (`X-GitHub-Delivery`), `signature`
+/// (`X-Hub-Signature-256`, none when `None`). (status, answer).
+pub async fn deliver(
+    url: &str,
+    event: &str,
+    delivery: &str,
+    signature: Option<&str>,
+    body: &[u8],
+) -> (u16, Value) {
+    let http = reqwest::Client::new();
+    let mut req = http
+        .post(format!("{url}/v1/github/webhook"))
+        .header("content-type", "application/json")
+        .header("x-github-event", event)
+        .header("x-github-delivery", delivery)
+        .body(body.to_vec());
+    if let Some(sig) = signature {
+        req = req.header("x-hub-signature-256", sig);
+    }
+    let resp = req.send().await.unwrap();
+    let status = resp.status().as_u16();
+    (status, resp.json().await.unwrap_or(Value::Null))
+}
+
+/// A `workflow_job` event's body: `action` on job `id` of `owner/repo`,
+/// asking for `labels`, run on `runner` (once it ran).
+pub fn workflow_job(
+    action: &str,
+    id: i64,
+    repository: &str,
+    labels: &[&str],
+    runner: Option<&str>,
+    conclusion: Option<&str>,
+) -> Vec<u8> {
+    let (owner, name) = repository.split_once('/').expect("owner/name");
+    json!({
+        "action": action,
+        "workflow_job": { "id": id, "run_id": id * 10, "name": "build", "labels": labels,
+            "status": action, "runner_name": runner, "conclusion": conclusion },
+        "repository": { "id": 1, "name": name, "full_name": repository, "owner": { "login": owner } },
+    })
+    .to_string()
+    .into_bytes()
 }
 
 /// GitHub's setup redirect to coordinator `url`: (status, page).

@@ -16,6 +16,7 @@ mod dispatch;
 mod failure;
 mod github;
 mod github_install_script;
+mod github_on_demand;
 mod github_owner;
 mod hostile;
 mod isolation;

@@ -72,6 +72,9 @@ pub struct AppConfig {
     pub client_secret: Secret,
     /// github.com first, then the GHE hosts.
     pub hosts: Vec<Host>,
+    /// The App's webhook secret (`--github-webhook-secret-file`): without
+    /// it, webhook deliveries are refused.
+    pub webhook_secret: Option<Secret>,
 }
 
 impl std::fmt::Debug for AppConfig {

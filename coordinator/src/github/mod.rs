@@ -14,6 +14,7 @@ pub mod oidc;
 mod repository;
 pub mod script;
 mod target;
+pub mod webhook;
 pub mod workflow;
 
 use std::collections::HashMap;
@@ -65,6 +66,14 @@ pub struct GithubRunner {
     pub name: String,
     #[serde(default)]
     pub busy: bool,
+}
+
+/// An ephemeral runner to mint a just-in-time configuration for.
+pub struct JitRunner<'a> {
+    pub name: &'a str,
+    /// GitHub's default group is 1 (repositories have only that one).
+    pub runner_group_id: i64,
+    pub labels: &'a [String],
 }
 
 /// What `DELETE …/actions/runners/{id}` did.
@@ -279,6 +288,7 @@ impl GithubApp {
     /// One call with an installation token. A 401 means GitHub no longer
     /// takes the cached token (expired early, or revoked): it is dropped,
     /// and the call is made once more with a new one.
+    #[allow(clippy::too_many_arguments)]
     async fn with_installation(
         &self,
         host: &Host,
@@ -286,6 +296,7 @@ impl GithubApp {
         scope: &TokenScope,
         method: Method,
         path: &str,
+        body: Option<&Value>,
         what: &str,
     ) -> Result<(StatusCode, reqwest::header::HeaderMap, axum::body::Bytes)> {
         let url = if path.starts_with("http") {
@@ -296,7 +307,7 @@ impl GithubApp {
         for attempt in 0..2 {
             let token = self.installation_token(host, installation, scope).await?;
             let resp = self
-                .send(method.clone(), &url, Auth::Token(&token), None, what)
+                .send(method.clone(), &url, Auth::Token(&token), body, what)
                 .await?;
             let (status, headers) = (resp.status(), resp.headers().clone());
             let body = resp.bytes().await.map_err(|e| transport(what, e))?;
@@ -326,6 +337,7 @@ impl GithubApp {
                 &target.token_scope(),
                 Method::POST,
                 &path,
+                None,
                 &what,
             )
             .await?;
@@ -361,6 +373,7 @@ impl GithubApp {
                 &target.token_scope(),
                 Method::GET,
                 &path,
+                None,
                 &what,
             )
             .await?;
@@ -399,12 +412,83 @@ impl GithubApp {
                 &target.token_scope(),
                 Method::DELETE,
                 &path,
+                None,
                 &what,
             )
             .await?;
         match status {
             StatusCode::NO_CONTENT | StatusCode::NOT_FOUND => Ok(Removal::Removed),
             // GitHub keeps a runner that is running a job.
+            StatusCode::UNPROCESSABLE_ENTITY | StatusCode::CONFLICT => Ok(Removal::Busy),
+            _ => Err(github_error(&what, status, &body)),
+        }
+    }
+
+    /// A just-in-time configuration for one ephemeral runner called `name`
+    /// on `target` (GitHub registers the runner at once; it takes one job
+    /// and is gone): the runner's id and the encoded config (a secret).
+    pub async fn jit_config(
+        &self,
+        host: &Host,
+        installation: i64,
+        target: &Target,
+        jit: &JitRunner<'_>,
+    ) -> Result<(i64, Secret)> {
+        let path = format!("{}/actions/runners/generate-jitconfig", target.api_prefix());
+        let what = format!("POST {path}");
+        let body = serde_json::json!({
+            "name": jit.name,
+            "runner_group_id": jit.runner_group_id,
+            "labels": jit.labels,
+            "work_folder": "_work",
+        });
+        let (status, _, body) = self
+            .with_installation(
+                host,
+                installation,
+                &target.token_scope(),
+                Method::POST,
+                &path,
+                Some(&body),
+                &what,
+            )
+            .await?;
+        if status != StatusCode::CREATED {
+            return Err(github_error(&what, status, &body));
+        }
+        #[derive(Deserialize)]
+        struct Minted {
+            runner: GithubRunner,
+            encoded_jit_config: String,
+        }
+        let m: Minted = serde_json::from_slice(&body)
+            .map_err(|_| github_error(&what, status, b"an unexpected answer"))?;
+        Ok((m.runner.id, Secret::new(m.encoded_jit_config)))
+    }
+
+    /// Removes the runner with GitHub's id `id` from `target`.
+    pub async fn remove_runner_id(
+        &self,
+        host: &Host,
+        installation: i64,
+        target: &Target,
+        id: i64,
+    ) -> Result<Removal> {
+        let path = format!("{}/actions/runners/{id}", target.api_prefix());
+        let what = format!("DELETE {}/actions/runners/{{id}}", target.api_prefix());
+        let (status, _, body) = self
+            .with_installation(
+                host,
+                installation,
+                &target.token_scope(),
+                Method::DELETE,
+                &path,
+                None,
+                &what,
+            )
+            .await?;
+        match status {
+            StatusCode::NO_CONTENT | StatusCode::NOT_FOUND => Ok(Removal::Removed),
             StatusCode::UNPROCESSABLE_ENTITY | StatusCode::CONFLICT => Ok(Removal::Busy),
             _ => Err(github_error(&what, status, &body)),
         }
@@ -428,6 +512,7 @@ impl GithubApp {
                 &TokenScope::METADATA,
                 Method::GET,
                 &path,
+                None,
                 what,
             )
             .await?;

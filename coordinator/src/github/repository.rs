@@ -29,6 +29,7 @@ impl GithubApp {
                 &TokenScope::METADATA,
                 Method::GET,
                 &path,
+                None,
                 &what,
             )
             .await?;

@@ -36,6 +36,24 @@ impl<T: DeserializeOwned> FromRequest<AppState> for Json<T> {
     }
 }
 
+/// A JSON body kept as the bytes that came (a webhook's signature covers
+/// them), read within the body budget and the body timeout.
+pub struct RawJson(pub Vec<u8>);
+
+impl FromRequest<AppState> for RawJson {
+    type Rejection = Error;
+
+    async fn from_request(req: Request, state: &AppState) -> Result<Self, Error> {
+        if !json_content_type(req.headers()) {
+            return Err(Error::bad_request(
+                "expected a request with Content-Type: application/json",
+            ));
+        }
+        let (bytes, _permit) = read_body(req, state).await?;
+        Ok(Self(bytes))
+    }
+}
+
 /// A JSON object body that may be absent (an empty body means `T::default()`).
 pub struct OptionalJson<T>(pub T);
 

@@ -45,7 +45,9 @@ use super::extract::mcp_member;
 use super::heavy;
 use super::{AppState, MAX_BODY_BYTES};
 use crate::error::Error;
-use crate::service::{self, billing, ci, dto, github, jobs, members, pairing, pools, runners};
+use crate::service::{
+    self, billing, ci, dto, github, jobs, members, on_demand, pairing, pools, runners,
+};
 use crate::store::{Member, RunnerScope, UsageOf};
 use args::{Args, input_schema};
 use drover_wire as wire;
@@ -277,6 +279,9 @@ async fn call(st: &AppState, m: Member, op: &Op, a: Args) -> Result<Response, Er
             let yaml = ci::workflow(st, &m, &a.id("owner"), &a.id("repo"), a.query()?).await?;
             yaml.into_response()
         }
+        "setGithubOnDemand" => json(on_demand::set(st, &m, a.body()?).await?),
+        "listGithubOnDemand" => json(on_demand::list(st, &m).await?),
+        "removeGithubOnDemand" => empty(on_demand::remove(st, &m, &a.id("id")).await?),
         other => Error::api(
             drover_wire::ErrorCode::Internal,
             format!("the MCP tool of {other} has no service"),

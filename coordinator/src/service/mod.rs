@@ -12,6 +12,7 @@ pub mod dto;
 pub mod github;
 pub mod jobs;
 pub mod members;
+pub mod on_demand;
 pub mod pairing;
 pub mod pools;
 mod runner_cache;
@@ -47,6 +48,8 @@ pub struct Services {
     pub github: Option<Arc<crate::github::GithubApp>>,
     /// GitHub Actions OIDC tokens, checked as CI principals.
     pub oidc: Arc<crate::github::oidc::Oidc>,
+    /// Wakes the on-demand pools' worker (a webhook queued a workflow job).
+    pub on_demand: Arc<tokio::sync::Notify>,
 }
 
 impl Services {

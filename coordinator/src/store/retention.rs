@@ -14,6 +14,9 @@
 //! used code still answers PAIRING_CODE_USED, an unused one
 //! PAIRING_CODE_EXPIRED, rather than NOT_FOUND.
 //!
+//! Webhook deliveries are remembered a week (GitHub redelivers only within
+//! three days), long enough to refuse a replay.
+//!
 //! On SQLite the file does not shrink: deleted pages go on the free list
 //! and new rows reuse them, so under a steady load the file stops growing
 //! (see ARCHITECTURE.md, "Retention").
@@ -23,6 +26,9 @@ use super::pairing::{PAIRING_CODE_GRACE_MS, REVOCATION_KEEP_MS};
 use super::{Store, placeholders};
 use crate::store::error::Result;
 
+/// How long a webhook delivery's id is kept to refuse its replay.
+const DELIVERY_KEEP_MS: i64 = 7 * 24 * 3600 * 1000;
+
 /// What one batch deleted.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Purged {
@@ -31,6 +37,7 @@ pub struct Purged {
     pub keys: u64,
     pub pairing_codes: u64,
     pub revocations: u64,
+    pub deliveries: u64,
 }
 
 impl std::ops::AddAssign for Purged {
@@ -40,6 +47,7 @@ impl std::ops::AddAssign for Purged {
         self.keys += other.keys;
         self.pairing_codes += other.pairing_codes;
         self.revocations += other.revocations;
+        self.deliveries += other.deliveries;
     }
 }
 
@@ -124,6 +132,18 @@ impl Store {
         .await
     }
 
+    /// Deletes up to `batch` webhook deliveries taken more than a week
+    /// before `now`, in one transaction; returns how many.
+    pub async fn purge_old_deliveries(&self, now: i64, batch: usize) -> Result<u64> {
+        self.purge_by_key(
+            ("github_deliveries", "delivery"),
+            "received_at",
+            now - DELIVERY_KEEP_MS,
+            batch,
+        )
+        .await
+    }
+
     /// Up to `batch` rows of `table` (keyed by `hash`) whose `column` is
     /// before `cutoff`, oldest first, deleted in one transaction.
     async fn purge_by_hash(
@@ -133,9 +153,22 @@ impl Store {
         cutoff: i64,
         batch: usize,
     ) -> Result<u64> {
+        self.purge_by_key((table, "hash"), column, cutoff, batch)
+            .await
+    }
+
+    /// Up to `batch` rows of `table` (keyed by its one-column `key`) whose
+    /// `column` is before `cutoff`, oldest first, deleted in one transaction.
+    async fn purge_by_key(
+        &self,
+        (table, key): (&str, &str),
+        column: &str,
+        cutoff: i64,
+        batch: usize,
+    ) -> Result<u64> {
         let done = sqlx::query(&format!(
-            "DELETE FROM {table} WHERE hash IN (
-                 SELECT hash FROM {table} WHERE {column} < $1
+            "DELETE FROM {table} WHERE {key} IN (
+                 SELECT {key} FROM {table} WHERE {column} < $1
                  ORDER BY {column} LIMIT $2 {})",
             self.dialect.lock_skip_locked
         ))

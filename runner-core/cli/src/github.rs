@@ -1,13 +1,14 @@
 //! `drover github …`: the workspace's GitHub App (admins). Link an
 //! installation, see what it reaches, and stand up a build server with a
-//! GitHub Actions runner beside a Drover runner.
+//! GitHub Actions runner beside a Drover runner; or serve a repository's
+//! workflow jobs on demand from a workspace pool.
 
 use std::io::Write as _;
 use std::path::PathBuf;
 
 use anyhow::Context as _;
 use clap::{ArgGroup, Subcommand};
-use drover_wire as wire;
+use drover_wire::{self as wire, op};
 use runner_core::client::Client;
 
 use crate::{human, table};
@@ -76,6 +77,107 @@ pub enum GithubCommand {
         #[arg(long)]
         json: bool,
     },
+    /// GitHub Actions on demand: a workspace pool's runners start a
+    /// just-in-time, ephemeral Actions runner for each queued workflow job.
+    #[command(subcommand)]
+    OnDemand(OnDemandCommand),
+}
+
+#[derive(Subcommand)]
+pub enum OnDemandCommand {
+    /// Serve a repository's (owner/name) or an organization's workflow jobs
+    /// from a workspace pool (again: change its labels, group or cap).
+    Set {
+        /// owner/name, or an organization.
+        target: String,
+        /// The workspace pool, name or id.
+        #[arg(long)]
+        pool: String,
+        /// Labels besides self-hosted and drover-<pool> (repeat, or comma-separated).
+        #[arg(long = "label", value_delimiter = ',')]
+        labels: Vec<String>,
+        /// The organization's runner group id (default 1, GitHub's default).
+        #[arg(long)]
+        runner_group_id: Option<i64>,
+        /// Most Actions runners at once (default 10).
+        #[arg(long)]
+        max_runners: Option<u32>,
+        /// github.com (default), or a GitHub Enterprise Server host.
+        #[arg(long)]
+        host: Option<String>,
+        /// Print the coordinator's JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// The pools serving workflow jobs on demand.
+    List {
+        /// Print the coordinator's JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Stop serving: workflow jobs not yet served are forgotten.
+    Remove {
+        /// The on-demand pool's id (god_…).
+        id: String,
+    },
+}
+
+async fn on_demand(client: &Client, cmd: &OnDemandCommand) -> anyhow::Result<()> {
+    match cmd {
+        OnDemandCommand::Set {
+            target,
+            pool,
+            labels,
+            runner_group_id,
+            max_runners,
+            host,
+            json,
+        } => {
+            let req = wire::GithubOnDemandRequest {
+                pool: pool.clone(),
+                target: target.clone(),
+                host: host.clone(),
+                labels: labels.clone(),
+                runner_group_id: *runner_group_id,
+                max_runners: *max_runners,
+            };
+            let made = client.call::<op::SetGithubOnDemand>(&[], &(), &req).await?;
+            if *json {
+                return crate::print_json(&made);
+            }
+            println!("{}", made.id);
+            eprintln!(
+                "pool {} serves {}'s workflow jobs on demand, at most {} at once; its runners need the github-actions capability. In a workflow:\n  {}",
+                made.pool, made.target, made.max_runners, made.workflow_hint
+            );
+        }
+        OnDemandCommand::List { json } => {
+            let list = client.call::<op::ListGithubOnDemand>(&[], &(), &()).await?;
+            if *json {
+                return crate::print_json(&list);
+            }
+            table::print(
+                &["ID", "TARGET", "HOST", "POOL", "MAX", "RUNS-ON"],
+                list.pools.iter().map(|p| {
+                    vec![
+                        p.id.clone(),
+                        p.target.clone(),
+                        p.host.clone(),
+                        p.pool.clone(),
+                        p.max_runners.to_string(),
+                        p.labels.join(","),
+                    ]
+                }),
+            );
+        }
+        OnDemandCommand::Remove { id } => {
+            client
+                .call::<op::RemoveGithubOnDemand>(&[id], &(), &())
+                .await?;
+            eprintln!("{id} no longer serves workflow jobs");
+        }
+    }
+    Ok(())
 }
 
 #[derive(Subcommand)]
@@ -206,6 +308,7 @@ pub async fn ci(client: &Client, cmd: &CiCommand) -> anyhow::Result<()> {
 
 pub async fn github(client: &Client, cmd: &GithubCommand) -> anyhow::Result<()> {
     match cmd {
+        GithubCommand::OnDemand(cmd) => on_demand(client, cmd).await?,
         GithubCommand::Link { host, json } => {
             let link = client.github_install_link(host.as_deref()).await?;
             if *json {

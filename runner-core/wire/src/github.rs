@@ -276,3 +276,82 @@ pub struct CiLinkQuery {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host: Option<String>,
 }
+
+/// `PUT /v1/workspace/github/on-demand`: a workspace pool serves a
+/// repository's or an organization's workflow jobs with just-in-time,
+/// ephemeral GitHub Actions runners (again: update it).
+#[derive(Serialize, Deserialize, Debug, Clone, Default)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct GithubOnDemandRequest {
+    /// The workspace pool (its name or `rt_…` id) whose runners start the
+    /// Actions runners.
+    pub pool: String,
+    /// `owner/name` for a repository, or an organization's name.
+    pub target: String,
+    /// `github.com` (the default) or a GitHub Enterprise Server host.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
+    /// Labels besides `self-hosted` and `drover-<pool>` that the workflows
+    /// ask for (`runs-on`), 0-10.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub labels: Vec<String>,
+    /// The organization's runner group the Actions runners join (default
+    /// 1, GitHub's default group). Organizations only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runner_group_id: Option<i64>,
+    /// Most Actions runners of this pool at once (1-1000, default 10).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(range(min = 1, max = 1000)))]
+    pub max_runners: Option<u32>,
+}
+
+/// A workspace pool serving a repository's or an organization's workflow
+/// jobs with just-in-time Actions runners.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct GithubOnDemand {
+    /// `god_…`.
+    pub id: String,
+    /// The pool's name.
+    pub pool: String,
+    pub pool_id: String,
+    pub host: String,
+    /// `owner/name`, or the organization, lower case.
+    pub target: String,
+    /// Every label a workflow job must ask for to be served here, as its
+    /// `runs-on` lists them: `self-hosted`, `drover-<pool>`, then the
+    /// custom ones.
+    pub labels: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runner_group_id: Option<i64>,
+    pub max_runners: u32,
+    /// The submitter its Drover jobs name (`actions:<target>`).
+    pub principal: String,
+    /// Who turned it on.
+    pub created_by: String,
+    /// Unix time in milliseconds.
+    pub created_at: i64,
+    /// What a workflow writes to run here.
+    pub workflow_hint: String,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct GithubOnDemandList {
+    pub pools: Vec<GithubOnDemand>,
+}
+
+/// What the coordinator did with a webhook delivery.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct GithubWebhookReceipt {
+    /// The delivery (`X-GitHub-Delivery`).
+    pub delivery: String,
+    /// `queued` (a workflow job to serve, queued for the background),
+    /// `finished` (a workflow job's runner released), `ignored` (no
+    /// on-demand pool matches, or not a `workflow_job` event).
+    pub outcome: String,
+}

@@ -278,6 +278,14 @@ operations! {
         query w::CiLinkQuery, -> empty;
     GetCiWorkflow "getCiWorkflow" Get "/v1/workspace/ci/links/{owner}/{repo}/workflow"
         query w::CiLinkQuery, -> text;
+    SetGithubOnDemand "setGithubOnDemand" Put "/v1/workspace/github/on-demand"
+        body w::GithubOnDemandRequest, -> json w::GithubOnDemand;
+    ListGithubOnDemand "listGithubOnDemand" Get "/v1/workspace/github/on-demand"
+        -> json w::GithubOnDemandList;
+    RemoveGithubOnDemand "removeGithubOnDemand" Delete "/v1/workspace/github/on-demand/{id}"
+        -> empty;
+    GithubWebhook "githubWebhook" Post "/v1/github/webhook"
+        body serde_json::Value, -> json w::GithubWebhookReceipt;
 }
 
 #[cfg(test)]

@@ -821,7 +821,7 @@ async fn fleet_section(name: &str, backend: Backend, sqlite_sync: &'static str) 
         ));
         out[format!("open{rate}")] = json!({"submitMs": submit.json(), "enqueueToLeaseMs": lease.json(), "enqueueToCompleteMs": complete.json()});
     }
-    for k in list("BENCH_FLEETS", "1000,10000") {
+    for k in list::<usize>("BENCH_FLEETS", "1000,10000") {
         // Room for every runner's long-poll and the bench's own calls: at
         // the default cap (10,000) the bench's /healthz was refused.
         let c = Coordinator::start_with(CoordinatorOptions {
