@@ -822,13 +822,15 @@ async fn fleet_section(name: &str, backend: Backend, sqlite_sync: &'static str) 
         out[format!("open{rate}")] = json!({"submitMs": submit.json(), "enqueueToLeaseMs": lease.json(), "enqueueToCompleteMs": complete.json()});
     }
     for k in list::<usize>("BENCH_FLEETS", "1000,10000") {
-        // Room for every runner's long-poll and the bench's own calls: at
-        // the default cap (10,000) the bench's /healthz was refused.
+        // Room for every runner's long-poll and the bench's own calls
+        // below the cap's last tenth (which serves runners only): at the
+        // default cap (10,000) the bench's /healthz and submit were refused.
+        // The coordinator lowers it to fit its open-files limit.
         let c = Coordinator::start_with(CoordinatorOptions {
             lease_ttl_ms: 20_000,
             backend,
             sqlite_sync,
-            serve_args: vec!["--max-connections".into(), (k + 1_000).to_string()],
+            serve_args: vec!["--max-connections".into(), (2 * k + 1_000).to_string()],
             ..Default::default()
         })
         .await;
