@@ -7,6 +7,7 @@
 //! the call and what GitHub answered.
 
 mod config;
+mod jit;
 mod jwt;
 pub mod names;
 mod oauth;
@@ -31,6 +32,7 @@ use crate::error::{Error, Result};
 use crate::ids::Secret;
 
 pub use config::{AppConfig, Host, base_url};
+pub use jit::JitRunner;
 pub use jwt::AppKey;
 pub use oauth::{GithubUser, OrgMembership, UserInstallation};
 pub use target::Target;
@@ -66,14 +68,6 @@ pub struct GithubRunner {
     pub name: String,
     #[serde(default)]
     pub busy: bool,
-}
-
-/// An ephemeral runner to mint a just-in-time configuration for.
-pub struct JitRunner<'a> {
-    pub name: &'a str,
-    /// GitHub's default group is 1 (repositories have only that one).
-    pub runner_group_id: i64,
-    pub labels: &'a [String],
 }
 
 /// What `DELETE …/actions/runners/{id}` did.
@@ -403,95 +397,8 @@ impl GithubApp {
         let Some(runner) = self.find_runner(host, installation, target, name).await? else {
             return Ok(Removal::Removed);
         };
-        let path = format!("{}/actions/runners/{}", target.api_prefix(), runner.id);
-        let what = format!("DELETE {}/actions/runners/{{id}}", target.api_prefix());
-        let (status, _, body) = self
-            .with_installation(
-                host,
-                installation,
-                &target.token_scope(),
-                Method::DELETE,
-                &path,
-                None,
-                &what,
-            )
-            .await?;
-        match status {
-            StatusCode::NO_CONTENT | StatusCode::NOT_FOUND => Ok(Removal::Removed),
-            // GitHub keeps a runner that is running a job.
-            StatusCode::UNPROCESSABLE_ENTITY | StatusCode::CONFLICT => Ok(Removal::Busy),
-            _ => Err(github_error(&what, status, &body)),
-        }
-    }
-
-    /// A just-in-time configuration for one ephemeral runner called `name`
-    /// on `target` (GitHub registers the runner at once; it takes one job
-    /// and is gone): the runner's id and the encoded config (a secret).
-    pub async fn jit_config(
-        &self,
-        host: &Host,
-        installation: i64,
-        target: &Target,
-        jit: &JitRunner<'_>,
-    ) -> Result<(i64, Secret)> {
-        let path = format!("{}/actions/runners/generate-jitconfig", target.api_prefix());
-        let what = format!("POST {path}");
-        let body = serde_json::json!({
-            "name": jit.name,
-            "runner_group_id": jit.runner_group_id,
-            "labels": jit.labels,
-            "work_folder": "_work",
-        });
-        let (status, _, body) = self
-            .with_installation(
-                host,
-                installation,
-                &target.token_scope(),
-                Method::POST,
-                &path,
-                Some(&body),
-                &what,
-            )
-            .await?;
-        if status != StatusCode::CREATED {
-            return Err(github_error(&what, status, &body));
-        }
-        #[derive(Deserialize)]
-        struct Minted {
-            runner: GithubRunner,
-            encoded_jit_config: String,
-        }
-        let m: Minted = serde_json::from_slice(&body)
-            .map_err(|_| github_error(&what, status, b"an unexpected answer"))?;
-        Ok((m.runner.id, Secret::new(m.encoded_jit_config)))
-    }
-
-    /// Removes the runner with GitHub's id `id` from `target`.
-    pub async fn remove_runner_id(
-        &self,
-        host: &Host,
-        installation: i64,
-        target: &Target,
-        id: i64,
-    ) -> Result<Removal> {
-        let path = format!("{}/actions/runners/{id}", target.api_prefix());
-        let what = format!("DELETE {}/actions/runners/{{id}}", target.api_prefix());
-        let (status, _, body) = self
-            .with_installation(
-                host,
-                installation,
-                &target.token_scope(),
-                Method::DELETE,
-                &path,
-                None,
-                &what,
-            )
-            .await?;
-        match status {
-            StatusCode::NO_CONTENT | StatusCode::NOT_FOUND => Ok(Removal::Removed),
-            StatusCode::UNPROCESSABLE_ENTITY | StatusCode::CONFLICT => Ok(Removal::Busy),
-            _ => Err(github_error(&what, status, &body)),
-        }
+        self.remove_runner_id(host, installation, target, runner.id)
+            .await
     }
 
     /// One page of the repositories `installation` may reach, and whether

@@ -43,6 +43,7 @@ mod schema_tests;
 mod submit;
 #[cfg(test)]
 mod tests;
+mod workflow_jobs;
 
 use std::str::FromStr;
 use std::sync::Arc;
@@ -70,12 +71,13 @@ pub use health::{NotReady, PoolReading};
 pub use idempotency::IdempotencyKey;
 pub use jobs::CancelOutcome;
 pub use leases::{Completion, LeaseAttempt};
-pub use on_demand::{OnDemand, OnDemandSpec, WorkflowJobRow, actions_member_id};
+pub use on_demand::{OnDemand, OnDemandSpec, actions_member_id};
 pub use pools::Placement;
 pub use preview::{JobPage, ListedJob};
 pub use retention::Purged;
 pub use runners::RunnerScope;
 pub use submit::Submitted;
+pub use workflow_jobs::WorkflowJobRow;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Backend {
