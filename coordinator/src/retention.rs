@@ -76,6 +76,7 @@ pub async fn purge_in_background(st: Services, policy: Retention) {
                 pairing_codes = total.pairing_codes,
                 revocations = total.revocations,
                 deliveries = total.deliveries,
+                workflow_jobs = total.workflow_jobs,
                 ms = started.elapsed().as_millis() as u64,
                 "purged old history"
             ),
@@ -120,6 +121,10 @@ async fn purge_all(
     .await?;
     total.deliveries += in_batches(st, policy, || {
         st.store.purge_old_deliveries(st.now(), policy.batch)
+    })
+    .await?;
+    total.workflow_jobs += in_batches(st, policy, || {
+        st.store.purge_old_workflow_jobs(st.now(), policy.batch)
     })
     .await?;
     Ok((!*st.shutdown.borrow()).then_some(total))

@@ -387,10 +387,28 @@ async fn on_demand_pools_are_for_admins_and_checked() {
 }
 
 /// A delivery's id is kept a week (GitHub redelivers within three days):
-/// replayed on day 6 it is refused; on day 8 retention has let it go.
+/// replayed on day 6 it is refused; on day 8 retention has let it go, and
+/// the workflow job that ended with it.
 #[tokio::test]
 async fn a_delivery_is_remembered_a_week() {
     let mut w = world().await;
+    on_demand(&w, 1).await;
+    assert_eq!(
+        send(&w, "queued", 5, &["self-hosted"], None).await,
+        "queued"
+    );
+    eventually("workflow job 5 served", DEADLINE, || async {
+        (states(&w).await == ["started"]).then_some(())
+    })
+    .await;
+    assert_eq!(
+        send(&w, "completed", 5, &["self-hosted"], None).await,
+        "finished"
+    );
+    eventually("workflow job 5 done", DEADLINE, || async {
+        (states(&w).await == ["done"]).then_some(())
+    })
+    .await;
     let ping = br#"{"zen":"Design for failure."}"#;
     let sig = sign_webhook(WEBHOOK_SECRET, ping);
     let (status, _) = deliver(&w.c.url, "ping", "d-week", Some(&sig), ping).await;
@@ -403,13 +421,19 @@ async fn a_delivery_is_remembered_a_week() {
         )];
         w.c.restart().await;
         if answer == 202 {
-            eventually("the delivery purged", DEADLINE, || async {
-                let n =
-                    w.c.query_text("SELECT delivery FROM github_deliveries")
-                        .await;
-                n.is_empty().then_some(())
-            })
+            eventually(
+                "the deliveries and the workflow job purged",
+                DEADLINE,
+                || async {
+                    let n =
+                        w.c.query_text("SELECT delivery FROM github_deliveries")
+                            .await;
+                    (n.is_empty() && states(&w).await.is_empty()).then_some(())
+                },
+            )
             .await;
+        } else {
+            assert_eq!(states(&w).await, ["done"]);
         }
         let (status, body) = deliver(&w.c.url, "ping", "d-week", Some(&sig), ping).await;
         assert_eq!(status, answer, "day {days}: {body}");

@@ -15,7 +15,8 @@
 //! PAIRING_CODE_EXPIRED, rather than NOT_FOUND.
 //!
 //! Webhook deliveries are remembered a week (GitHub redelivers only within
-//! three days), long enough to refuse a replay.
+//! three days), long enough to refuse a replay; so are the workflow jobs
+//! on-demand pools served, once they ended.
 //!
 //! On SQLite the file does not shrink: deleted pages go on the free list
 //! and new rows reuse them, so under a steady load the file stops growing
@@ -38,6 +39,7 @@ pub struct Purged {
     pub pairing_codes: u64,
     pub revocations: u64,
     pub deliveries: u64,
+    pub workflow_jobs: u64,
 }
 
 impl std::ops::AddAssign for Purged {
@@ -48,6 +50,7 @@ impl std::ops::AddAssign for Purged {
         self.pairing_codes += other.pairing_codes;
         self.revocations += other.revocations;
         self.deliveries += other.deliveries;
+        self.workflow_jobs += other.workflow_jobs;
     }
 }
 
@@ -142,6 +145,24 @@ impl Store {
             batch,
         )
         .await
+    }
+
+    /// Deletes up to `batch` workflow jobs of on-demand pools that ended
+    /// (done, or refused) more than a week before `now`, in one
+    /// transaction; returns how many.
+    pub async fn purge_old_workflow_jobs(&self, now: i64, batch: usize) -> Result<u64> {
+        let done = sqlx::query(&format!(
+            "DELETE FROM github_workflow_jobs WHERE (host, workflow_job_id) IN (
+                 SELECT host, workflow_job_id FROM github_workflow_jobs
+                 WHERE state IN ('done', 'refused') AND updated_at < $1
+                 ORDER BY updated_at LIMIT $2 {})",
+            self.dialect.lock_skip_locked
+        ))
+        .bind(now - DELIVERY_KEEP_MS)
+        .bind(batch as i64)
+        .execute(&self.writer)
+        .await?;
+        Ok(done.rows_affected())
     }
 
     /// Up to `batch` rows of `table` (keyed by `hash`) whose `column` is
