@@ -19,45 +19,8 @@ history=${HISTORY:-2000000}
 bin=target/release/drover-coordinator
 [ -x "$bin" ] || { echo "bench/plans.sh: build first: cargo build --release -p drover-coordinator" >&2; exit 1; }
 lease_sql=$(cat coordinator/src/store/leases/lease.sql)
-complete_sql=$(
-  cat <<'SQL'
-WITH v (lease_id, runner_id, outcome, exit_code, error, now, month) AS (
-     SELECT column1, column2, column3, CAST(column4 AS BIGINT), column5,
-            CAST(column6 AS BIGINT), CAST(column7 AS BIGINT) FROM (VALUES ($2, $3, $4, $5, $6, $7, $8)) AS x),
- held AS (
-     SELECT j.id, v.lease_id, v.runner_id FROM v
-     CROSS JOIN LATERAL (
-         SELECT j.id FROM jobs j
-         WHERE j.lease_id = v.lease_id
-           AND j.lease_runner_id IS NOT DISTINCT FROM v.runner_id
-           AND j.state IN ('leased', 'running')) j
-     ORDER BY j.id FOR UPDATE OF j),
- done AS (
-     UPDATE jobs SET
-         state = CASE WHEN jobs.cancel_requested <> 0 AND v.outcome <> 'succeeded'
-                      THEN 'cancelled' ELSE v.outcome END,
-         exit_code = v.exit_code, error = v.error, ran_by = v.runner_id,
-         ran_by_owner = CASE WHEN rt.owner_member_id IS NULL THEN 'ws:' || w.name
-                             ELSE 'user:' || rt.owner_member_id END,
-         finished_at = $1, lease_expires_at = NULL
-     FROM held JOIN v ON v.lease_id = held.lease_id AND v.runner_id = held.runner_id
-          JOIN runners r ON r.id = v.runner_id JOIN runtimes rt ON rt.id = r.runtime_id,
-          workspaces w
-     WHERE jobs.id = held.id AND jobs.lease_id = v.lease_id AND jobs.lease_runner_id = v.runner_id
-       AND jobs.state IN ('leased', 'running') AND w.id = jobs.workspace_id
-     RETURNING jobs.id, jobs.lease_id, jobs.state, jobs.attempt, jobs.workspace_id,
-         jobs.ran_by_owner, CASE WHEN rt.owner_member_id IS NULL THEN 1 ELSE 0 END AS charged,
-         GREATEST(v.now - COALESCE(jobs.started_at, v.now), 0) AS runner_ms, v.month,
-         jobs.runtime_id, v.runner_id, jobs.submitter_id),
- billed AS (
-     INSERT INTO usage (job_id, attempt, workspace_id, payer, charged, runner_ms,
-         month, runtime_id, runner_id, submitter_id, created_at)
-     SELECT id, attempt, workspace_id, ran_by_owner, charged, runner_ms,
-         month, runtime_id, runner_id, submitter_id, $1 FROM done
-     ON CONFLICT (job_id, attempt) DO NOTHING)
- SELECT id, lease_id, state, runner_id FROM done
-SQL
-)
+# One complete: the statement with its first VALUES row.
+complete_sql=$(sed 's/{rows}/($2, $3, $4, $5, $6, $7, $8)/' coordinator/src/store/leases/complete.sql)
 for queue in 5000 500000; do
   db="drover_plans_$(date +%s)_$queue"
   url="${DROVER_TEST_PG_URL%/*}/$db"
