@@ -47,6 +47,9 @@ pub struct Config {
     /// How often on-demand pools look for workflow jobs to serve (a
     /// webhook wakes them at once).
     pub github_on_demand: Duration,
+    /// How often on-demand pools ask GitHub for queued workflow jobs
+    /// (webhooks cannot reach every coordinator); `None`: never.
+    pub github_poll: Option<Duration>,
     /// The GitHub Actions OIDC issuer CI tokens come from.
     pub oidc_issuer: String,
     /// The audience CI tokens must name; `None`: the public URL.
@@ -107,6 +110,7 @@ pub struct Application {
     retention: Retention,
     github_retry: Duration,
     github_on_demand: Duration,
+    github_poll: Option<Duration>,
 }
 
 impl Application {
@@ -203,6 +207,7 @@ impl Application {
             retention: config.retention,
             github_retry: config.github_retry,
             github_on_demand: config.github_on_demand,
+            github_poll: config.github_poll,
         })
     }
 
@@ -233,6 +238,7 @@ impl Application {
             retention,
             github_retry,
             github_on_demand,
+            github_poll,
         } = self;
         let reaper = tokio::spawn(reap_expired_leases(state.svc.clone()));
         let purger = tokio::spawn(retention::purge_in_background(state.svc.clone(), retention));
@@ -243,6 +249,12 @@ impl Application {
             state.svc.clone(),
             github_on_demand,
         ));
+        let poller = github_poll.map(|every| {
+            tokio::spawn(crate::service::on_demand::poll_in_background(
+                state.svc.clone(),
+                every,
+            ))
+        });
         let routers = server::Routers {
             all: http::router(state.clone()),
             runners_only: http::runner_router(state.clone()),
@@ -255,6 +267,9 @@ impl Application {
         let _ = replicas.await;
         let _ = github.await;
         let _ = on_demand.await;
+        if let Some(poller) = poller {
+            let _ = poller.await;
+        }
         // Requests still running past the deadline may hold connections:
         // closing waits for them only as long as the deadline has left.
         let left = limits.shutdown_timeout.saturating_sub(stopping.elapsed());

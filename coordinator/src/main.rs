@@ -191,6 +191,12 @@ struct GithubArgs {
     /// serve, in ms (a webhook wakes them at once).
     #[arg(long, env = "DROVER_GITHUB_ON_DEMAND_MS", default_value_t = 2_000, hide = true, value_parser = clap::value_parser!(u64).range(10..=3_600_000))]
     github_on_demand_ms: u64,
+    /// Ask GitHub for the queued workflow jobs of on-demand pools every
+    /// this many seconds, for a coordinator GitHub's webhooks cannot reach
+    /// (within the installation's rate limit); 0: never. Default: 30
+    /// without --github-webhook-secret-file, else 0.
+    #[arg(long, env = "DROVER_GITHUB_POLL_SECONDS", value_name = "SECONDS", value_parser = clap::value_parser!(u64).range(0..=86_400))]
+    github_poll_seconds: Option<u64>,
     /// github.com's REST API base.
     #[arg(long, env = "DROVER_GITHUB_API", default_value = "https://api.github.com", value_parser = github_base)]
     github_api: String,
@@ -542,6 +548,14 @@ async fn main() -> anyhow::Result<()> {
                 );
                 SystemClock::set_skew_ms(s.clock_skew_ms);
             }
+            let github_poll = match s.github.github_poll_seconds {
+                Some(0) => None,
+                Some(n) => Some(Duration::from_secs(n)),
+                None if s.github.github_webhook_secret_file.is_none() => {
+                    Some(Duration::from_secs(30))
+                }
+                None => None,
+            };
             let config = Config {
                 listen: s.listen,
                 database_url: database_url(&s.database)?,
@@ -559,6 +573,7 @@ async fn main() -> anyhow::Result<()> {
                 github: s.github.config()?,
                 github_retry: Duration::from_millis(s.github.github_retry_ms),
                 github_on_demand: Duration::from_millis(s.github.github_on_demand_ms),
+                github_poll,
                 oidc_issuer: s.github.github_oidc_issuer.clone(),
                 oidc_audience: s.github.github_oidc_audience.clone(),
                 tls: s.tls.files(),

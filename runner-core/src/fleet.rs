@@ -6,6 +6,9 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
+use drover_wire::github::ACTIONS_CAPABILITY;
+
+use crate::actions::Provider;
 use crate::client::{Client, ClientError};
 use crate::isolation::{self, IsolationError, Prepared};
 use crate::runner::{
@@ -32,6 +35,8 @@ pub struct Fleet {
     client: Client,
     settings: Arc<RunnerSettings>,
     isolation: Arc<Prepared>,
+    /// The Actions runner for on-demand jobs, with `--github-actions`.
+    actions: Option<Arc<Provider>>,
     events: Events,
     /// Holds new leases on every runner while true.
     pause: watch::Sender<bool>,
@@ -55,12 +60,19 @@ impl Fleet {
         workdir::own_work_root(&settings.work_root, isolation.job_user)?;
         let mut settings = settings;
         isolation.announce(&mut settings.capabilities);
+        // Only a runner that has the Actions runner offers to run it.
+        settings.capabilities.retain(|c| c != ACTIONS_CAPABILITY);
+        let actions = settings.actions.clone().map(|spec| {
+            settings.capabilities.push(ACTIONS_CAPABILITY.to_owned());
+            Arc::new(Provider::new(spec, isolation.programs.tar.clone()))
+        });
         let (events, rx) = mpsc::unbounded_channel();
         Ok((
             Self {
                 client,
                 settings: Arc::new(settings),
                 isolation,
+                actions,
                 events,
                 pause: watch::Sender::new(false),
                 active: Vec::new(),
@@ -90,6 +102,7 @@ impl Fleet {
             credential,
             self.settings.clone(),
             self.isolation.clone(),
+            self.actions.clone(),
             self.events.clone(),
         ));
         let status = runner.status_handle();

@@ -233,6 +233,8 @@ pub struct Programs {
     pub shell: PathBuf,
     /// The container client for `image` jobs, if the runner has one.
     pub docker: Option<PathBuf>,
+    /// What unpacks the Actions runner for an on-demand job.
+    pub tar: Option<PathBuf>,
 }
 
 impl Programs {
@@ -241,6 +243,7 @@ impl Programs {
         Self {
             shell: platform::shell(),
             docker: find_program("docker"),
+            tar: find_program("tar"),
         }
     }
 }

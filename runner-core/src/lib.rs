@@ -4,6 +4,7 @@
 //! No process-global state and no printing: callers observe runners through
 //! [`runner::Event`]s and [`fleet::Fleet::status`].
 
+pub mod actions;
 pub mod backoff;
 pub mod client;
 pub mod credentials;

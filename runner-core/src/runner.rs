@@ -48,6 +48,8 @@ pub struct RunnerSettings {
     pub capabilities: Vec<String>,
     /// Sandbox, hidden paths: how jobs are kept from the runner and each other.
     pub isolation: Isolation,
+    /// Offer `github-actions`: on-demand jobs get this Actions runner.
+    pub actions: Option<crate::actions::ActionsRunner>,
 }
 
 /// Where a job is, for its heartbeat.
@@ -78,6 +80,7 @@ impl Default for RunnerSettings {
             work_root: default_work_root(),
             capabilities: crate::host::detect_capabilities(),
             isolation: Isolation::default(),
+            actions: None,
         }
     }
 }
@@ -123,6 +126,7 @@ pub struct Runner {
     settings: Arc<RunnerSettings>,
     /// `settings.isolation` as checked on this host.
     isolation: Arc<Prepared>,
+    actions: Option<Arc<crate::actions::Provider>>, // `settings.actions`, fleet-wide
     events: Events,
     status: Arc<Mutex<RunnerStatus>>,
     /// The last call to the coordinator failed for a transient reason.
@@ -148,6 +152,7 @@ impl Runner {
         credential: Credential,
         settings: Arc<RunnerSettings>,
         isolation: Arc<Prepared>,
+        actions: Option<Arc<crate::actions::Provider>>,
         events: Events,
     ) -> Self {
         let status = RunnerStatus {
@@ -163,6 +168,7 @@ impl Runner {
             id: credential.runner_id,
             settings,
             isolation,
+            actions,
             events,
             status: Arc::new(Mutex::new(status)),
             disconnected: AtomicBool::new(false),

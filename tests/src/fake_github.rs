@@ -19,6 +19,9 @@
 //! - The OIDC issuer: discovery, JWKS (every fetch counted; it can be made
 //!   to fail), and Actions' ID-token endpoint.
 //!
+//! - Actions (`actions`): workflow jobs, their webhooks and polls, and a
+//!   stand-in for the Actions runner's tarball.
+//!
 //! One server is one GitHub host; a GHE host serves its API under `/api/v3`.
 //!
 //! Over 500 lines: it is a small GitHub, and each documented behaviour the
@@ -42,6 +45,10 @@ use rsa::traits::PublicKeyParts as _;
 use rsa::{RsaPrivateKey, RsaPublicKey};
 use serde_json::{Value, json};
 use sha2::Sha256;
+
+mod actions;
+
+pub use actions::FakeWorkflowJob;
 
 /// The App the tests configure: its id, slug and OAuth client.
 pub const APP_ID: u64 = 4242;
@@ -148,6 +155,7 @@ struct World {
     oidc_failing: bool,
     /// Requests to the issuer being held (see `stall_oidc_issuer`).
     oidc_held: usize,
+    workflow: actions::ActionsWorld,
 }
 
 impl World {
@@ -178,6 +186,7 @@ pub struct FakeGithub {
     pub api: String,
     world: Arc<Mutex<World>>,
     stalled: tokio::sync::watch::Sender<bool>,
+    ctx: Ctx,
     _task: Arc<Serving>,
 }
 
@@ -420,6 +429,8 @@ async fn access_tokens(
         "administration",
         "organization_self_hosted_runners",
         "metadata",
+        "actions",
+        "checks",
     ];
     let mut permissions = HashMap::new();
     if let Some(p) = body["permissions"].as_object() {
@@ -704,6 +715,7 @@ fn delete_runner(c: &Ctx, target: &str, id: i64) -> Response {
         );
     }
     w.runners.remove(i);
+    w.workflow.changed.notify_waiters();
     StatusCode::NO_CONTENT.into_response()
 }
 
@@ -1103,7 +1115,19 @@ impl FakeGithub {
             stalled: tokio::sync::watch::channel(false).0,
         };
         let stalled = ctx.stalled.clone();
+        let kept = ctx.clone();
         let api = Router::new()
+            .route("/repos/{o}/{r}/actions/runs", get(actions::queued_runs))
+            .route(
+                "/repos/{o}/{r}/actions/runs/{id}/jobs",
+                get(actions::run_jobs),
+            )
+            .route("/repos/{o}/{r}/actions/jobs/{id}", get(actions::one_job))
+            .route(
+                "/repos/{o}/{r}/actions/runs/{id}/cancel",
+                post(actions::cancel_run),
+            )
+            .route("/repos/{o}/{r}/check-runs", post(actions::check_run))
             .route("/app/installations/{id}/access_tokens", post(access_tokens))
             .route("/installation/repositories", get(installation_repos))
             .route(
@@ -1151,7 +1175,9 @@ impl FakeGithub {
                 get(oidc_discovery),
             )
             .route("/oidc/.well-known/jwks", get(oidc_jwks))
-            .route("/oidc/_actions/token", get(actions_token));
+            .route("/oidc/_actions/token", get(actions_token))
+            .route("/_fake/actions-runner.tar.gz", get(actions::tarball))
+            .route("/_fake/actions-runner/run", post(actions::runner_run));
         let app = if ghe {
             web.nest("/api/v3", api)
         } else {
@@ -1168,8 +1194,13 @@ impl FakeGithub {
             web: base,
             world,
             stalled,
+            ctx: kept,
             _task: Arc::new(Serving(task)),
         }
+    }
+
+    fn ctx(&self) -> Ctx {
+        self.ctx.clone()
     }
 
     /// The OIDC issuer this host plays (GitHub Actions' token service).

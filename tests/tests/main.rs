@@ -15,6 +15,7 @@ mod desktop_api;
 mod dispatch;
 mod failure;
 mod github;
+mod github_actions_runner;
 mod github_install_script;
 mod github_on_demand;
 mod github_owner;

@@ -6,6 +6,7 @@
 //! No key, JWT or token is ever logged or put in an error: an error names
 //! the call and what GitHub answered.
 
+mod actions;
 mod config;
 mod jit;
 mod jwt;
@@ -88,6 +89,9 @@ pub struct GithubApp {
     clock: Arc<dyn Clock>,
     /// Installation tokens and when they expire (Unix ms).
     tokens: Mutex<HashMap<TokenKey, (Secret, i64)>>,
+    /// Per host, the installation rate limit GitHub last reported:
+    /// calls left, and when it resets (Unix ms).
+    limits: Mutex<HashMap<String, (i64, i64)>>,
 }
 
 /// The `Auth` of one call.
@@ -168,6 +172,7 @@ impl GithubApp {
             http,
             clock,
             tokens: Mutex::new(HashMap::new()),
+            limits: Mutex::new(HashMap::new()),
         })
     }
 
@@ -304,6 +309,7 @@ impl GithubApp {
                 .send(method.clone(), &url, Auth::Token(&token), body, what)
                 .await?;
             let (status, headers) = (resp.status(), resp.headers().clone());
+            self.note_rate_limit(host, &headers);
             let body = resp.bytes().await.map_err(|e| transport(what, e))?;
             if status == StatusCode::UNAUTHORIZED && attempt == 0 {
                 tracing::info!(installation, host = %host.name, "GitHub refused a cached installation token; minting a new one");

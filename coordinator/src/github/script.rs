@@ -12,9 +12,9 @@ use std::fmt::Write as _;
 
 /// The actions/runner release the script installs, and its SHA-256 as
 /// GitHub publishes it (the runner updates itself from there).
-pub const RUNNER_VERSION: &str = "2.319.1";
-pub const RUNNER_SHA256_X64: &str =
-    "3f6efb7488a183e291fc2c62876e14c9ee732864173734facc85a1bfb1744464";
+pub use drover_wire::github::{
+    ACTIONS_RUNNER_SHA256_LINUX_X64 as RUNNER_SHA256_X64, ACTIONS_RUNNER_VERSION as RUNNER_VERSION,
+};
 
 /// What goes into one script. Every field is checked before it gets here
 /// and quoted again on the way in.

@@ -40,39 +40,43 @@ impl Target {
     /// one repository, or `organization_self_hosted_runners: write`.
     pub(super) fn token_scope(&self) -> TokenScope {
         match self {
-            Self::Repo { repo, .. } => TokenScope {
-                permission: "administration",
-                repository: Some(repo.clone()),
-            },
+            Self::Repo { repo, .. } => TokenScope::repo("administration", "write", repo),
             Self::Org { .. } => TokenScope {
                 permission: "organization_self_hosted_runners",
+                level: "write",
                 repository: None,
             },
         }
     }
 }
 
-/// What an installation token is asked for: one permission (`write`, or
-/// `read` for `metadata`), on one repository or all the installation has.
+/// What an installation token is asked for: one permission at one level
+/// (`read`, `write`), on one repository or all the installation has.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub(super) struct TokenScope {
     permission: &'static str,
+    level: &'static str,
     repository: Option<String>,
 }
 
 impl TokenScope {
     pub(super) const METADATA: Self = Self {
         permission: "metadata",
+        level: "read",
         repository: None,
     };
 
+    /// `permission: level` on the one repository `repo` (its name).
+    pub(super) fn repo(permission: &'static str, level: &'static str, repo: &str) -> Self {
+        Self {
+            permission,
+            level,
+            repository: Some(repo.to_owned()),
+        }
+    }
+
     pub(super) fn body(&self) -> Value {
-        let level = if self.permission == "metadata" {
-            "read"
-        } else {
-            "write"
-        };
-        let mut body = json!({ "permissions": { self.permission: level } });
+        let mut body = json!({ "permissions": { self.permission: self.level } });
         if let Some(repo) = &self.repository {
             body["repositories"] = json!([repo]);
         }

@@ -61,6 +61,15 @@ pub struct WorkflowJobEvent {
 #[derive(Debug, Clone, Deserialize)]
 pub struct WorkflowJob {
     pub id: i64,
+    /// Its workflow run (cancelled whole when a budget refuses the job).
+    #[serde(default)]
+    pub run_id: i64,
+    /// The commit it runs on (where a refusal's check run goes).
+    #[serde(default)]
+    pub head_sha: String,
+    /// `queued`, `in_progress`, `completed`, … (the REST API's jobs).
+    #[serde(default)]
+    pub status: String,
     #[serde(default)]
     pub labels: Vec<String>,
     /// The runner that took it (`in_progress`, `completed`), if any.

@@ -14,10 +14,19 @@ use std::time::Duration;
 use drover_wire::{self as wire, ErrorCode};
 
 use super::Services;
+
+mod ending;
+mod poll;
+
+use ending::{finish, refuse};
+
 use crate::error::{Error, Result};
 use crate::github::webhook::{self, WebhookKey, WorkflowJobEvent};
-use crate::github::{GITHUB_COM, GithubApp, JitRunner, Removal, Target, names};
-use crate::store::{Member, OnDemand, OnDemandSpec, WorkflowJobRow, actions_member_id};
+use crate::github::{GITHUB_COM, GithubApp, JitRunner, Target, names};
+use crate::store::{
+    Member, OnDemand, OnDemandSpec, WorkflowJobOrigin, WorkflowJobRow, actions_member_id,
+};
+pub use poll::poll_in_background;
 
 /// Most custom labels an on-demand pool may add.
 const MAX_LABELS: usize = 10;
@@ -25,12 +34,9 @@ const MAX_LABELS: usize = 10;
 /// Actions runners at once when an admin names no cap.
 const DEFAULT_MAX_RUNNERS: u32 = 10;
 
-/// The capability a Drover runner advertises when it can start an Actions
-/// runner; on-demand jobs require it.
-pub const CAPABILITY: &str = "github-actions";
-
-/// The env var the Actions runner reads its `--jitconfig` from.
-pub const JIT_CONFIG_ENV: &str = "ACTIONS_RUNNER_INPUT_JITCONFIG";
+pub use drover_wire::github::{
+    ACTIONS_CAPABILITY as CAPABILITY, ACTIONS_JIT_CONFIG_ENV as JIT_CONFIG_ENV,
+};
 
 fn answer(d: OnDemand) -> wire::GithubOnDemand {
     let runs_on = d.labels.join(", ");
@@ -228,13 +234,18 @@ pub async fn webhook(
                 .store
                 .on_demand_for(&host, &event.repository.owner.login, &event.repository.name)
                 .await?;
+            let origin = WorkflowJobOrigin {
+                repository: format!("{}/{}", event.repository.owner.login, event.repository.name),
+                run_id: job.run_id,
+                head_sha: job.head_sha.clone(),
+            };
             match pools
                 .iter()
                 .find(|p| webhook::labels_match(&job.labels, &p.labels))
             {
                 Some(pool) => {
                     st.store
-                        .workflow_job_queued(&host, job.id, &pool.id, st.now())
+                        .workflow_job_queued(&host, job.id, &origin, &pool.id, st.now())
                         .await?;
                     "queued"
                 }
@@ -273,13 +284,35 @@ pub async fn serve_in_background(st: Services, every: Duration) {
 }
 
 async fn serve_once(st: &Services, app: &GithubApp) {
-    match st.store.workflow_jobs_to_finish().await {
+    match st.store.workflow_jobs_to_refuse().await {
         Ok(rows) => {
             for (pool, wf) in rows {
-                finish(st, app, &pool, &wf).await;
+                refuse(st, app, &pool, &wf).await;
             }
         }
-        Err(e) => tracing::warn!(error = %e, "could not list finished workflow jobs"),
+        Err(e) => tracing::warn!(error = %e, "could not list refused workflow jobs"),
+    }
+    // One at a time when runners change hands: a handover changes the
+    // rows after it.
+    for _ in 0..100 {
+        match st.store.workflow_jobs_to_finish().await {
+            Ok(rows) => {
+                let mut handed_over = false;
+                for (pool, wf) in rows {
+                    if finish(st, app, &pool, &wf).await {
+                        handed_over = true;
+                        break;
+                    }
+                }
+                if !handed_over {
+                    break;
+                }
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "could not list finished workflow jobs");
+                break;
+            }
+        }
     }
     match st.store.claim_workflow_jobs(st.now()).await {
         Ok(rows) => {
@@ -304,7 +337,7 @@ fn target_of(pool: &OnDemand) -> Target {
 }
 
 /// The installation, host and target a pool's GitHub calls go through.
-async fn github_of<'a>(
+pub(super) async fn github_of<'a>(
     st: &Services,
     app: &'a GithubApp,
     pool: &OnDemand,
@@ -384,49 +417,5 @@ async fn start(st: &Services, app: &GithubApp, pool: &OnDemand, wf: &WorkflowJob
             }
             not_started(e.to_string(), for_good).await;
         }
-    }
-}
-
-/// A served workflow job completed. When its own JIT runner ran it, that
-/// runner exits and its Drover job ends by itself. Otherwise (cancelled
-/// before a runner took it, or another runner did) its JIT runner is idle:
-/// deleted from GitHub, and its Drover job cancelled. A busy one took
-/// another job, and ends with that one.
-async fn finish(st: &Services, app: &GithubApp, pool: &OnDemand, wf: &WorkflowJobRow) {
-    let ran_here = wf.ran_on.is_some() && wf.ran_on == wf.runner_name;
-    if !ran_here && let Some(runner_id) = wf.runner_id {
-        let removal = match github_of(st, app, pool).await {
-            Ok((host, installation, target)) => app
-                .remove_runner_id(host, installation, &target, runner_id)
-                .await
-                .map_err(|e| e.to_string()),
-            Err(why) => Err(why),
-        };
-        match removal {
-            Ok(Removal::Removed) => {
-                if let Some(job) = &wf.job_id {
-                    match super::jobs::cancel(st, &pool.principal(), job).await {
-                        Ok(_) => {}
-                        Err(e) if e.code() == ErrorCode::Conflict => {} // ended already
-                        Err(e) => {
-                            tracing::warn!(error = %e, %job, "could not cancel an unused JIT runner's job");
-                            return;
-                        }
-                    }
-                }
-            }
-            Ok(Removal::Busy) => {}
-            Err(why) => {
-                tracing::warn!(%why, runner = ?wf.runner_name, "could not delete an unused JIT runner; retrying");
-                return;
-            }
-        }
-    }
-    if let Err(e) = st
-        .store
-        .workflow_job_done(&wf.host, wf.workflow_job_id, st.now())
-        .await
-    {
-        tracing::warn!(error = %e, "could not record a finished workflow job");
     }
 }

@@ -77,7 +77,7 @@ pub use preview::{JobPage, ListedJob};
 pub use retention::Purged;
 pub use runners::RunnerScope;
 pub use submit::Submitted;
-pub use workflow_jobs::WorkflowJobRow;
+pub use workflow_jobs::{Origin as WorkflowJobOrigin, WorkflowJobRow};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Backend {

@@ -226,6 +226,14 @@ impl Store {
         rows.iter().map(on_demand_of).collect()
     }
 
+    /// Every workspace's on-demand pools (the poller's round).
+    pub async fn on_demand_all(&self) -> Result<Vec<OnDemand>> {
+        let sql =
+            format!("SELECT {ON_DEMAND_COLUMNS} FROM {ON_DEMAND_FROM} ORDER BY d.created_at, d.id");
+        let rows = sqlx::query(&sql).fetch_all(&self.reader).await?;
+        rows.iter().map(on_demand_of).collect()
+    }
+
     /// Turns an on-demand pool off: its workflow jobs not yet served are
     /// forgotten; Drover jobs already submitted run on. Audited.
     pub async fn remove_on_demand(&self, member: &Member, id: &str, now: i64) -> Result<()> {

@@ -14,6 +14,10 @@ use crate::store::error::Result;
 /// coordinator, and the workflow job is queued again.
 const MINTING_TIMEOUT_MS: i64 = 120_000;
 
+/// A workflow job whose serving failed for a passing reason (GitHub
+/// unreachable, a pool with no runner yet) is tried again after this long.
+const RETRY_MS: i64 = 2_000;
+
 /// A workflow job a worker took on: to serve, or to finish.
 #[derive(Debug, Clone)]
 pub struct WorkflowJobRow {
@@ -24,17 +28,43 @@ pub struct WorkflowJobRow {
     pub runner_name: Option<String>,
     /// The runner GitHub says ran it, once it completed.
     pub ran_on: Option<String>,
+    pub origin: Origin,
 }
+
+/// Where a workflow job is on GitHub.
+#[derive(Debug, Clone, Default)]
+pub struct Origin {
+    /// `owner/name`, as GitHub spells it.
+    pub repository: String,
+    pub run_id: i64,
+    /// The commit it runs on.
+    pub head_sha: String,
+}
+
+/// The columns `workflow_job_of` reads, of `github_workflow_jobs` as `g`.
+const WORKFLOW_JOB_COLUMNS: &str = "g.host AS g_host, g.workflow_job_id, g.job_id, g.runner_id, g.runner_name, g.ran_on, g.repository, g.run_id, g.head_sha";
 
 fn workflow_job_of(row: &sqlx::any::AnyRow) -> Result<WorkflowJobRow> {
     Ok(WorkflowJobRow {
-        host: row.try_get("host")?,
+        host: row.try_get("g_host")?,
         workflow_job_id: row.try_get("workflow_job_id")?,
         job_id: row.try_get("job_id")?,
         runner_id: row.try_get("runner_id")?,
         runner_name: row.try_get("runner_name")?,
         ran_on: row.try_get("ran_on")?,
+        origin: Origin {
+            repository: row.try_get("repository")?,
+            run_id: row.try_get("run_id")?,
+            head_sha: row.try_get("head_sha")?,
+        },
     })
+}
+
+/// Each with its pool: `sql` selects `ON_DEMAND_COLUMNS` and `WORKFLOW_JOB_COLUMNS`.
+fn with_pools(rows: &[sqlx::any::AnyRow]) -> Result<Vec<(OnDemand, WorkflowJobRow)>> {
+    rows.iter()
+        .map(|r| Ok((on_demand_of(r)?, workflow_job_of(r)?)))
+        .collect()
 }
 
 impl Store {
@@ -56,16 +86,20 @@ impl Store {
         &self,
         host: &str,
         workflow_job_id: i64,
+        origin: &Origin,
         on_demand: &str,
         now: i64,
     ) -> Result<bool> {
         let added = sqlx::query(
-            "INSERT INTO github_workflow_jobs (host, workflow_job_id, on_demand_id, state, created_at, updated_at) VALUES ($1, $2, $3, 'queued', $4, $4) ON CONFLICT (host, workflow_job_id) DO NOTHING",
+            "INSERT INTO github_workflow_jobs (host, workflow_job_id, on_demand_id, state, created_at, updated_at, repository, run_id, head_sha) VALUES ($1, $2, $3, 'queued', $4, $4, $5, $6, $7) ON CONFLICT (host, workflow_job_id) DO NOTHING",
         )
         .bind(host)
         .bind(workflow_job_id)
         .bind(on_demand)
         .bind(now)
+        .bind(&origin.repository)
+        .bind(origin.run_id)
+        .bind(&origin.head_sha)
         .execute(&self.writer)
         .await?;
         Ok(added.rows_affected() == 1)
@@ -124,12 +158,14 @@ impl Store {
                 "UPDATE github_workflow_jobs SET state = 'minting', updated_at = $1
                  WHERE state = 'queued' AND on_demand_id = $2 AND workflow_job_id IN
                    (SELECT workflow_job_id FROM github_workflow_jobs
-                    WHERE on_demand_id = $2 AND state = 'queued' ORDER BY created_at, workflow_job_id LIMIT $3)
-                 RETURNING host, workflow_job_id, job_id, runner_id, runner_name, ran_on",
+                    WHERE on_demand_id = $2 AND state = 'queued' AND (error IS NULL OR updated_at <= $4)
+                    ORDER BY created_at, workflow_job_id LIMIT $3)
+                 RETURNING host AS g_host, workflow_job_id, job_id, runner_id, runner_name, ran_on, repository, run_id, head_sha",
             )
             .bind(now)
             .bind(&pool.id)
             .bind(room)
+            .bind(now - RETRY_MS)
             .fetch_all(&self.writer)
             .await?;
             for r in &rows {
@@ -177,8 +213,8 @@ impl Store {
         Ok(())
     }
 
-    /// A claimed workflow job not served: `refused` for good (`why`), or
-    /// queued again to retry.
+    /// A claimed workflow job not served: refused for good (`why`; GitHub
+    /// is to be told: `refusing`), or queued again to retry.
     pub async fn workflow_job_not_started(
         &self,
         host: &str,
@@ -188,7 +224,7 @@ impl Store {
         now: i64,
     ) -> Result<()> {
         sqlx::query(
-            "UPDATE github_workflow_jobs SET state = CASE WHEN state <> 'minting' THEN 'done' WHEN $3 = 1 THEN 'refused' ELSE 'queued' END, error = $4, updated_at = $5 WHERE host = $1 AND workflow_job_id = $2",
+            "UPDATE github_workflow_jobs SET state = CASE WHEN state <> 'minting' THEN 'done' WHEN $3 = 1 THEN 'refusing' ELSE 'queued' END, error = $4, updated_at = $5 WHERE host = $1 AND workflow_job_id = $2",
         )
         .bind(host)
         .bind(workflow_job_id)
@@ -202,19 +238,91 @@ impl Store {
 
     /// Served workflow jobs GitHub says completed, each with its pool.
     pub async fn workflow_jobs_to_finish(&self) -> Result<Vec<(OnDemand, WorkflowJobRow)>> {
+        self.workflow_jobs_in("g.state = 'finishing' AND g.runner_id IS NOT NULL")
+            .await
+    }
+
+    /// Workflow jobs a spent budget refused that GitHub is still to be told
+    /// of, each with its pool.
+    pub async fn workflow_jobs_to_refuse(&self) -> Result<Vec<(OnDemand, WorkflowJobRow)>> {
+        self.workflow_jobs_in("g.state = 'refusing'").await
+    }
+
+    /// The workflow jobs of on-demand pools GitHub has not said are over
+    /// (polled when webhooks do not arrive), each with its pool.
+    pub async fn workflow_jobs_live(&self) -> Result<Vec<(OnDemand, WorkflowJobRow)>> {
+        self.workflow_jobs_in("g.state IN ('queued', 'minting', 'started') AND g.repository <> ''")
+            .await
+    }
+
+    async fn workflow_jobs_in(&self, filter: &str) -> Result<Vec<(OnDemand, WorkflowJobRow)>> {
         let sql = format!(
-            "SELECT {ON_DEMAND_COLUMNS}, g.host AS g_host, g.workflow_job_id, g.job_id, g.runner_id, g.runner_name, g.ran_on
+            "SELECT {ON_DEMAND_COLUMNS}, {WORKFLOW_JOB_COLUMNS}
              FROM {ON_DEMAND_FROM} JOIN github_workflow_jobs g ON g.on_demand_id = d.id
-             WHERE g.state = 'finishing' AND g.runner_id IS NOT NULL ORDER BY g.updated_at LIMIT 100"
+             WHERE {filter} ORDER BY g.updated_at LIMIT 100"
         );
-        let rows = sqlx::query(&sql).fetch_all(&self.writer).await?;
-        rows.iter()
-            .map(|r| {
-                let mut wf = workflow_job_of(r)?;
-                wf.host = r.try_get("g_host")?;
-                Ok((on_demand_of(r)?, wf))
-            })
-            .collect()
+        with_pools(&sqlx::query(&sql).fetch_all(&self.writer).await?)
+    }
+
+    /// Workflow job `wf` completed on `ran_on`, the JIT runner another live
+    /// workflow job of its pool holds (GitHub gives a queued job to any
+    /// idle runner whose labels fit): that one now holds `wf`'s runner and
+    /// Drover job instead, and `wf` is done. False when no live workflow
+    /// job holds `ran_on`.
+    pub async fn workflow_job_handed_over(
+        &self,
+        on_demand: &str,
+        wf: &WorkflowJobRow,
+        ran_on: &str,
+        now: i64,
+    ) -> Result<bool> {
+        let mut tx = self.writer.begin().await?;
+        let moved = sqlx::query(
+            "UPDATE github_workflow_jobs SET job_id = $1, runner_id = $2, runner_name = $3, updated_at = $4
+             WHERE on_demand_id = $5 AND runner_name = $6 AND state IN ('started', 'finishing')
+               AND NOT (host = $7 AND workflow_job_id = $8)",
+        )
+        .bind(&wf.job_id)
+        .bind(wf.runner_id)
+        .bind(&wf.runner_name)
+        .bind(now)
+        .bind(on_demand)
+        .bind(ran_on)
+        .bind(&wf.host)
+        .bind(wf.workflow_job_id)
+        .execute(&mut *tx)
+        .await?;
+        if moved.rows_affected() == 0 {
+            return Ok(false);
+        }
+        sqlx::query(
+            "UPDATE github_workflow_jobs SET state = 'done', updated_at = $3 WHERE host = $1 AND workflow_job_id = $2",
+        )
+        .bind(&wf.host)
+        .bind(wf.workflow_job_id)
+        .bind(now)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(true)
+    }
+
+    /// GitHub was told of a refused workflow job.
+    pub async fn workflow_job_refused(
+        &self,
+        host: &str,
+        workflow_job_id: i64,
+        now: i64,
+    ) -> Result<()> {
+        sqlx::query(
+            "UPDATE github_workflow_jobs SET state = 'refused', updated_at = $3 WHERE host = $1 AND workflow_job_id = $2 AND state = 'refusing'",
+        )
+        .bind(host)
+        .bind(workflow_job_id)
+        .bind(now)
+        .execute(&self.writer)
+        .await?;
+        Ok(())
     }
 
     pub async fn workflow_job_done(

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use anyhow::{Context as _, bail};
 use clap::Args;
+use runner_core::actions::ActionsRunner;
 use runner_core::backoff::Backoff;
 use runner_core::client::ClientError;
 use runner_core::credentials::{
@@ -66,6 +67,25 @@ pub struct RunnerArgs {
     /// runner still share the user; --sandbox bwrap keeps them apart.
     #[arg(long, value_name = "USER")]
     pub job_user: Option<String>,
+    /// Serve GitHub Actions on demand: offer the github-actions capability
+    /// and give each on-demand job GitHub's Actions runner (actions/runner
+    /// 2.319.1 unless --actions-runner-version), downloaded once into a
+    /// per-host cache and checked against its SHA-256 first.
+    #[arg(long)]
+    pub github_actions: bool,
+    /// The actions/runner release to run (then --actions-runner-sha256 too).
+    #[arg(long, value_name = "VERSION", requires = "github_actions")]
+    pub actions_runner_version: Option<String>,
+    /// Where to download the release from (a mirror): its tarball's URL.
+    #[arg(long, value_name = "URL", requires = "github_actions")]
+    pub actions_runner_url: Option<String>,
+    /// The release file's SHA-256, as GitHub publishes it.
+    #[arg(long, value_name = "HEX", requires = "github_actions")]
+    pub actions_runner_sha256: Option<String>,
+    /// The cache directory (default: drover/actions-runner in the user's
+    /// cache directory).
+    #[arg(long, value_name = "DIR", requires = "github_actions")]
+    pub actions_runner_cache: Option<PathBuf>,
 }
 
 fn parse_sandbox(s: &str) -> Result<Sandbox, String> {
@@ -208,6 +228,18 @@ pub async fn run_runners(cli: &Cli, args: &RunnerArgs) -> anyhow::Result<ExitCod
             hidden: state_dir.iter().chain(&cli.token_file).cloned().collect(),
             job_user: args.job_user.clone(),
         },
+        actions: args
+            .github_actions
+            .then(|| {
+                ActionsRunner::new(
+                    args.actions_runner_version.clone(),
+                    args.actions_runner_url.clone(),
+                    args.actions_runner_sha256.clone(),
+                    args.actions_runner_cache.clone(),
+                )
+            })
+            .transpose()
+            .map_err(anyhow::Error::msg)?,
         ..RunnerSettings::default()
     };
     let settings_backoff = settings.max_backoff;

@@ -80,8 +80,22 @@ impl Runner {
             &format!("{}-{}", job.id, job.attempt),
             self.isolation.job_user,
         );
-        let result = match &made {
-            Ok(dir) => {
+        let provided = match (&made, &self.actions) {
+            (Ok(dir), Some(a)) => a.prepare(&job, dir, self.isolation.job_user, &out_tx).await,
+            _ => Ok(()),
+        };
+        let result = match (&made, provided) {
+            (Ok(_), Err(error)) => {
+                drop(out_tx);
+                exec::ExecResult {
+                    outcome: Outcome::Failed,
+                    exit_code: None,
+                    error: Some(error),
+                    stopped: None,
+                    leftover: None,
+                }
+            }
+            (Ok(dir), Ok(())) => {
                 let place = exec::Place {
                     dir,
                     work_root,
@@ -98,7 +112,7 @@ impl Runner {
                 )
                 .await
             }
-            Err(e) => {
+            (Err(e), _) => {
                 drop(out_tx);
                 exec::ExecResult {
                     outcome: Outcome::Failed,

@@ -5,6 +5,21 @@ use serde::{Deserialize, Serialize};
 
 use crate::Runner;
 
+/// The capability a Drover runner offers when it can run GitHub's Actions
+/// runner (`drover runner --github-actions`); on-demand jobs require it.
+pub const ACTIONS_CAPABILITY: &str = "github-actions";
+
+/// The env var the Actions runner reads its `--jitconfig` from: an
+/// on-demand job carries its just-in-time config in it.
+pub const ACTIONS_JIT_CONFIG_ENV: &str = "ACTIONS_RUNNER_INPUT_JITCONFIG";
+
+/// The actions/runner release Drover installs (`github-install`'s script)
+/// and runs on demand, and its linux-x64 tarball's SHA-256 as GitHub
+/// publishes it.
+pub const ACTIONS_RUNNER_VERSION: &str = "2.319.1";
+pub const ACTIONS_RUNNER_SHA256_LINUX_X64: &str =
+    "3f6efb7488a183e291fc2c62876e14c9ee732864173734facc85a1bfb1744464";
+
 /// `POST /v1/workspace/github-app/install-link`.
 #[derive(Serialize, Deserialize, Debug, Clone, Default)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]

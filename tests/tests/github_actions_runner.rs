@@ -1,0 +1,285 @@
+//! GitHub Actions on demand end to end: real `drover runner` processes with
+//! `--github-actions` (in the bubblewrap sandbox), the fake GitHub's own
+//! runner tarball standing in for the Actions runner (it hands its JIT
+//! config back to the fake, which runs a queued workflow job on it), and
+//! the fake delivering its webhooks — or, with webhooks off, the
+//! coordinator polling within the rate limit. A tarball whose SHA-256 is
+//! not the one given is never cached nor run.
+
+use std::path::Path;
+use std::time::Duration;
+
+use drover_tests::fake_github::{self, FakeGithub, GithubApp};
+use drover_tests::runner_core::client::Scope;
+use drover_tests::runner_core::wire::{self, JobState, op};
+use drover_tests::*;
+
+struct World {
+    fake: FakeGithub,
+    c: Coordinator,
+    admin: Member,
+    dir: TempDir,
+    _app: GithubApp,
+}
+
+/// A coordinator with the App (and `extra` serve flags), installed on
+/// `octo` (repository `web`) and linked; a workspace pool `ci` turned on
+/// for `octo/web` with label `linux` and `max_runners`.
+async fn world(extra: &[&str], max_runners: u32) -> World {
+    let app = GithubApp::start().await;
+    let mut serve_args = app.serve_args();
+    serve_args.extend(extra.iter().map(|s| s.to_string()));
+    let c = Coordinator::start_with(CoordinatorOptions {
+        serve_args,
+        ..CoordinatorOptions::default()
+    })
+    .await;
+    let admin = c.bootstrap("acme", "admin@acme.test");
+    let fake = app.com.clone();
+    let id = fake.install("octo", "User", &["web"]);
+    fake_github::link(&c.url, &admin, &fake, None, id).await;
+    admin
+        .client
+        .create_runtime(Scope::Workspace, "ci")
+        .await
+        .unwrap();
+    let req = wire::GithubOnDemandRequest {
+        pool: "ci".into(),
+        target: "octo/web".into(),
+        labels: vec!["linux".into()],
+        max_runners: Some(max_runners),
+        ..Default::default()
+    };
+    admin
+        .client
+        .call::<op::SetGithubOnDemand>(&[], &(), &req)
+        .await
+        .unwrap();
+    World {
+        fake,
+        c,
+        admin,
+        dir: TempDir::new("actions-e2e"),
+        _app: app,
+    }
+}
+
+/// `n` runners of pool `ci` in one sandboxed `drover runner` process that
+/// serves Actions on demand from the fake's tarball (`sha256` unless
+/// given), its cache and work directories under the world's.
+async fn runners(w: &World, n: usize, sha256: Option<&str>) -> RunnerProcess {
+    let (url, sum) = w.fake.actions_runner_tarball();
+    let join = ws_join_token(&w.admin, "ci").await;
+    let dir = |name: &str| w.dir.path().join(name).display().to_string();
+    let sum = sha256.unwrap_or(&sum).to_owned();
+    RunnerProcess::join(
+        &w.c.url,
+        &join.runtime.reference,
+        &join.token,
+        n,
+        &w.dir.path().join("state"),
+        &[
+            "--sandbox",
+            "bwrap",
+            "--work-dir",
+            &dir("work"),
+            "--github-actions",
+            "--actions-runner-url",
+            &url,
+            "--actions-runner-sha256",
+            &sum,
+            "--actions-runner-cache",
+            &dir("cache"),
+        ],
+    )
+}
+
+fn entries(dir: &Path) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The Drover jobs the pool's principal submitted, once all have ended.
+async fn ended_jobs(w: &World, n: usize) -> Vec<wire::Job> {
+    eventually(
+        "the Actions runners' jobs to end",
+        Duration::from_secs(60),
+        || async {
+            let jobs: Vec<wire::Job> = w
+                .admin
+                .client
+                .jobs(None, 100)
+                .await
+                .unwrap()
+                .jobs
+                .into_iter()
+                .filter(|j| j.submitted_by.contains("actions:octo/web"))
+                .collect();
+            (jobs.len() == n && jobs.iter().all(|j| j.state.is_terminal())).then_some(jobs)
+        },
+    )
+    .await
+}
+
+#[tokio::test]
+async fn twenty_workflow_jobs_on_three_runners_each_by_its_own_ephemeral_runner() {
+    let w = world(&[], 10).await;
+    w.fake.webhooks_to(&w.c.url);
+    w.fake.hold_jobs(Duration::from_millis(200));
+    let _runners = runners(&w, 3, None).await;
+    w.c.wait_for_waiting(3).await;
+    let mut queued = Vec::new();
+    for _ in 0..20 {
+        queued.push(
+            w.fake
+                .queue_workflow_job("octo/web", &["self-hosted", "linux"])
+                .await,
+        );
+    }
+    let done = eventually(
+        "20 workflow jobs to run",
+        Duration::from_secs(120),
+        || async {
+            let jobs = w.fake.workflow_jobs();
+            jobs.iter().all(|j| j.status == "completed").then_some(jobs)
+        },
+    )
+    .await;
+    // Each by exactly one ephemeral runner, its own; all succeeded.
+    let mut names: Vec<String> = done
+        .iter()
+        .map(|j| {
+            assert_eq!(j.conclusion.as_deref(), Some("success"), "{j:?}");
+            j.runner_name.clone().expect("a runner ran it")
+        })
+        .collect();
+    names.sort();
+    names.dedup();
+    assert_eq!(names.len(), 20, "one runner per workflow job: {names:?}");
+    assert_eq!(w.fake.jit_configs_minted(), 20, "no runner minted twice");
+    assert!(
+        w.fake.max_in_progress() <= 3,
+        "{} workflow jobs ran at once on 3 runners",
+        w.fake.max_in_progress()
+    );
+    assert!(
+        w.fake.max_in_progress() >= 2,
+        "the runners ran side by side"
+    );
+    // The Drover jobs succeeded; GitHub has no runner left; the release was
+    // downloaded once for the host; nothing is left in the work directory.
+    let jobs = ended_jobs(&w, 20).await;
+    assert!(
+        jobs.iter().all(|j| j.state == JobState::Succeeded),
+        "{jobs:?}"
+    );
+    assert!(w.fake.runners().is_empty(), "{:?}", w.fake.runners());
+    assert_eq!(w.fake.tarball_downloads(), 1);
+    assert_eq!(entries(&w.dir.path().join("cache")).len(), 1);
+    eventually(
+        "the work directory to be empty",
+        Duration::from_secs(10),
+        || async { entries(&w.dir.path().join("work")).is_empty().then_some(()) },
+    )
+    .await;
+    let log = w.admin.client.logs(&jobs[0].id).await.unwrap();
+    assert!(log.contains("unpacked from the cache"), "{log}");
+    assert!(log.contains("ran workflow job"), "{log}");
+    let states =
+        w.c.query_text("SELECT DISTINCT state FROM github_workflow_jobs")
+            .await;
+    assert_eq!(states, [Some("done".to_owned())]);
+    let _ = queued;
+}
+
+#[tokio::test]
+async fn with_webhooks_off_the_coordinator_polls_within_the_rate_limit() {
+    let w = world(&["--github-poll-seconds", "1"], 10).await;
+    // One call left this window: the coordinator polls no more until it
+    // resets (never a 403 for going over).
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64;
+    w.fake.set_rate_limit(1, now + 3);
+    let _runners = runners(&w, 1, None).await;
+    w.c.wait_for_waiting(1).await;
+    let a = w
+        .fake
+        .queue_workflow_job("octo/web", &["self-hosted", "linux"])
+        .await;
+    let b = w
+        .fake
+        .queue_workflow_job("octo/web", &["self-hosted", "gpu"])
+        .await;
+    let c = w
+        .fake
+        .queue_workflow_job("octo/web", &["self-hosted", "linux"])
+        .await;
+    eventually(
+        "the matching jobs to run",
+        Duration::from_secs(60),
+        || async {
+            let jobs = w.fake.workflow_jobs();
+            jobs.iter()
+                .filter(|j| j.id != b)
+                .all(|j| j.status == "completed")
+                .then_some(())
+        },
+    )
+    .await;
+    let jobs = w.fake.workflow_jobs();
+    let of = |id: i64| jobs.iter().find(|j| j.id == id).unwrap().clone();
+    assert_eq!(of(b).status, "queued", "no pool has label gpu");
+    assert_ne!(of(a).runner_name, of(c).runner_name);
+    assert_eq!(
+        w.fake.jit_configs_minted(),
+        2,
+        "one runner per workflow job"
+    );
+    assert!(w.fake.deliveries().is_empty(), "no webhook was sent");
+    assert!(
+        !w.fake.refusals().iter().any(|r| r == "rate limit"),
+        "the coordinator went over the rate limit: {:?}",
+        w.fake.refusals()
+    );
+    ended_jobs(&w, 2).await;
+    // The poll saw them complete too.
+    eventually(
+        "the coordinator to see both done",
+        Duration::from_secs(30),
+        || async {
+            let states =
+                w.c.query_text("SELECT state FROM github_workflow_jobs ORDER BY workflow_job_id")
+                    .await;
+            (states == [Some("done".to_owned()), Some("done".to_owned())]).then_some(())
+        },
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn a_release_whose_checksum_differs_is_neither_cached_nor_run() {
+    let w = world(&[], 10).await;
+    w.fake.webhooks_to(&w.c.url);
+    let wrong = "0".repeat(64);
+    let _runners = runners(&w, 1, Some(&wrong)).await;
+    w.c.wait_for_waiting(1).await;
+    w.fake
+        .queue_workflow_job("octo/web", &["self-hosted", "linux"])
+        .await;
+    let jobs = ended_jobs(&w, 1).await;
+    assert_eq!(jobs[0].state, JobState::Failed, "{jobs:?}");
+    let error = jobs[0].error.clone().unwrap_or_default();
+    assert!(
+        error.contains("could not provide the Actions runner") && error.contains(&wrong),
+        "{error}"
+    );
+    assert!(entries(&w.dir.path().join("cache")).is_empty());
+    assert_eq!(w.fake.workflow_jobs()[0].status, "queued");
+}
