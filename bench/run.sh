@@ -14,6 +14,9 @@
 #     then bench/burst.py: memory during and after stalled uploads, and
 #     bench/storm.py: runner latency under a storm of member reads, and
 #     bench/cli.py: `drover submit --wait -- true` from command to exit;
+#     then drover-actions-bench: GitHub Actions on demand, from the
+#     `workflow_job queued` webhook to the JIT runner's process started on a
+#     waiting runner (SQLite, PostgreSQL; the fake GitHub's runner tarball);
 #  3. the peers on the same workloads (bench/peers/run.sh: Celery + Redis,
 #     graphile-worker, Temporal; installed from the registries), and the
 #     ratios Drover ÷ peer (bench/compare.py), and the README's tables
@@ -68,6 +71,10 @@ out="bench/results/$stamp.md"
   psql "$DROVER_TEST_PG_URL" -qc "CREATE DATABASE $cli_db" >&2
   DROVER_BENCH_PG="${DROVER_TEST_PG_URL%/*}/$cli_db" python3 bench/cli.py | tail -n +3
   psql "$DROVER_TEST_PG_URL" -qc "DROP DATABASE $cli_db WITH (FORCE)" >&2
+  echo
+  echo "## GitHub Actions on demand: webhook to JIT runner started (drover-actions-bench)"
+  echo
+  target/release/drover-actions-bench
 } | tee "$out"
 if [ "${BENCH_PEERS:-1}" != 0 ]; then
   step "peers"

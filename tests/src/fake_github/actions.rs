@@ -13,7 +13,7 @@
 
 use std::collections::HashSet;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
@@ -38,6 +38,10 @@ pub struct FakeWorkflowJob {
     /// The runner that took it.
     pub runner_name: Option<String>,
     pub head_sha: String,
+    /// When the test queued it.
+    pub queued_at: Instant,
+    /// When the runner that took it called home (its process had started).
+    pub runner_started_at: Option<Instant>,
 }
 
 #[derive(Default)]
@@ -362,6 +366,7 @@ pub(super) async fn tarball(State(c): State<Ctx>) -> Response {
 
 /// The stand-in Actions runner's `POST` with its JIT config.
 pub(super) async fn runner_run(State(c): State<Ctx>, config: String) -> Response {
+    let arrived = Instant::now();
     let runner_id = {
         let mut w = c.world.lock().unwrap();
         let Some(&id) = w.jit_configs.get(config.trim()) else {
@@ -395,6 +400,7 @@ pub(super) async fn runner_run(State(c): State<Ctx>, config: String) -> Response
             if let Some(j) = w.workflow.jobs.iter_mut().find(|j| takes(j)) {
                 j.status = "in_progress".into();
                 j.runner_name = Some(runner.name.clone());
+                j.runner_started_at = Some(arrived);
                 let job = j.clone();
                 let a = &mut w.workflow;
                 a.in_progress += 1;
@@ -480,6 +486,8 @@ impl FakeGithub {
                 conclusion: None,
                 runner_name: None,
                 head_sha: format!("{:040x}", id),
+                queued_at: Instant::now(),
+                runner_started_at: None,
             };
             w.workflow.jobs.push(job.clone());
             w.workflow.changed.notify_waiters();
