@@ -657,6 +657,28 @@ def step4_github(r):
     r.wait_ui("the dialog to close", lambda: not r.els("gh-dialog"))
     log(f"   picked org octo (search, GHE badge on platform), group builds, label gpu: runner {runner} and its script")
 
+    log("4d. as an admin: GitHub Actions on demand from its dialog")
+    from selenium.webdriver.support.ui import Select
+    r.click("od-open")
+    r.wait_ui("the on-demand dialog, nothing on yet", lambda: r.els("od-none"))
+    Select(r.el("od-target")).select_by_value("repo|github.com|octo/hello")
+    pool = Select(r.el("od-pool")).first_selected_option.get_attribute("value")
+    r.type("od-labels", "linux")
+    r.type("od-max", "3")
+    r.click("od-submit")
+    hint = r.wait_ui("the workflow hint", lambda: r.els("od-saved-hint") and r.text("od-saved-hint"))
+    assert hint == f"runs-on: [self-hosted, drover-{pool}, linux]", f"od-saved-hint: {hint}"
+    listed = r.api("/v1/workspace/github/on-demand")["pools"]
+    assert [(p["target"], p["pool"], p["maxRunners"]) for p in listed] == [("octo/hello", pool, 3)], listed
+    r.wait_ui("the list to show it", lambda: [x.get_attribute("data-target") for x in r.els("od-row")] == ["octo/hello"])
+    r.screenshot("on-demand")
+    r.click("od-remove")
+    r.wait_ui("it turned off", lambda: r.els("od-none"))
+    assert r.api("/v1/workspace/github/on-demand")["pools"] == [], "the coordinator still lists it"
+    r.click("od-close")
+    r.wait_ui("the dialog to close", lambda: not r.els("od-dialog"))
+    log(f"   octo/hello served on demand by pool {pool} (label linux, at most 3), then turned off")
+
 
 SANDBOX_BUILD = "built in its own directory"
 

@@ -10,8 +10,9 @@ use std::sync::Arc;
 
 use drover_wire::{
     ApiToken, AuditPage, GithubInstall, GithubInstallLink, GithubInstallRequest,
-    GithubInstallation, GithubRepo, Invite, Job, JoinToken, JoinTokenSummary, Member, PairRunner,
-    RevokedRunner, Runner, Runtime, Usage, UsageReport,
+    GithubInstallation, GithubOnDemand, GithubOnDemandList, GithubOnDemandRequest, GithubRepo,
+    Invite, Job, JoinToken, JoinTokenSummary, Member, PairRunner, RevokedRunner, Runner, Runtime,
+    Usage, UsageReport, op,
 };
 use runner_core::client::{RunnerListing, Scope};
 use serde::Serialize;
@@ -406,5 +407,25 @@ async fn ws_github_install(
     request: GithubInstallRequest,
 ) -> AppResult<GithubInstall> {
     Ok(cx.sup.account_client().await?.github_install(&request).await?)
+}
+
+/// The workspace pools that serve GitHub workflow jobs on demand.
+async fn ws_github_on_demand(cx: &Ctx) -> AppResult<GithubOnDemandList> {
+    let admin = cx.sup.account_client().await?;
+    Ok(admin.call::<op::ListGithubOnDemand>(&[], &(), &()).await?)
+}
+
+/// Turns a workspace pool on for a repository or an organization.
+async fn ws_github_on_demand_set(
+    cx: &Ctx,
+    request: GithubOnDemandRequest,
+) -> AppResult<GithubOnDemand> {
+    let admin = cx.sup.account_client().await?;
+    Ok(admin.call::<op::SetGithubOnDemand>(&[], &(), &request).await?)
+}
+
+async fn ws_github_on_demand_remove(cx: &Ctx, id: String) -> AppResult<()> {
+    let admin = cx.sup.account_client().await?;
+    Ok(admin.call::<op::RemoveGithubOnDemand>(&[&id], &(), &()).await?)
 }
 }

@@ -9,6 +9,9 @@ import type {
   GithubInstall,
   GithubInstallLink,
   GithubInstallRequest,
+  GithubOnDemand,
+  GithubOnDemandList,
+  GithubOnDemandRequest,
   GithubOverview,
   Invite,
   Job,
@@ -98,3 +101,7 @@ export const wsAudit = (before?: string) => call<AuditPage>("ws_audit", { before
 export const wsGithubOverview = () => call<GithubOverview>("ws_github_overview");
 export const wsGithubInstallLink = (host?: string) => call<GithubInstallLink>("ws_github_install_link", { host });
 export const wsGithubInstall = (request: GithubInstallRequest) => call<GithubInstall>("ws_github_install", { request });
+export const wsGithubOnDemand = () => call<GithubOnDemandList>("ws_github_on_demand");
+export const wsGithubOnDemandSet = (request: GithubOnDemandRequest) =>
+  call<GithubOnDemand>("ws_github_on_demand_set", { request });
+export const wsGithubOnDemandRemove = (id: string) => call<null>("ws_github_on_demand_remove", { id });

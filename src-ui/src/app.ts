@@ -29,6 +29,7 @@ import { machinePanel } from "./views/machine";
 import { poolsPanel } from "./views/pools";
 import { workspacePanel } from "./views/workspace";
 import type { GithubDialog } from "./views/github";
+import type { OnDemandDialog } from "./views/on_demand";
 
 export type Tab = "account" | "machine" | "pools" | "workspace";
 
@@ -76,6 +77,8 @@ interface Remote {
   audit: AuditPage | null;
   /** The GitHub dialog, while it is open. */
   github: GithubDialog | null;
+  /** The GitHub Actions on demand dialog, while it is open. */
+  onDemand: OnDemandDialog | null;
   /** What revoking a runner did on GitHub. */
   revokeNotice: string | null;
 }
@@ -98,6 +101,7 @@ const NOTHING: Remote = {
   report: null,
   audit: null,
   github: null,
+  onDemand: null,
   revokeNotice: null,
 };
 

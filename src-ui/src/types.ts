@@ -143,6 +143,9 @@ export type GithubRepo = Wire["GithubRepo"];
 export type GithubInstallLink = Wire["GithubInstallLink"];
 export type GithubInstallRequest = Wire["GithubInstallRequest"];
 export type GithubInstall = Wire["GithubInstall"];
+export type GithubOnDemand = Wire["GithubOnDemand"];
+export type GithubOnDemandList = Wire["GithubOnDemandList"];
+export type GithubOnDemandRequest = Wire["GithubOnDemandRequest"];
 export type RevokedRunner = Wire["RevokedRunner"];
 
 /** `ws_github_overview`: what the App is installed on and may reach. */

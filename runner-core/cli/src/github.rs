@@ -147,7 +147,7 @@ async fn on_demand(client: &Client, cmd: &OnDemandCommand) -> anyhow::Result<()>
             }
             println!("{}", made.id);
             eprintln!(
-                "pool {} serves {}'s workflow jobs on demand, at most {} at once; its runners need the github-actions capability. In a workflow:\n  {}",
+                "pool {} serves {}'s workflow jobs on demand, at most {} at once; start its runners with `drover runner --github-actions`. In a workflow:\n  {}",
                 made.pool, made.target, made.max_runners, made.workflow_hint
             );
         }

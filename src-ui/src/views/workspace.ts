@@ -8,6 +8,7 @@ import * as api from "../api";
 import { copy, duration, h, shortId, unsandboxed, when } from "../h";
 import type { JoinTokenSummary, Runner } from "../types";
 import { githubSection } from "./github";
+import { onDemandRow } from "./on_demand";
 import { auditSection, membersSection, usageSection } from "./people";
 
 export function workspacePanel(app: App) {
@@ -149,6 +150,7 @@ export function workspacePanel(app: App) {
     joinTokens?.length === 0 ? h("p", { testid: "ws-join-tokens-empty", class: "muted" }, "No join token in use.") : null,
 
     githubSection(app),
+    onDemandRow(app),
 
     h("h3", null, usage ? `Usage and budget, ${usage.month} (UTC)` : "Usage and budget"),
     h(
