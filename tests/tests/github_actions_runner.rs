@@ -283,3 +283,47 @@ async fn a_release_whose_checksum_differs_is_neither_cached_nor_run() {
     assert!(entries(&w.dir.path().join("cache")).is_empty());
     assert_eq!(w.fake.workflow_jobs()[0].status, "queued");
 }
+
+#[tokio::test]
+async fn a_workflow_job_whose_runner_went_before_it_ran_is_served_again() {
+    let w = world(&[], 10).await;
+    w.fake.webhooks_to(&w.c.url);
+    // The first runner cannot start the Actions runner: its job ends
+    // without the JIT runner ever taking the workflow job.
+    let mut broken = runners(&w, 1, Some(&"0".repeat(64))).await;
+    w.c.wait_for_waiting(1).await;
+    let id = w
+        .fake
+        .queue_workflow_job("octo/web", &["self-hosted", "linux"])
+        .await;
+    let first = ended_jobs(&w, 1).await;
+    assert_eq!(first[0].state, JobState::Failed);
+    broken.kill9().await;
+    let _good = runners(&w, 1, None).await;
+    let job = eventually(
+        "the workflow job to run",
+        Duration::from_secs(60),
+        || async {
+            w.fake
+                .workflow_jobs()
+                .into_iter()
+                .find(|j| j.id == id && j.status == "completed")
+        },
+    )
+    .await;
+    assert_eq!(job.conclusion.as_deref(), Some("success"));
+    assert_eq!(w.fake.jit_configs_minted(), 2, "a second JIT runner, once");
+    assert!(
+        w.fake.runners().is_empty(),
+        "the first JIT runner was deleted: {:?}",
+        w.fake.runners()
+    );
+    let jobs = ended_jobs(&w, 2).await;
+    assert_eq!(
+        jobs.iter()
+            .filter(|j| j.state == JobState::Succeeded)
+            .count(),
+        1,
+        "{jobs:?}"
+    );
+}

@@ -486,3 +486,34 @@ async fn a_spent_budget_fails_the_workflow_job_where_github_shows_it() {
     assert!(actions_jobs(&w).await.is_empty());
     let _ = id;
 }
+
+#[tokio::test]
+async fn a_ci_links_workflow_runs_on_the_on_demand_pools_labels() {
+    let w = world().await;
+    let req = wire::CiLinkRequest {
+        repository: "octo/web".into(),
+        runtime: Some("self:ws:ci".into()),
+        ..Default::default()
+    };
+    w.admin
+        .client
+        .call::<op::SetCiLink>(&[], &(), &req)
+        .await
+        .unwrap();
+    let runs_on = |yaml: &str| {
+        yaml.lines()
+            .find(|l| l.trim_start().starts_with("runs-on:"))
+            .unwrap_or_default()
+            .trim()
+            .to_owned()
+    };
+    let before = w.admin.client.ci_workflow("octo/web", None).await.unwrap();
+    assert_eq!(runs_on(&before), "runs-on: ['self-hosted']", "{before}");
+    on_demand(&w, 3).await;
+    let after = w.admin.client.ci_workflow("octo/web", None).await.unwrap();
+    assert_eq!(
+        runs_on(&after),
+        "runs-on: ['self-hosted', 'drover-ci', 'linux']",
+        "{after}"
+    );
+}

@@ -226,7 +226,21 @@ pub async fn workflow(
         .ci_link(&m.workspace_id, &host, &repo)
         .await?
         .ok_or_else(|| Error::not_found(format!("{repo} on {host} is not linked")))?;
-    let runs_on = l.runs_on.unwrap_or_else(|| vec!["self-hosted".into()]);
+    // Unless the link says: the labels of a pool of this workspace serving
+    // the repository on demand (its workflow jobs get JIT runners), else
+    // any self-hosted runner.
+    let runs_on = match l.runs_on {
+        Some(labels) => labels,
+        None => {
+            let (owner, name) = l.repository.split_once('/').unwrap_or((&l.repository, ""));
+            st.store
+                .on_demand_for(&host, owner, name)
+                .await?
+                .into_iter()
+                .find(|p| p.workspace_id == m.workspace_id.as_str())
+                .map_or_else(|| vec!["self-hosted".into()], |p| p.labels)
+        }
+    };
     Ok(workflow::render(&workflow::Workflow {
         repository: &l.repository,
         coordinator_url: &st.public_url,

@@ -18,7 +18,7 @@ use super::Services;
 mod ending;
 mod poll;
 
-use ending::{finish, refuse};
+use ending::{finish, orphans, refuse};
 
 use crate::error::{Error, Result};
 use crate::github::webhook::{self, WebhookKey, WorkflowJobEvent};
@@ -314,6 +314,7 @@ async fn serve_once(st: &Services, app: &GithubApp) {
             }
         }
     }
+    orphans(st, app).await;
     match st.store.claim_workflow_jobs(st.now()).await {
         Ok(rows) => {
             for (pool, wf) in rows {
@@ -388,7 +389,11 @@ async fn start(st: &Services, app: &GithubApp, pool: &OnDemand, wf: &WorkflowJob
         max_attempts: Some(1),
         ..Default::default()
     };
-    let key = format!("github-workflow-job:{}:{}", wf.host, wf.workflow_job_id);
+    // One Drover job per JIT runner (a workflow job served again gets another).
+    let key = format!(
+        "github-workflow-job:{}:{}:{runner_id}",
+        wf.host, wf.workflow_job_id
+    );
     let principal = pool.principal();
     match super::jobs::submit(st, &principal, req, Some(&key)).await {
         Ok(submitted) => {

@@ -14,6 +14,11 @@ use crate::store::error::Result;
 /// coordinator, and the workflow job is queued again.
 const MINTING_TIMEOUT_MS: i64 = 120_000;
 
+/// A served workflow job whose Drover job ended this long ago while GitHub
+/// has not said the workflow job completed is looked at again: its runner
+/// may have gone before the Actions runner took a job (a laptop closed).
+const ORPHAN_GRACE_MS: i64 = 5_000;
+
 /// A workflow job whose serving failed for a passing reason (GitHub
 /// unreachable, a pool with no runner yet) is tried again after this long.
 const RETRY_MS: i64 = 2_000;
@@ -305,6 +310,49 @@ impl Store {
         .await?;
         tx.commit().await?;
         Ok(true)
+    }
+
+    /// Served workflow jobs whose Drover job ended a while ago, GitHub not
+    /// having said they completed (nor a handover given them a runner
+    /// since), each with its pool.
+    pub async fn workflow_jobs_orphaned(
+        &self,
+        now: i64,
+    ) -> Result<Vec<(OnDemand, WorkflowJobRow)>> {
+        let cutoff = now - ORPHAN_GRACE_MS;
+        self.workflow_jobs_in(&format!(
+            "g.state = 'started' AND g.updated_at < {cutoff} AND EXISTS (SELECT 1 FROM jobs j WHERE j.id = g.job_id
+               AND j.state IN ('succeeded', 'failed', 'cancelled', 'timed_out', 'lost') AND j.finished_at < {cutoff})"
+        ))
+        .await
+    }
+
+    /// A served workflow job GitHub still has queued, its runner gone: to be
+    /// served again (`why` kept), or only looked at later (`requeue` false).
+    pub async fn workflow_job_orphan_seen(
+        &self,
+        host: &str,
+        workflow_job_id: i64,
+        requeue: bool,
+        why: &str,
+        now: i64,
+    ) -> Result<()> {
+        sqlx::query(
+            "UPDATE github_workflow_jobs SET state = CASE WHEN $3 = 1 THEN 'queued' ELSE state END,
+                    job_id = CASE WHEN $3 = 1 THEN NULL ELSE job_id END,
+                    runner_id = CASE WHEN $3 = 1 THEN NULL ELSE runner_id END,
+                    runner_name = CASE WHEN $3 = 1 THEN NULL ELSE runner_name END,
+                    error = $4, updated_at = $5
+             WHERE host = $1 AND workflow_job_id = $2 AND state = 'started'",
+        )
+        .bind(host)
+        .bind(workflow_job_id)
+        .bind(i64::from(requeue))
+        .bind(why)
+        .bind(now)
+        .execute(&self.writer)
+        .await?;
+        Ok(())
     }
 
     /// GitHub was told of a refused workflow job.

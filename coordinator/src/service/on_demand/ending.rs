@@ -120,3 +120,87 @@ pub(super) async fn refuse(st: &Services, app: &GithubApp, pool: &OnDemand, wf: 
         }
     }
 }
+
+/// Served workflow jobs whose Drover job ended without GitHub saying they
+/// completed: asked of GitHub. Completed: recorded as the webhook would.
+/// Still queued: the runner went before the Actions runner took a job (a
+/// laptop closed, a lease lost), so the JIT runner is deleted and the
+/// workflow job served again. In progress: its runner is at work; later.
+pub(super) async fn orphans(st: &Services, app: &GithubApp) {
+    let rows = match st.store.workflow_jobs_orphaned(st.now()).await {
+        Ok(rows) => rows,
+        Err(e) => return tracing::warn!(error = %e, "could not list orphaned workflow jobs"),
+    };
+    for (pool, wf) in &rows {
+        let seen = |requeue: bool, why: String| async move {
+            if let Err(e) = st
+                .store
+                .workflow_job_orphan_seen(&wf.host, wf.workflow_job_id, requeue, &why, st.now())
+                .await
+            {
+                tracing::warn!(error = %e, "could not record an orphaned workflow job");
+            }
+        };
+        let Some((owner, repo)) = wf.origin.repository.split_once('/') else {
+            continue;
+        };
+        let (host, installation, target) = match github_of(st, app, pool).await {
+            Ok(g) => g,
+            Err(why) => {
+                seen(false, why).await;
+                continue;
+            }
+        };
+        match app
+            .workflow_job(host, installation, owner, repo, wf.workflow_job_id)
+            .await
+        {
+            Ok(Some(job)) if job.status == "completed" => {
+                if let Err(e) = st
+                    .store
+                    .workflow_job_completed(
+                        &wf.host,
+                        wf.workflow_job_id,
+                        job.runner_name.as_deref(),
+                        st.now(),
+                    )
+                    .await
+                {
+                    tracing::warn!(error = %e, "could not record a completed workflow job");
+                }
+            }
+            Ok(Some(job)) if job.status == "queued" => {
+                let removal = match wf.runner_id {
+                    Some(id) => app
+                        .remove_runner_id(host, installation, &target, id)
+                        .await
+                        .map_err(|e| e.to_string()),
+                    None => Ok(Removal::Removed),
+                };
+                match removal {
+                    Ok(Removal::Removed) => {
+                        tracing::info!(
+                            workflow_job = wf.workflow_job_id,
+                            "a JIT runner's job ended before it took a workflow job: serving it again"
+                        );
+                        seen(
+                            true,
+                            "its runner's job ended before the Actions runner took a job".into(),
+                        )
+                        .await;
+                    }
+                    Ok(Removal::Busy) => seen(false, "its JIT runner is busy".into()).await,
+                    Err(why) => seen(false, why).await,
+                }
+            }
+            Ok(Some(_)) => seen(false, "in progress on GitHub".into()).await,
+            Ok(None) => {
+                let _ = st
+                    .store
+                    .workflow_job_done(&wf.host, wf.workflow_job_id, st.now())
+                    .await;
+            }
+            Err(e) => seen(false, e.to_string()).await,
+        }
+    }
+}
