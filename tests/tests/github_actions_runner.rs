@@ -4,7 +4,8 @@
 //! config back to the fake, which runs a queued workflow job on it), and
 //! the fake delivering its webhooks — or, with webhooks off, the
 //! coordinator polling within the rate limit. A tarball whose SHA-256 is
-//! not the one given is never cached nor run.
+//! not the one given is never cached nor run; a runner gone before its
+//! Actions runner took a job is replaced; a spent budget is told to GitHub.
 
 use std::path::Path;
 use std::time::Duration;
@@ -326,4 +327,58 @@ async fn a_workflow_job_whose_runner_went_before_it_ran_is_served_again() {
         1,
         "{jobs:?}"
     );
+}
+
+#[tokio::test]
+async fn a_spent_budget_fails_the_workflow_job_where_github_shows_it() {
+    let w = world(&[], 5).await;
+    let _runners = runners(&w, 1, None).await;
+    w.c.wait_for_waiting(1).await;
+    w.admin.client.set_budget(Some(0)).await.unwrap();
+    w.fake.webhooks_to(&w.c.url);
+    let id = w
+        .fake
+        .queue_workflow_job("octo/web", &["self-hosted", "linux"])
+        .await;
+    let check = eventually(
+        "a check run on the commit",
+        Duration::from_secs(30),
+        || async { w.fake.check_runs().into_iter().next() },
+    )
+    .await;
+    let job = w.fake.workflow_jobs()[0].clone();
+    assert_eq!(check["repository"], "octo/web");
+    assert_eq!(check["body"]["head_sha"], job.head_sha.as_str());
+    assert_eq!(check["body"]["conclusion"], "failure");
+    let summary = check["body"]["output"]["summary"].as_str().unwrap();
+    assert!(
+        summary.contains("budget") && summary.contains("\"acme\""),
+        "{summary}"
+    );
+    // Its run is cancelled, so GitHub does not keep it waiting for a runner.
+    eventually("the run cancelled", Duration::from_secs(30), || async {
+        let jobs = w.fake.workflow_jobs();
+        (w.fake.cancelled_runs() == [job.run_id] && jobs[0].status == "completed").then_some(())
+    })
+    .await;
+    assert_eq!(
+        w.fake.workflow_jobs()[0].conclusion.as_deref(),
+        Some("cancelled")
+    );
+    eventually(
+        "the workflow job refused",
+        Duration::from_secs(30),
+        || async {
+            let states =
+                w.c.query_text("SELECT state FROM github_workflow_jobs")
+                    .await;
+            (states == [Some("refused".to_owned())]).then_some(())
+        },
+    )
+    .await;
+    // Its JIT runner is gone, and no Drover job was queued.
+    assert!(w.fake.runners().is_empty(), "{:?}", w.fake.runners());
+    let jobs = w.admin.client.jobs(None, 100).await.unwrap().jobs;
+    assert!(jobs.is_empty(), "{jobs:?}");
+    let _ = id;
 }

@@ -441,53 +441,6 @@ async fn a_delivery_is_remembered_a_week() {
 }
 
 #[tokio::test]
-async fn a_spent_budget_fails_the_workflow_job_where_github_shows_it() {
-    let w = world().await;
-    on_demand(&w, 5).await;
-    w.admin.client.set_budget(Some(0)).await.unwrap();
-    w.fake.webhooks_to(&w.c.url);
-    let id = w
-        .fake
-        .queue_workflow_job("octo/web", &["self-hosted", "linux"])
-        .await;
-    let check = eventually(
-        "a check run on the commit",
-        Duration::from_secs(30),
-        || async { w.fake.check_runs().into_iter().next() },
-    )
-    .await;
-    let job = w.fake.workflow_jobs()[0].clone();
-    assert_eq!(check["repository"], "octo/web");
-    assert_eq!(check["body"]["head_sha"], job.head_sha.as_str());
-    assert_eq!(check["body"]["conclusion"], "failure");
-    let summary = check["body"]["output"]["summary"].as_str().unwrap();
-    assert!(
-        summary.contains("budget") && summary.contains("\"acme\""),
-        "{summary}"
-    );
-    // Its run is cancelled, so GitHub does not keep it waiting for a runner.
-    eventually("the run cancelled", Duration::from_secs(30), || async {
-        let jobs = w.fake.workflow_jobs();
-        (w.fake.cancelled_runs() == [job.run_id] && jobs[0].status == "completed").then_some(())
-    })
-    .await;
-    assert_eq!(
-        w.fake.workflow_jobs()[0].conclusion.as_deref(),
-        Some("cancelled")
-    );
-    eventually(
-        "the workflow job refused",
-        Duration::from_secs(30),
-        || async { (states(&w).await == ["refused"]).then_some(()) },
-    )
-    .await;
-    // Its JIT runner is gone, and no Drover job was queued.
-    assert!(w.fake.runners().is_empty(), "{:?}", w.fake.runners());
-    assert!(actions_jobs(&w).await.is_empty());
-    let _ = id;
-}
-
-#[tokio::test]
 async fn a_ci_links_workflow_runs_on_the_on_demand_pools_labels() {
     let w = world().await;
     let req = wire::CiLinkRequest {
