@@ -713,6 +713,7 @@ def step6_sandbox(r):
 
     runner = wait_for("the app's workspace runner online, its sandbox announced", announced, 30)
     assert "sandbox=bwrap" in runner["capabilities"], f"the app's runner announced {runner['capabilities']}"
+    assert "github-actions" in runner["capabilities"], f"the app's workspace runner serves no Actions on demand: {runner['capabilities']}"
     roster = r.cli("runners", "list").stdout
     assert re.search(rf"{runner['id']}\s.*\ssandboxed\s", roster), f"`drover runners list` does not show {runner['id']} sandboxed:\n{roster}"
 

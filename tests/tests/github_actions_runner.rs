@@ -180,6 +180,10 @@ async fn twenty_workflow_jobs_on_three_runners_each_by_its_own_ephemeral_runner(
         "{jobs:?}"
     );
     assert!(w.fake.runners().is_empty(), "{:?}", w.fake.runners());
+    // Workspace jobs, each metered once: the workspace pays.
+    let usage = w.admin.client.usage().await.unwrap();
+    assert_eq!(usage.jobs_charged, 20, "{usage:?}");
+    assert!(usage.charged_ms > 0, "{usage:?}");
     assert_eq!(w.fake.tarball_downloads(), 1);
     assert_eq!(entries(&w.dir.path().join("cache")).len(), 1);
     eventually(

@@ -142,6 +142,19 @@ fn a_workspace_pools_jobs_run_sandboxed_and_a_personal_pools_as_the_member() {
                 && !runner.capabilities.contains(&"sandbox=none".to_owned()),
             "{runner:?}"
         );
+        // It serves GitHub Actions on demand where a release is pinned
+        // (linux-x64); a personal pool's runner does not.
+        assert_eq!(
+            runner.capabilities.contains(&"github-actions".to_owned()),
+            cfg!(target_arch = "x86_64"),
+            "{runner:?}"
+        );
+        assert!(
+            !announced(&ann, &personal)
+                .await
+                .capabilities
+                .contains(&"github-actions".to_owned())
+        );
         let (state, log) = run(&ann, &pool, &script).await;
         assert_eq!(state, JobState::Succeeded, "{log}");
         assert!(!log.contains("LEAK"), "{log}");

@@ -416,6 +416,35 @@ async fn pg_statements(c: &Coordinator) -> Option<Statements> {
     })
 }
 
+/// Updates and HOT updates of the hot tables over the coordinator's life,
+/// read once it has stopped (its backends' counters flushed as they exit).
+/// The coordinator is not started again.
+async fn pg_hot(c: &mut Coordinator) -> Option<(String, Value)> {
+    use sqlx::Connection as _;
+    if c.options.backend != Backend::Postgres {
+        return None;
+    }
+    c.stop().await;
+    let mut conn = sqlx::PgConnection::connect(&c.database).await.ok()?;
+    let rows: Vec<(String, i64, i64)> = sqlx::query_as(
+        "SELECT relname::text, n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables
+         WHERE relname IN ('jobs', 'runners', 'workspace_spend') ORDER BY relname",
+    )
+    .fetch_all(&mut conn)
+    .await
+    .ok()?;
+    let text = rows
+        .iter()
+        .map(|(t, u, h)| format!("{t}: {u} updates, {h} HOT"))
+        .collect::<Vec<_>>()
+        .join("; ");
+    let json = rows
+        .iter()
+        .map(|(t, u, h)| (t.clone(), json!({"updates": u, "hot": h})))
+        .collect::<serde_json::Map<_, _>>();
+    Some((text, Value::Object(json)))
+}
+
 /// Pre-queues `jobs` no-op jobs, then `runners` protocol-level runners
 /// (lease → complete, nothing executed) drain them. Returns (jobs/s,
 /// coordinator CPU-seconds per 1,000 jobs).
@@ -772,7 +801,7 @@ async fn fleet_section(name: &str, backend: Backend, sqlite_sync: &'static str) 
     let mut out = json!({"backend": name});
     let mut lines = Vec::new();
     for runners in list("BENCH_DRAIN_RUNNERS", "1,8,64") {
-        let c = coordinator(backend, sqlite_sync).await;
+        let mut c = coordinator(backend, sqlite_sync).await;
         let admin = c.bootstrap("drain", "bench@bench.test");
         let (jps, cpu_per_1000, machine_per_1000, statements) =
             protocol_drain(&c, &admin, drain_jobs, runners).await;
@@ -797,7 +826,14 @@ async fn fleet_section(name: &str, backend: Backend, sqlite_sync: &'static str) 
                 ));
             }
         }
+        let hot = pg_hot(&mut c).await;
+        if let Some((text, _)) = &hot {
+            lines.push(format!(
+                "| {name} | drain, {runners} runners: table updates (pg_stat_user_tables) | {text} |"
+            ));
+        }
         out[format!("drain{runners}")] = json!({
+            "pgTableUpdates": hot.map(|h| h.1),
             "jobsPerSecond": jps,
             "coordinatorCpuSecondsPer1000": cpu_per_1000,
             "machineCpuSecondsPer1000": machine_per_1000,

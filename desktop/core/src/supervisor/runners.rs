@@ -1,6 +1,8 @@
 //! Lending runners: a fleet per pool, each runner's credential (from the
 //! keychain, or paired or joined anew), adding, and removing with drain.
 
+use drover_wire::github::ACTIONS_CAPABILITY;
+use runner_core::actions::ActionsRunner;
 use runner_core::isolation::{IsolationError, Sandbox};
 
 use super::*;
@@ -17,7 +19,8 @@ impl Supervisor {
     /// sandbox-exec), with the app's own files (its settings, the
     /// keychain's, the session bus) hidden besides what the sandbox always
     /// hides (people's homes, `/tmp`). A personal
-    /// pool's run as the member, as the options say.
+    /// pool's run as the member, as the options say. A workspace pool's
+    /// runners also serve GitHub Actions on demand where a release is pinned.
     pub(super) fn settings_for(&self, pool: &PoolConfig) -> RunnerSettings {
         let mut settings = self.options.runner.clone();
         settings.slots = pool.slots.max(1);
@@ -26,6 +29,13 @@ impl Supervisor {
         if pool.kind == PoolKind::Workspace {
             settings.isolation.sandbox = Sandbox::native();
             settings.isolation.hidden.extend(self.private_paths());
+            // GitHub Actions on demand, where Drover pins a release for
+            // this platform: a laptop lent to a workspace pool serves its
+            // workflow jobs too (sandboxed, as every workspace job).
+            settings.actions = ActionsRunner::new(None, None, None, None).ok();
+            if settings.actions.is_some() {
+                settings.capabilities.push(ACTIONS_CAPABILITY.to_owned());
+            }
         }
         settings
     }
