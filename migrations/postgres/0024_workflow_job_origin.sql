@@ -5,3 +5,8 @@
 ALTER TABLE github_workflow_jobs ADD COLUMN repository TEXT NOT NULL DEFAULT '';  -- owner/name
 ALTER TABLE github_workflow_jobs ADD COLUMN run_id BIGINT NOT NULL DEFAULT 0;
 ALTER TABLE github_workflow_jobs ADD COLUMN head_sha TEXT NOT NULL DEFAULT '';
+-- How many times it was claimed to be served (JIT runners minted, or tried):
+-- retries back off with it, and a workflow job whose runners keep going
+-- before they take it is refused after a few. State 'closing': a replica is
+-- deleting its unused JIT runner.
+ALTER TABLE github_workflow_jobs ADD COLUMN tries BIGINT NOT NULL DEFAULT 0;

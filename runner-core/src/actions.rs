@@ -118,6 +118,34 @@ impl ActionsRunner {
     }
 }
 
+/// Makes `cache` (0700 if new) and checks it is this user's own directory,
+/// not a link, that no one else may write to: else another user of the
+/// host could put an archive of their own where a checked one is looked for.
+fn own_cache(cache: &Path) -> Result<(), String> {
+    let shown = cache.display();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::{DirBuilderExt as _, MetadataExt as _};
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(cache)
+            .map_err(|e| format!("making the cache {shown}: {e}"))?;
+        let meta =
+            std::fs::symlink_metadata(cache).map_err(|e| format!("the cache {shown}: {e}"))?;
+        // SAFETY: geteuid has no preconditions.
+        let me = unsafe { libc::geteuid() };
+        if !meta.is_dir() || meta.uid() != me || meta.mode() & 0o022 != 0 {
+            return Err(format!(
+                "the cache {shown} is not this user's own directory closed to others (choose another with --actions-runner-cache)"
+            ));
+        }
+    }
+    #[cfg(windows)]
+    std::fs::create_dir_all(cache).map_err(|e| format!("making the cache {shown}: {e}"))?;
+    Ok(())
+}
+
 /// The Actions runner for a fleet's jobs: one download at a time.
 pub struct Provider {
     spec: ActionsRunner,
@@ -129,9 +157,15 @@ pub struct Provider {
 
 impl Provider {
     pub fn new(spec: ActionsRunner, tar: Option<PathBuf>) -> Self {
+        // A stalled download fails rather than hold every on-demand job.
+        let http = reqwest::Client::builder()
+            .connect_timeout(std::time::Duration::from_secs(30))
+            .read_timeout(std::time::Duration::from_secs(60))
+            .build()
+            .unwrap_or_default();
         Self {
             spec,
-            http: reqwest::Client::new(),
+            http,
             tar,
             downloading: tokio::sync::Mutex::new(()),
         }
@@ -142,21 +176,24 @@ impl Provider {
     }
 
     /// The release in the cache, downloaded and checked first if it is not
-    /// there. Another process of the host may fill the cache at the same
-    /// time: each writes its own file and renames it into place, checked.
+    /// there. The cache is this user's own directory, closed to others
+    /// ([`own_cache`]), so a file in it is one this user checked. Another
+    /// process of the host may fill it at the same time: each writes its
+    /// own file and renames it into place, checked.
     async fn archive(&self) -> Result<PathBuf, String> {
         let path = self.spec.cached();
         let _one = self.downloading.lock().await;
+        own_cache(&self.spec.cache)?;
         if tokio::fs::metadata(&path).await.is_ok() {
             return Ok(path);
         }
-        tokio::fs::create_dir_all(&self.spec.cache)
-            .await
-            .map_err(|e| format!("making the cache {}: {e}", self.spec.cache.display()))?;
-        let part =
-            self.spec
-                .cache
-                .join(format!("{}.{}.part", self.spec.sha256, std::process::id()));
+        let mut nonce = [0u8; 6];
+        let _ = getrandom::fill(&mut nonce);
+        let nonce: String = nonce.iter().map(|b| format!("{b:02x}")).collect();
+        let part = self
+            .spec
+            .cache
+            .join(format!("{}.{nonce}.part", self.spec.sha256));
         let result = self.download(&part).await;
         match result {
             Ok(()) => tokio::fs::rename(&part, &path)
@@ -242,6 +279,10 @@ impl Provider {
         let file = std::fs::File::open(&archive)
             .map_err(|e| format!("reading {}: {e}", archive.display()))?;
         let mut cmd = tokio::process::Command::new(tar);
+        // None of the runner's environment (its token) reaches it: it runs
+        // as the job's user.
+        #[cfg(unix)]
+        cmd.env_clear().env("PATH", "/usr/bin:/bin");
         cmd.arg(if cfg!(windows) { "-xf" } else { "-xzf" })
             .arg("-")
             .current_dir(work)

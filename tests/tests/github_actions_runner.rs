@@ -162,6 +162,10 @@ async fn twenty_workflow_jobs_on_three_runners_each_by_its_own_ephemeral_runner(
     names.sort();
     names.dedup();
     assert_eq!(names.len(), 20, "one runner per workflow job: {names:?}");
+    assert!(
+        names.iter().all(|n| n.starts_with("drover-ci-")),
+        "only the pool's JIT runners: {names:?}"
+    );
     assert_eq!(w.fake.jit_configs_minted(), 20, "no runner minted twice");
     assert!(
         w.fake.max_in_progress() <= 3,
@@ -222,22 +226,23 @@ async fn with_webhooks_off_the_coordinator_polls_within_the_rate_limit() {
         .fake
         .queue_workflow_job("octo/web", &["self-hosted", "gpu"])
         .await;
+    let done = |id: i64| {
+        let fake = w.fake.clone();
+        async move {
+            fake.workflow_jobs()
+                .iter()
+                .any(|j| j.id == id && j.status == "completed")
+                .then_some(())
+        }
+    };
+    eventually("a to run", Duration::from_secs(60), || done(a)).await;
+    // A job of a's run that waited on it: its run is in progress now.
+    let run = w.fake.workflow_jobs()[0].run_id;
     let c = w
         .fake
-        .queue_workflow_job("octo/web", &["self-hosted", "linux"])
+        .queue_workflow_job_in("octo/web", &["self-hosted", "linux"], Some(run))
         .await;
-    eventually(
-        "the matching jobs to run",
-        Duration::from_secs(60),
-        || async {
-            let jobs = w.fake.workflow_jobs();
-            jobs.iter()
-                .filter(|j| j.id != b)
-                .all(|j| j.status == "completed")
-                .then_some(())
-        },
-    )
-    .await;
+    eventually("c to run", Duration::from_secs(60), || done(c)).await;
     let jobs = w.fake.workflow_jobs();
     let of = |id: i64| jobs.iter().find(|j| j.id == id).unwrap().clone();
     assert_eq!(of(b).status, "queued", "no pool has label gpu");
@@ -275,18 +280,39 @@ async fn a_release_whose_checksum_differs_is_neither_cached_nor_run() {
     let wrong = "0".repeat(64);
     let _runners = runners(&w, 1, Some(&wrong)).await;
     w.c.wait_for_waiting(1).await;
-    w.fake
+    let id = w
+        .fake
         .queue_workflow_job("octo/web", &["self-hosted", "linux"])
         .await;
-    let jobs = ended_jobs(&w, 1).await;
-    assert_eq!(jobs[0].state, JobState::Failed, "{jobs:?}");
-    let error = jobs[0].error.clone().unwrap_or_default();
-    assert!(
-        error.contains("could not provide the Actions runner") && error.contains(&wrong),
-        "{error}"
-    );
+    // Three JIT runners, each of whose jobs fails before it takes the
+    // workflow job: then it is refused where GitHub shows it.
+    let check = eventually(
+        "the workflow job refused",
+        Duration::from_secs(90),
+        || async { w.fake.check_runs().into_iter().next() },
+    )
+    .await;
+    let summary = check["body"]["output"]["summary"].as_str().unwrap();
+    assert!(summary.contains("3 times on pool \"ci\""), "{summary}");
+    let jobs = ended_jobs(&w, 3).await;
+    for job in &jobs {
+        assert_eq!(job.state, JobState::Failed, "{jobs:?}");
+        let error = job.error.clone().unwrap_or_default();
+        assert!(
+            error.contains("could not provide the Actions runner") && error.contains(&wrong),
+            "{error}"
+        );
+    }
     assert!(entries(&w.dir.path().join("cache")).is_empty());
-    assert_eq!(w.fake.workflow_jobs()[0].status, "queued");
+    assert_eq!(w.fake.jit_configs_minted(), 3);
+    assert!(w.fake.runners().is_empty(), "{:?}", w.fake.runners());
+    let job = w.fake.workflow_jobs()[0].clone();
+    assert_eq!(
+        (job.id, job.status.as_str()),
+        (id, "completed"),
+        "its run cancelled"
+    );
+    assert_eq!(w.fake.cancelled_runs(), [job.run_id]);
 }
 
 #[tokio::test]

@@ -77,7 +77,9 @@ impl GithubApp {
     }
 
     /// The queued workflow jobs of `owner/repo`: the jobs still queued of
-    /// its queued workflow runs (first pages: 100 runs, 100 jobs each).
+    /// its queued and in-progress workflow runs (a run is in progress once
+    /// one of its jobs started; jobs that wait on others queue later). First
+    /// pages: 100 runs of each, 100 jobs each.
     pub async fn queued_workflow_jobs(
         &self,
         host: &Host,
@@ -98,17 +100,21 @@ impl GithubApp {
             jobs: Vec<WorkflowJob>,
         }
         let what = format!("GET /repos/{owner}/{repo}/actions/runs");
-        let path = format!("/repos/{owner}/{repo}/actions/runs?status=queued&per_page=100");
-        let (status, body) = self
-            .actions_get(host, installation, repo, &path, &what)
-            .await?;
-        if status != StatusCode::OK {
-            return Err(github_error(&what, status, &body));
+        let mut runs = Vec::new();
+        for state in ["queued", "in_progress"] {
+            let path = format!("/repos/{owner}/{repo}/actions/runs?status={state}&per_page=100");
+            let (status, body) = self
+                .actions_get(host, installation, repo, &path, &what)
+                .await?;
+            if status != StatusCode::OK {
+                return Err(github_error(&what, status, &body));
+            }
+            let page: Runs = serde_json::from_slice(&body)
+                .map_err(|_| github_error(&what, status, b"an unexpected answer"))?;
+            runs.extend(page.workflow_runs);
         }
-        let runs: Runs = serde_json::from_slice(&body)
-            .map_err(|_| github_error(&what, status, b"an unexpected answer"))?;
         let mut queued = Vec::new();
-        for run in runs.workflow_runs {
+        for run in runs {
             let what = format!("GET /repos/{owner}/{repo}/actions/runs/{{id}}/jobs");
             let path = format!(
                 "/repos/{owner}/{repo}/actions/runs/{}/jobs?filter=latest&per_page=100",
@@ -152,9 +158,10 @@ impl GithubApp {
         }
     }
 
-    /// A workflow job Drover will not serve (a spent budget): a failed
-    /// check run on its commit says why, and its workflow run is
-    /// cancelled, so it does not wait a day for a runner.
+    /// A workflow job Drover will not serve: its workflow run is cancelled
+    /// (so it does not wait a day for a runner; 409 when it ended already),
+    /// then a failed check run on its commit says why. Cancelling again is
+    /// harmless, so a retry after a failed check run adds no second one.
     #[allow(clippy::too_many_arguments)]
     pub async fn refuse_workflow_job(
         &self,
@@ -166,6 +173,21 @@ impl GithubApp {
         head_sha: &str,
         why: &str,
     ) -> Result<()> {
+        let what = format!("POST /repos/{owner}/{repo}/actions/runs/{{id}}/cancel");
+        let (status, _, answer) = self
+            .with_installation(
+                host,
+                installation,
+                &TokenScope::repo("actions", "write", repo),
+                Method::POST,
+                &format!("/repos/{owner}/{repo}/actions/runs/{run_id}/cancel"),
+                None,
+                &what,
+            )
+            .await?;
+        if status != StatusCode::ACCEPTED && status != StatusCode::CONFLICT {
+            return Err(github_error(&what, status, &answer));
+        }
         let what = format!("POST /repos/{owner}/{repo}/check-runs");
         let body = json!({
             "name": "Drover",
@@ -186,22 +208,6 @@ impl GithubApp {
             )
             .await?;
         if status != StatusCode::CREATED {
-            return Err(github_error(&what, status, &answer));
-        }
-        let what = format!("POST /repos/{owner}/{repo}/actions/runs/{{id}}/cancel");
-        let (status, _, answer) = self
-            .with_installation(
-                host,
-                installation,
-                &TokenScope::repo("actions", "write", repo),
-                Method::POST,
-                &format!("/repos/{owner}/{repo}/actions/runs/{run_id}/cancel"),
-                None,
-                &what,
-            )
-            .await?;
-        // 409: the run ended already.
-        if status != StatusCode::ACCEPTED && status != StatusCode::CONFLICT {
             return Err(github_error(&what, status, &answer));
         }
         Ok(())

@@ -284,7 +284,7 @@ pub async fn serve_in_background(st: Services, every: Duration) {
 }
 
 async fn serve_once(st: &Services, app: &GithubApp) {
-    match st.store.workflow_jobs_to_refuse().await {
+    match st.store.workflow_jobs_to_refuse(st.now()).await {
         Ok(rows) => {
             for (pool, wf) in rows {
                 refuse(st, app, &pool, &wf).await;
@@ -371,7 +371,12 @@ async fn start(st: &Services, app: &GithubApp, pool: &OnDemand, wf: &WorkflowJob
         Ok(g) => g,
         Err(why) => return not_started(why, false).await,
     };
-    let name = format!("drover-{}-{}", pool.pool, wf.workflow_job_id);
+    // A workflow job served again gets a runner of another name: runners
+    // change hands by name (`finish`).
+    let name = match wf.tries {
+        ..=1 => format!("drover-{}-{}", pool.pool, wf.workflow_job_id),
+        n => format!("drover-{}-{}-{n}", pool.pool, wf.workflow_job_id),
+    };
     let jit = JitRunner {
         name: &name,
         runner_group_id: pool.runner_group_id.unwrap_or(1),
@@ -414,13 +419,21 @@ async fn start(st: &Services, app: &GithubApp, pool: &OnDemand, wf: &WorkflowJob
         }
         Err(e) => {
             let for_good = e.code() == ErrorCode::BudgetExceeded;
+            let why = if for_good {
+                format!(
+                    "The Drover workspace {:?} has spent this month's budget, so its pool {:?} starts no runner for this job; an admin can raise the budget (drover budget set). {e}",
+                    pool.workspace_name, pool.pool
+                )
+            } else {
+                e.to_string()
+            };
             if let Err(removal) = app
                 .remove_runner_id(host, installation, &target, runner_id)
                 .await
             {
                 tracing::warn!(error = %removal, runner = %name, "could not delete an unused JIT runner");
             }
-            not_started(e.to_string(), for_good).await;
+            not_started(why, for_good).await;
         }
     }
 }

@@ -20,8 +20,12 @@ const MINTING_TIMEOUT_MS: i64 = 120_000;
 const ORPHAN_GRACE_MS: i64 = 5_000;
 
 /// A workflow job whose serving failed for a passing reason (GitHub
-/// unreachable, a pool with no runner yet) is tried again after this long.
-const RETRY_MS: i64 = 2_000;
+/// unreachable, a pool with no runner yet) is tried again after 2 s, then
+/// 4, 8, … up to 5 minutes (by its `tries`).
+const RETRY_AFTER_MS: &str = "CASE WHEN tries <= 1 THEN 2000 WHEN tries = 2 THEN 4000 WHEN tries = 3 THEN 8000 WHEN tries = 4 THEN 16000 WHEN tries = 5 THEN 32000 WHEN tries = 6 THEN 64000 WHEN tries = 7 THEN 128000 ELSE 300000 END";
+
+/// A refusal GitHub could not be told of is told again after this long.
+const TELL_AGAIN_MS: i64 = 30_000;
 
 /// A workflow job a worker took on: to serve, or to finish.
 #[derive(Debug, Clone)]
@@ -34,6 +38,10 @@ pub struct WorkflowJobRow {
     /// The runner GitHub says ran it, once it completed.
     pub ran_on: Option<String>,
     pub origin: Origin,
+    /// Times it was claimed to be served.
+    pub tries: i64,
+    /// Why it was last not served, or why it is refused.
+    pub error: Option<String>,
 }
 
 /// Where a workflow job is on GitHub.
@@ -47,7 +55,7 @@ pub struct Origin {
 }
 
 /// The columns `workflow_job_of` reads, of `github_workflow_jobs` as `g`.
-const WORKFLOW_JOB_COLUMNS: &str = "g.host AS g_host, g.workflow_job_id, g.job_id, g.runner_id, g.runner_name, g.ran_on, g.repository, g.run_id, g.head_sha";
+const WORKFLOW_JOB_COLUMNS: &str = "g.host AS g_host, g.workflow_job_id, g.job_id, g.runner_id, g.runner_name, g.ran_on, g.repository, g.run_id, g.head_sha, g.tries, g.error";
 
 fn workflow_job_of(row: &sqlx::any::AnyRow) -> Result<WorkflowJobRow> {
     Ok(WorkflowJobRow {
@@ -62,6 +70,8 @@ fn workflow_job_of(row: &sqlx::any::AnyRow) -> Result<WorkflowJobRow> {
             run_id: row.try_get("run_id")?,
             head_sha: row.try_get("head_sha")?,
         },
+        tries: row.try_get("tries")?,
+        error: row.try_get("error")?,
     })
 }
 
@@ -136,8 +146,11 @@ impl Store {
     /// Claims workflow jobs to serve, oldest first, as many per on-demand
     /// pool as it has room for under its cap: each with its pool.
     pub async fn claim_workflow_jobs(&self, now: i64) -> Result<Vec<(OnDemand, WorkflowJobRow)>> {
+        // Claims whose coordinator died: minting queued again, closing
+        // finishing again.
         sqlx::query(
-            "UPDATE github_workflow_jobs SET state = 'queued', updated_at = $1 WHERE state = 'minting' AND updated_at < $2",
+            "UPDATE github_workflow_jobs SET state = CASE WHEN state = 'minting' THEN 'queued' ELSE 'finishing' END, updated_at = $1
+             WHERE state IN ('minting', 'closing') AND updated_at < $2",
         )
         .bind(now)
         .bind(now - MINTING_TIMEOUT_MS)
@@ -159,20 +172,20 @@ impl Store {
             if room <= 0 {
                 continue;
             }
-            let rows = sqlx::query(
-                "UPDATE github_workflow_jobs SET state = 'minting', updated_at = $1
+            let sql = format!(
+                "UPDATE github_workflow_jobs SET state = 'minting', tries = tries + 1, updated_at = $1
                  WHERE state = 'queued' AND on_demand_id = $2 AND workflow_job_id IN
                    (SELECT workflow_job_id FROM github_workflow_jobs
-                    WHERE on_demand_id = $2 AND state = 'queued' AND (error IS NULL OR updated_at <= $4)
+                    WHERE on_demand_id = $2 AND state = 'queued' AND (error IS NULL OR updated_at <= $1 - {RETRY_AFTER_MS})
                     ORDER BY created_at, workflow_job_id LIMIT $3)
-                 RETURNING host AS g_host, workflow_job_id, job_id, runner_id, runner_name, ran_on, repository, run_id, head_sha",
-            )
-            .bind(now)
-            .bind(&pool.id)
-            .bind(room)
-            .bind(now - RETRY_MS)
-            .fetch_all(&self.writer)
-            .await?;
+                 RETURNING host AS g_host, workflow_job_id, job_id, runner_id, runner_name, ran_on, repository, run_id, head_sha, tries, error"
+            );
+            let rows = sqlx::query(&sql)
+                .bind(now)
+                .bind(&pool.id)
+                .bind(room)
+                .fetch_all(&self.writer)
+                .await?;
             for r in &rows {
                 claimed.push((pool.clone(), workflow_job_of(r)?));
             }
@@ -249,8 +262,65 @@ impl Store {
 
     /// Workflow jobs a spent budget refused that GitHub is still to be told
     /// of, each with its pool.
-    pub async fn workflow_jobs_to_refuse(&self) -> Result<Vec<(OnDemand, WorkflowJobRow)>> {
-        self.workflow_jobs_in("g.state = 'refusing'").await
+    pub async fn workflow_jobs_to_refuse(
+        &self,
+        now: i64,
+    ) -> Result<Vec<(OnDemand, WorkflowJobRow)>> {
+        self.workflow_jobs_in(&format!("g.state = 'refusing' AND g.updated_at <= {now}"))
+            .await
+    }
+
+    /// GitHub could not be told of a refusal: told again later (`updated_at`
+    /// of a `refusing` row is when to try next).
+    pub async fn workflow_job_tell_later(
+        &self,
+        host: &str,
+        workflow_job_id: i64,
+        now: i64,
+    ) -> Result<()> {
+        sqlx::query(
+            "UPDATE github_workflow_jobs SET updated_at = $3 WHERE host = $1 AND workflow_job_id = $2 AND state = 'refusing'",
+        )
+        .bind(host)
+        .bind(workflow_job_id)
+        .bind(now + TELL_AGAIN_MS)
+        .execute(&self.writer)
+        .await?;
+        Ok(())
+    }
+
+    /// A finishing workflow job's unused JIT runner is this replica's to
+    /// delete (`closing`); false when another took it, or it changed.
+    pub async fn workflow_job_closing(&self, wf: &WorkflowJobRow, now: i64) -> Result<bool> {
+        let claimed = sqlx::query(
+            "UPDATE github_workflow_jobs SET state = 'closing', updated_at = $3
+             WHERE host = $1 AND workflow_job_id = $2 AND state = 'finishing' AND runner_id = $4",
+        )
+        .bind(&wf.host)
+        .bind(wf.workflow_job_id)
+        .bind(now)
+        .bind(wf.runner_id)
+        .execute(&self.writer)
+        .await?;
+        Ok(claimed.rows_affected() == 1)
+    }
+
+    /// Deleting a closing workflow job's runner failed: finishing again.
+    pub async fn workflow_job_reopened(
+        &self,
+        host: &str,
+        workflow_job_id: i64,
+        now: i64,
+    ) -> Result<()> {
+        sqlx::query(
+            "UPDATE github_workflow_jobs SET state = 'finishing', updated_at = $3 WHERE host = $1 AND workflow_job_id = $2 AND state = 'closing'",
+        )
+        .bind(host)
+        .bind(workflow_job_id)
+        .bind(now)
+        .execute(&self.writer)
+        .await?;
+        Ok(())
     }
 
     /// The workflow jobs of on-demand pools GitHub has not said are over
@@ -273,7 +343,7 @@ impl Store {
     /// workflow job of its pool holds (GitHub gives a queued job to any
     /// idle runner whose labels fit): that one now holds `wf`'s runner and
     /// Drover job instead, and `wf` is done. False when no live workflow
-    /// job holds `ran_on`.
+    /// job holds `ran_on`; true too when `wf` was handled meanwhile.
     pub async fn workflow_job_handed_over(
         &self,
         on_demand: &str,
@@ -282,6 +352,21 @@ impl Store {
         now: i64,
     ) -> Result<bool> {
         let mut tx = self.writer.begin().await?;
+        // Still this one's to finish, holding what it held when read (not
+        // handled meanwhile by another replica).
+        let mine = sqlx::query(
+            "UPDATE github_workflow_jobs SET state = 'done', updated_at = $3
+             WHERE host = $1 AND workflow_job_id = $2 AND state = 'finishing' AND runner_id = $4",
+        )
+        .bind(&wf.host)
+        .bind(wf.workflow_job_id)
+        .bind(now)
+        .bind(wf.runner_id)
+        .execute(&mut *tx)
+        .await?;
+        if mine.rows_affected() == 0 {
+            return Ok(true);
+        }
         let moved = sqlx::query(
             "UPDATE github_workflow_jobs SET job_id = $1, runner_id = $2, runner_name = $3, updated_at = $4
              WHERE on_demand_id = $5 AND runner_name = $6 AND state IN ('started', 'finishing')
@@ -298,16 +383,9 @@ impl Store {
         .execute(&mut *tx)
         .await?;
         if moved.rows_affected() == 0 {
+            // Rolled back: still finishing.
             return Ok(false);
         }
-        sqlx::query(
-            "UPDATE github_workflow_jobs SET state = 'done', updated_at = $3 WHERE host = $1 AND workflow_job_id = $2",
-        )
-        .bind(&wf.host)
-        .bind(wf.workflow_job_id)
-        .bind(now)
-        .execute(&mut *tx)
-        .await?;
         tx.commit().await?;
         Ok(true)
     }
@@ -328,17 +406,19 @@ impl Store {
     }
 
     /// A served workflow job GitHub still has queued, its runner gone: to be
-    /// served again (`why` kept), or only looked at later (`requeue` false).
+    /// served again (`why` kept), refused (`refuse`: GitHub to be told
+    /// `why`), or only looked at later (`requeue` false).
     pub async fn workflow_job_orphan_seen(
         &self,
         host: &str,
         workflow_job_id: i64,
         requeue: bool,
+        refuse: bool,
         why: &str,
         now: i64,
     ) -> Result<()> {
         sqlx::query(
-            "UPDATE github_workflow_jobs SET state = CASE WHEN $3 = 1 THEN 'queued' ELSE state END,
+            "UPDATE github_workflow_jobs SET state = CASE WHEN $3 = 1 AND $6 = 1 THEN 'refusing' WHEN $3 = 1 THEN 'queued' ELSE state END,
                     job_id = CASE WHEN $3 = 1 THEN NULL ELSE job_id END,
                     runner_id = CASE WHEN $3 = 1 THEN NULL ELSE runner_id END,
                     runner_name = CASE WHEN $3 = 1 THEN NULL ELSE runner_name END,
@@ -350,6 +430,7 @@ impl Store {
         .bind(i64::from(requeue))
         .bind(why)
         .bind(now)
+        .bind(i64::from(refuse))
         .execute(&self.writer)
         .await?;
         Ok(())

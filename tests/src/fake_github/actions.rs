@@ -202,19 +202,34 @@ pub(super) async fn queued_runs(
         Err(resp) => return *resp,
     };
     let repository = format!("{o}/{r}");
-    let status = q.get("status").map(String::as_str);
+    let wanted = q.get("status").map(String::as_str);
     let w = c.world.lock().unwrap();
-    let mut runs: Vec<i64> = w
+    let mut ids: Vec<i64> = w
         .workflow
         .jobs
         .iter()
-        .filter(|j| j.repository == repository && status.is_none_or(|s| j.status == s))
+        .filter(|j| j.repository == repository)
         .map(|j| j.run_id)
         .collect();
-    runs.dedup();
-    let runs: Vec<Value> = runs
-        .iter()
-        .map(|id| json!({ "id": id, "status": status.unwrap_or("queued") }))
+    ids.dedup();
+    // A run's status, as GitHub gives it: queued while all its jobs are,
+    // completed once all are, in progress between.
+    let status_of = |run: i64| {
+        let jobs: Vec<&FakeWorkflowJob> =
+            w.workflow.jobs.iter().filter(|j| j.run_id == run).collect();
+        if jobs.iter().all(|j| j.status == "queued") {
+            "queued"
+        } else if jobs.iter().all(|j| j.status == "completed") {
+            "completed"
+        } else {
+            "in_progress"
+        }
+    };
+    let runs: Vec<Value> = ids
+        .into_iter()
+        .map(|id| (id, status_of(id)))
+        .filter(|(_, s)| wanted.is_none_or(|w| w == *s))
+        .map(|(id, s)| json!({ "id": id, "status": s }))
         .collect();
     (
         headers,
@@ -473,13 +488,24 @@ impl FakeGithub {
     /// Queues a workflow job on `owner/repo` asking for `labels` (its own
     /// run), delivering `queued` if webhooks go somewhere; its id.
     pub async fn queue_workflow_job(&self, repository: &str, labels: &[&str]) -> i64 {
+        self.queue_workflow_job_in(repository, labels, None).await
+    }
+
+    /// [`Self::queue_workflow_job`], in the run `run` (a job that waited
+    /// on another of its run), or its own.
+    pub async fn queue_workflow_job_in(
+        &self,
+        repository: &str,
+        labels: &[&str],
+        run: Option<i64>,
+    ) -> i64 {
         let job = {
             let mut w = self.world.lock().unwrap();
             w.next_id += 1;
             let id = w.next_id;
             let job = FakeWorkflowJob {
                 id,
-                run_id: id * 10,
+                run_id: run.unwrap_or(id * 10),
                 repository: repository.to_owned(),
                 labels: labels.iter().map(|l| l.to_string()).collect(),
                 status: "queued".into(),

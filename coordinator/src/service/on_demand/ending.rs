@@ -5,6 +5,10 @@
 use drover_wire::ErrorCode;
 
 use super::{Services, github_of};
+
+/// JIT runners minted for one workflow job whose Drover jobs all ended
+/// before one took it: then it is refused, and GitHub told why.
+const MAX_TRIES: i64 = 3;
 use crate::github::{GithubApp, Removal};
 use crate::store::{OnDemand, WorkflowJobRow};
 
@@ -38,6 +42,15 @@ pub(super) async fn finish(
         }
     }
     if !ran_here && let Some(runner_id) = wf.runner_id {
+        // One replica deletes it: the one that moves it to `closing`.
+        match st.store.workflow_job_closing(wf, st.now()).await {
+            Ok(true) => {}
+            Ok(false) => return false,
+            Err(e) => {
+                tracing::warn!(error = %e, "could not claim a finished workflow job");
+                return false;
+            }
+        }
         let removal = match github_of(st, app, pool).await {
             Ok((host, installation, target)) => app
                 .remove_runner_id(host, installation, &target, runner_id)
@@ -45,24 +58,27 @@ pub(super) async fn finish(
                 .map_err(|e| e.to_string()),
             Err(why) => Err(why),
         };
-        match removal {
-            Ok(Removal::Removed) => {
-                if let Some(job) = &wf.job_id {
-                    match crate::service::jobs::cancel(st, &pool.principal(), job).await {
-                        Ok(_) => {}
-                        Err(e) if e.code() == ErrorCode::Conflict => {} // ended already
-                        Err(e) => {
-                            tracing::warn!(error = %e, %job, "could not cancel an unused JIT runner's job");
-                            return false;
-                        }
-                    }
+        let failed = match (removal, &wf.job_id) {
+            (Ok(Removal::Removed), Some(job)) => {
+                match crate::service::jobs::cancel(st, &pool.principal(), job).await {
+                    Ok(_) => None,
+                    Err(e) if e.code() == ErrorCode::Conflict => None, // ended already
+                    Err(e) => Some(format!("could not cancel its job {job}: {e}")),
                 }
             }
-            Ok(Removal::Busy) => {}
-            Err(why) => {
-                tracing::warn!(%why, runner = ?wf.runner_name, "could not delete an unused JIT runner; retrying");
-                return false;
+            (Ok(_), _) => None,
+            (Err(why), _) => Some(why),
+        };
+        if let Some(why) = failed {
+            tracing::warn!(%why, runner = ?wf.runner_name, "could not put an unused JIT runner away; retrying");
+            if let Err(e) = st
+                .store
+                .workflow_job_reopened(&wf.host, wf.workflow_job_id, st.now())
+                .await
+            {
+                tracing::warn!(error = %e, "could not reopen a workflow job");
             }
+            return false;
         }
     }
     if let Err(e) = st
@@ -75,8 +91,10 @@ pub(super) async fn finish(
     false
 }
 
-/// Tells GitHub a workflow job was refused (a spent budget): a failed
-/// check run saying why, its run cancelled. Retried until it is told.
+/// Tells GitHub a workflow job was refused (a spent budget, or runners that
+/// kept going before they took it): its run cancelled (so it does not wait
+/// a day for a runner), then a failed check run on its commit saying why.
+/// Told again 30 s later when GitHub could not be told.
 pub(super) async fn refuse(st: &Services, app: &GithubApp, pool: &OnDemand, wf: &WorkflowJobRow) {
     let Some((owner, repo)) = wf.origin.repository.split_once('/') else {
         // Recorded before its origin was: nothing to tell GitHub about.
@@ -86,10 +104,10 @@ pub(super) async fn refuse(st: &Services, app: &GithubApp, pool: &OnDemand, wf: 
             .await;
         return;
     };
-    let why = format!(
-        "The Drover workspace {:?} has spent this month's budget, so its pool {:?} starts no runner for this job; an admin can raise the budget (drover budget set).",
-        pool.workspace_name, pool.pool
-    );
+    let why = wf
+        .error
+        .clone()
+        .unwrap_or_else(|| "Drover refused to start a runner for this job.".into());
     let told = match github_of(st, app, pool).await {
         Ok((host, installation, _)) => app
             .refuse_workflow_job(
@@ -105,19 +123,21 @@ pub(super) async fn refuse(st: &Services, app: &GithubApp, pool: &OnDemand, wf: 
             .map_err(|e| e.to_string()),
         Err(why) => Err(why),
     };
-    match told {
+    let recorded = match told {
         Ok(()) => {
-            if let Err(e) = st
-                .store
+            st.store
                 .workflow_job_refused(&wf.host, wf.workflow_job_id, st.now())
                 .await
-            {
-                tracing::warn!(error = %e, "could not record a refused workflow job");
-            }
         }
         Err(e) => {
-            tracing::warn!(error = %e, workflow_job = wf.workflow_job_id, "could not tell GitHub of a refused workflow job; retrying")
+            tracing::warn!(error = %e, workflow_job = wf.workflow_job_id, "could not tell GitHub of a refused workflow job; again in 30 s");
+            st.store
+                .workflow_job_tell_later(&wf.host, wf.workflow_job_id, st.now())
+                .await
         }
+    };
+    if let Err(e) = recorded {
+        tracing::warn!(error = %e, "could not record a refused workflow job");
     }
 }
 
@@ -132,10 +152,17 @@ pub(super) async fn orphans(st: &Services, app: &GithubApp) {
         Err(e) => return tracing::warn!(error = %e, "could not list orphaned workflow jobs"),
     };
     for (pool, wf) in &rows {
-        let seen = |requeue: bool, why: String| async move {
+        let seen = |requeue: bool, refuse: bool, why: String| async move {
             if let Err(e) = st
                 .store
-                .workflow_job_orphan_seen(&wf.host, wf.workflow_job_id, requeue, &why, st.now())
+                .workflow_job_orphan_seen(
+                    &wf.host,
+                    wf.workflow_job_id,
+                    requeue,
+                    refuse,
+                    &why,
+                    st.now(),
+                )
                 .await
             {
                 tracing::warn!(error = %e, "could not record an orphaned workflow job");
@@ -147,7 +174,7 @@ pub(super) async fn orphans(st: &Services, app: &GithubApp) {
         let (host, installation, target) = match github_of(st, app, pool).await {
             Ok(g) => g,
             Err(why) => {
-                seen(false, why).await;
+                seen(false, false, why).await;
                 continue;
             }
         };
@@ -178,6 +205,18 @@ pub(super) async fn orphans(st: &Services, app: &GithubApp) {
                     None => Ok(Removal::Removed),
                 };
                 match removal {
+                    Ok(Removal::Removed) if wf.tries >= MAX_TRIES => {
+                        tracing::warn!(
+                            workflow_job = wf.workflow_job_id,
+                            "{MAX_TRIES} JIT runners' jobs ended before one took the workflow job: refused"
+                        );
+                        let why = format!(
+                            "Drover started a runner for this job {MAX_TRIES} times on pool {:?}, and each went before it took the job (a runner that cannot start GitHub's Actions runner, or that left). The last: {}",
+                            pool.pool,
+                            wf.error.as_deref().unwrap_or("its Drover job ended")
+                        );
+                        seen(true, true, why).await;
+                    }
                     Ok(Removal::Removed) => {
                         tracing::info!(
                             workflow_job = wf.workflow_job_id,
@@ -185,22 +224,23 @@ pub(super) async fn orphans(st: &Services, app: &GithubApp) {
                         );
                         seen(
                             true,
+                            false,
                             "its runner's job ended before the Actions runner took a job".into(),
                         )
                         .await;
                     }
-                    Ok(Removal::Busy) => seen(false, "its JIT runner is busy".into()).await,
-                    Err(why) => seen(false, why).await,
+                    Ok(Removal::Busy) => seen(false, false, "its JIT runner is busy".into()).await,
+                    Err(why) => seen(false, false, why).await,
                 }
             }
-            Ok(Some(_)) => seen(false, "in progress on GitHub".into()).await,
+            Ok(Some(_)) => seen(false, false, "in progress on GitHub".into()).await,
             Ok(None) => {
                 let _ = st
                     .store
                     .workflow_job_done(&wf.host, wf.workflow_job_id, st.now())
                     .await;
             }
-            Err(e) => seen(false, e.to_string()).await,
+            Err(e) => seen(false, false, e.to_string()).await,
         }
     }
 }
