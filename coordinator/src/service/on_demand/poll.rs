@@ -97,6 +97,9 @@ async fn org_repos(
 ) -> Vec<(String, String)> {
     let mut repos = Vec::new();
     for page in 1..=MAX_ORG_PAGES {
+        if !app.may_poll(host) {
+            break;
+        }
         match app.installation_repos(host, installation, page, 100).await {
             Ok((found, more)) => {
                 repos.extend(
