@@ -170,8 +170,12 @@ impl Client {
         options: &ClientOptions,
     ) -> Result<Self, ClientError> {
         let base = tls::check_url(base_url)?;
+        // A plain-HTTP coordinator needs no roots: reading the system's
+        // (a file per CA) is most of a short-lived CLI's start-up. (A
+        // redirect to HTTPS elsewhere would lose the token anyway.)
         let http = options
             .http_builder()?
+            .tls_built_in_root_certs(base.starts_with("https:"))
             .connect_timeout(Duration::from_secs(5))
             .tcp_nodelay(true)
             // Below the coordinator's idle timeout (its header timeout, 10 s
