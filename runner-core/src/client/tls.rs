@@ -13,7 +13,8 @@ use super::ClientError;
 
 /// How a [`Client`](crate::client::Client) connects. The operating
 /// system's trusted roots (its CA store, where a company CA is installed)
-/// are always trusted; `ca_file` adds more.
+/// are trusted for an `https://` coordinator (a plain-HTTP one loads none);
+/// `ca_file` adds more.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ClientOptions {
     /// A PEM file of CA certificates trusted besides the system's roots
