@@ -48,7 +48,7 @@ use sha2::Sha256;
 
 mod actions;
 
-pub use actions::FakeWorkflowJob;
+pub use actions::{FakeWorkflowJob, set_on_demand};
 
 /// The App the tests configure: its id, slug and OAuth client.
 pub const APP_ID: u64 = 4242;

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use drover_tests::fake_github::{self, FakeGithub, GithubApp};
 use drover_tests::runner_core::client::Scope;
-use drover_tests::runner_core::wire::{self, JobState, op};
+use drover_tests::runner_core::wire::{self, JobState};
 use drover_tests::*;
 
 struct World {
@@ -44,18 +44,7 @@ async fn world(extra: &[&str], max_runners: u32) -> World {
         .create_runtime(Scope::Workspace, "ci")
         .await
         .unwrap();
-    let req = wire::GithubOnDemandRequest {
-        pool: "ci".into(),
-        target: "octo/web".into(),
-        labels: vec!["linux".into()],
-        max_runners: Some(max_runners),
-        ..Default::default()
-    };
-    admin
-        .client
-        .call::<op::SetGithubOnDemand>(&[], &(), &req)
-        .await
-        .unwrap();
+    fake_github::set_on_demand(&admin, "ci", "octo/web", &["linux"], max_runners).await;
     World {
         fake,
         c,
@@ -69,30 +58,9 @@ async fn world(extra: &[&str], max_runners: u32) -> World {
 /// serves Actions on demand from the fake's tarball (`sha256` unless
 /// given), its cache and work directories under the world's.
 async fn runners(w: &World, n: usize, sha256: Option<&str>) -> RunnerProcess {
-    let (url, sum) = w.fake.actions_runner_tarball();
     let join = ws_join_token(&w.admin, "ci").await;
-    let dir = |name: &str| w.dir.path().join(name).display().to_string();
-    let sum = sha256.unwrap_or(&sum).to_owned();
-    RunnerProcess::join(
-        &w.c.url,
-        &join.runtime.reference,
-        &join.token,
-        n,
-        &w.dir.path().join("state"),
-        &[
-            "--sandbox",
-            "bwrap",
-            "--work-dir",
-            &dir("work"),
-            "--github-actions",
-            "--actions-runner-url",
-            &url,
-            "--actions-runner-sha256",
-            &sum,
-            "--actions-runner-cache",
-            &dir("cache"),
-        ],
-    )
+    w.fake
+        .actions_runners(&w.c.url, &join, n, w.dir.path(), "bwrap", sha256)
 }
 
 fn entries(dir: &Path) -> Vec<String> {

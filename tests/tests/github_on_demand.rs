@@ -56,18 +56,7 @@ async fn world() -> World {
 }
 
 async fn on_demand(w: &World, max_runners: u32) -> wire::GithubOnDemand {
-    let req = wire::GithubOnDemandRequest {
-        pool: "ci".into(),
-        target: "octo/web".into(),
-        labels: vec!["linux".into()],
-        max_runners: Some(max_runners),
-        ..Default::default()
-    };
-    w.admin
-        .client
-        .call::<op::SetGithubOnDemand>(&[], &(), &req)
-        .await
-        .unwrap()
+    fake_github::set_on_demand(&w.admin, "ci", "octo/web", &["linux"], max_runners).await
 }
 
 /// A signed `workflow_job` delivery; the coordinator's receipt.

@@ -267,6 +267,22 @@ pub async fn webhook(
     Ok(receipt(outcome))
 }
 
+/// GitHub says (asked, not by webhook) that `wf` completed, on `ran_on`:
+/// recorded as the webhook would be. True when it was live.
+pub(super) async fn completed_on_github(
+    st: &Services,
+    wf: &WorkflowJobRow,
+    ran_on: Option<&str>,
+) -> bool {
+    st.store
+        .workflow_job_completed(&wf.host, wf.workflow_job_id, ran_on, st.now())
+        .await
+        .unwrap_or_else(|e| {
+            tracing::warn!(error = %e, "could not record a completed workflow job");
+            false
+        })
+}
+
 /// Serves queued workflow jobs and finishes completed ones: woken by a
 /// webhook, else every `every`.
 pub async fn serve_in_background(st: Services, every: Duration) {

@@ -312,15 +312,8 @@ impl Store {
         workflow_job_id: i64,
         now: i64,
     ) -> Result<()> {
-        sqlx::query(
-            "UPDATE github_workflow_jobs SET state = 'finishing', updated_at = $3 WHERE host = $1 AND workflow_job_id = $2 AND state = 'closing'",
-        )
-        .bind(host)
-        .bind(workflow_job_id)
-        .bind(now)
-        .execute(&self.writer)
-        .await?;
-        Ok(())
+        self.move_workflow_job(host, workflow_job_id, Some("closing"), "finishing", now)
+            .await
     }
 
     /// The workflow jobs of on-demand pools GitHub has not said are over
@@ -443,15 +436,8 @@ impl Store {
         workflow_job_id: i64,
         now: i64,
     ) -> Result<()> {
-        sqlx::query(
-            "UPDATE github_workflow_jobs SET state = 'refused', updated_at = $3 WHERE host = $1 AND workflow_job_id = $2 AND state = 'refusing'",
-        )
-        .bind(host)
-        .bind(workflow_job_id)
-        .bind(now)
-        .execute(&self.writer)
-        .await?;
-        Ok(())
+        self.move_workflow_job(host, workflow_job_id, Some("refusing"), "refused", now)
+            .await
     }
 
     pub async fn workflow_job_done(
@@ -460,12 +446,28 @@ impl Store {
         workflow_job_id: i64,
         now: i64,
     ) -> Result<()> {
+        self.move_workflow_job(host, workflow_job_id, None, "done", now)
+            .await
+    }
+
+    /// Moves a workflow job to state `to` (only from `from`, if given).
+    async fn move_workflow_job(
+        &self,
+        host: &str,
+        workflow_job_id: i64,
+        from: Option<&str>,
+        to: &str,
+        now: i64,
+    ) -> Result<()> {
         sqlx::query(
-            "UPDATE github_workflow_jobs SET state = 'done', updated_at = $3 WHERE host = $1 AND workflow_job_id = $2",
+            "UPDATE github_workflow_jobs SET state = $3, updated_at = $4
+             WHERE host = $1 AND workflow_job_id = $2 AND ($5 IS NULL OR state = $5)",
         )
         .bind(host)
         .bind(workflow_job_id)
+        .bind(to)
         .bind(now)
+        .bind(from)
         .execute(&self.writer)
         .await?;
         Ok(())

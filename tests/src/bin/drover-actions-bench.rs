@@ -13,7 +13,6 @@ use std::time::Duration;
 
 use drover_tests::fake_github::{self, GithubApp};
 use drover_tests::runner_core::client::Scope;
-use drover_tests::runner_core::wire::{self, op};
 use drover_tests::*;
 use serde_json::json;
 
@@ -40,47 +39,16 @@ async fn one_backend(name: &str, backend: Backend, jobs: usize) -> serde_json::V
         .create_runtime(Scope::Workspace, "ci")
         .await
         .unwrap();
-    let req = wire::GithubOnDemandRequest {
-        pool: "ci".into(),
-        target: "octo/web".into(),
-        max_runners: Some(10),
-        ..Default::default()
-    };
-    admin
-        .client
-        .call::<op::SetGithubOnDemand>(&[], &(), &req)
-        .await
-        .unwrap();
+    fake_github::set_on_demand(&admin, "ci", "octo/web", &[], 10).await;
     fake.webhooks_to(&c.url);
-    let (url, sum) = fake.actions_runner_tarball();
     let dir = TempDir::new("actions-bench");
-    let path = |n: &str| dir.path().join(n).display().to_string();
     let join = ws_join_token(&admin, "ci").await;
     let sandbox = if std::path::Path::new("/usr/bin/bwrap").exists() {
         "bwrap"
     } else {
         "none"
     };
-    let _runner = RunnerProcess::join(
-        &c.url,
-        &join.runtime.reference,
-        &join.token,
-        1,
-        &dir.path().join("state"),
-        &[
-            "--sandbox",
-            sandbox,
-            "--work-dir",
-            &path("work"),
-            "--github-actions",
-            "--actions-runner-url",
-            &url,
-            "--actions-runner-sha256",
-            &sum,
-            "--actions-runner-cache",
-            &path("cache"),
-        ],
-    );
+    let _runner = fake.actions_runners(&c.url, &join, 1, dir.path(), sandbox, None);
     c.wait_for_waiting(1).await;
     let labels = ["self-hosted", "drover-ci"];
     let mut samples = Vec::with_capacity(jobs);

@@ -613,3 +613,66 @@ impl FakeGithub {
 fn hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
 }
+
+/// Turns workspace pool `pool` on for `target` (with `labels` and a cap),
+/// as the admin `admin`, through the coordinator.
+pub async fn set_on_demand(
+    admin: &crate::Member,
+    pool: &str,
+    target: &str,
+    labels: &[&str],
+    max_runners: u32,
+) -> crate::runner_core::wire::GithubOnDemand {
+    use crate::runner_core::wire::{GithubOnDemandRequest, op};
+    let req = GithubOnDemandRequest {
+        pool: pool.into(),
+        target: target.into(),
+        labels: labels.iter().map(|l| l.to_string()).collect(),
+        max_runners: Some(max_runners),
+        ..Default::default()
+    };
+    admin
+        .client
+        .call::<op::SetGithubOnDemand>(&[], &(), &req)
+        .await
+        .expect("an on-demand pool")
+}
+
+impl FakeGithub {
+    /// `n` runners joined with `join` in one `drover runner
+    /// --github-actions` process against coordinator `url`, in `sandbox`,
+    /// serving this host's runner tarball (checked against `sha256` unless
+    /// given); its state, cache and work directories under `dir`.
+    pub fn actions_runners(
+        &self,
+        url: &str,
+        join: &crate::runner_core::wire::JoinToken,
+        n: usize,
+        dir: &std::path::Path,
+        sandbox: &str,
+        sha256: Option<&str>,
+    ) -> crate::RunnerProcess {
+        let (tarball, sum) = self.actions_runner_tarball();
+        let path = |name: &str| dir.join(name).display().to_string();
+        crate::RunnerProcess::join(
+            url,
+            &join.runtime.reference,
+            &join.token,
+            n,
+            &dir.join("state"),
+            &[
+                "--sandbox",
+                sandbox,
+                "--work-dir",
+                &path("work"),
+                "--github-actions",
+                "--actions-runner-url",
+                &tarball,
+                "--actions-runner-sha256",
+                sha256.unwrap_or(&sum),
+                "--actions-runner-cache",
+                &path("cache"),
+            ],
+        )
+    }
+}

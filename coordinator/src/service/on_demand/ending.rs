@@ -4,7 +4,7 @@
 
 use drover_wire::ErrorCode;
 
-use super::{Services, github_of};
+use super::{Services, completed_on_github, github_of};
 
 /// JIT runners minted for one workflow job whose Drover jobs all ended
 /// before one took it: then it is refused, and GitHub told why.
@@ -183,18 +183,7 @@ pub(super) async fn orphans(st: &Services, app: &GithubApp) {
             .await
         {
             Ok(Some(job)) if job.status == "completed" => {
-                if let Err(e) = st
-                    .store
-                    .workflow_job_completed(
-                        &wf.host,
-                        wf.workflow_job_id,
-                        job.runner_name.as_deref(),
-                        st.now(),
-                    )
-                    .await
-                {
-                    tracing::warn!(error = %e, "could not record a completed workflow job");
-                }
+                completed_on_github(st, wf, job.runner_name.as_deref()).await;
             }
             Ok(Some(job)) if job.status == "queued" => {
                 let removal = match wf.runner_id {

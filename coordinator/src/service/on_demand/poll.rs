@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use super::{Services, github_of};
+use super::{Services, completed_on_github, github_of};
 use crate::github::GithubApp;
 use crate::github::webhook;
 use crate::store::{OnDemand, WorkflowJobOrigin, WorkflowJobRow};
@@ -173,16 +173,9 @@ async fn poll_one(st: &Services, app: &GithubApp, pool: &OnDemand, wf: &Workflow
         .workflow_job(host, installation, owner, repo, wf.workflow_job_id)
         .await
     {
-        Ok(Some(job)) if job.status == "completed" => st
-            .store
-            .workflow_job_completed(
-                &wf.host,
-                wf.workflow_job_id,
-                job.runner_name.as_deref(),
-                st.now(),
-            )
-            .await
-            .unwrap_or(false),
+        Ok(Some(job)) if job.status == "completed" => {
+            completed_on_github(st, wf, job.runner_name.as_deref()).await
+        }
         Ok(_) => false,
         Err(e) => {
             tracing::warn!(error = %e, workflow_job = wf.workflow_job_id, "could not poll a workflow job");
