@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# The plans PostgreSQL runs for the two statements of every job: the lease
-# batch (coordinator/src/store/leases/lease.sql) and the complete
-# (leases/complete.rs, one lease), as generic plans (sqlx prepares them, so
-# after five calls PostgreSQL may keep a generic one: forced here), with
+# The plans PostgreSQL runs for every job: the lease batch
+# (coordinator/src/store/leases/lease.sql), the complete (leases/complete.rs,
+# one lease), and the two in one statement as a runner asks for them
+# (bench/complete_next.sql, which leases/complete_next.rs builds), as
+# generic plans (sqlx prepares them, so after five calls PostgreSQL may keep
+# a generic one: forced here), with
 # EXPLAIN (ANALYZE, BUFFERS): on a queue of 5,000 and of 500,000 jobs, each
 # beside a day of finished history (HISTORY jobs, default 2,000,000: a day
 # at 23 jobs/s; every one leased once, so the lease indexes hold them).
@@ -21,6 +23,7 @@ bin=target/release/drover-coordinator
 lease_sql=$(cat coordinator/src/store/leases/lease.sql)
 # One complete: the statement with its first VALUES row.
 complete_sql=$(sed 's/{rows}/($2, $3, $4, $5, $6, $7, $8)/' coordinator/src/store/leases/complete.sql)
+next_sql=$(cat bench/complete_next.sql)
 for queue in 5000 500000; do
   db="drover_plans_$(date +%s)_$queue"
   url="${DROVER_TEST_PG_URL%/*}/$db"
@@ -51,6 +54,7 @@ SQL
 SET plan_cache_mode = force_generic_plan;
 PREPARE lease (text[], text[], text[], bigint, bigint) AS $lease_sql;
 PREPARE complete (bigint, text, text, text, bigint, text, bigint, bigint) AS $complete_sql;
+PREPARE next (text[], text[], text[], bigint, bigint, text[], text, text, text, bigint, text, bigint, bigint) AS $next_sql;
 BEGIN;
 \echo '-- lease, first run'
 EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) EXECUTE lease('{rn_plan}', '{ls_p1}', '{rn_plan}', 1, 600000);
@@ -60,6 +64,13 @@ EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) EXECUTE complete(2, 'ls_p1', 'rn_plan', 's
 EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) EXECUTE lease('{rn_plan}', '{ls_p2}', '{rn_plan}', 3, 600000);
 \echo '-- complete, second run'
 EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) EXECUTE complete(4, 'ls_p2', 'rn_plan', 'succeeded', 0, NULL, 4, 202612);
+\o /dev/null
+EXECUTE lease('{rn_plan}', '{ls_p3}', '{rn_plan}', 5, 600000);
+\o
+\echo '-- complete with the next lease, first run'
+EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) EXECUTE next('{rn_plan}', '{ls_p4}', '{rn_plan}', 6, 600000, '{ls_p3}', 'ls_p3', 'rn_plan', 'succeeded', 0, NULL, 6, 202612);
+\echo '-- complete with the next lease, second run'
+EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) EXECUTE next('{rn_plan}', '{ls_p5}', '{rn_plan}', 7, 600000, '{ls_p4}', 'ls_p4', 'rn_plan', 'succeeded', 0, NULL, 7, 202612);
 ROLLBACK;
 SQL
   echo '```'

@@ -15,7 +15,7 @@ use super::extract::{AuthJoin, AuthRunner, Json};
 use super::{AppState, Routes as _};
 use crate::error::{Error, Result};
 use crate::metrics;
-use crate::store::{LeaseAttempt, RunnerAuth};
+use crate::store::{Completion, LeaseAttempt, RunnerAuth};
 use crate::wake::Signal;
 use drover_wire::op;
 
@@ -162,24 +162,11 @@ async fn next_lease(
     if req.wait_ms == 0 {
         // One look, no wait: nothing to register (so a runner asking for
         // its next job along with a complete never counts as waiting).
-        return match st
+        let attempt = st
             .store
             .try_lease(&r.runner_id, &r.runtime_id, st.now(), st.ttl_ms())
-            .await?
-        {
-            LeaseAttempt::Leased { lease, next } => {
-                if let Some(next) = next {
-                    st.announce(vec![Signal::from(next)]);
-                }
-                m.lease_immediate.observe(arrived.elapsed().as_secs_f64());
-                Ok(Some(wire::Lease::from(*lease)))
-            }
-            LeaseAttempt::Revoked => Err(revoked()),
-            LeaseAttempt::Empty => {
-                m.lease_empty.inc();
-                Ok(None)
-            }
-        };
+            .await;
+        return handed_out(st, attempt, arrived.into_std());
     }
     // Since when this request could be served: its arrival, then each wake-up.
     let (mut since, mut waited) = (arrived, false);
@@ -339,26 +326,46 @@ async fn complete(
     Json(done): Json<wire::Complete>,
 ) -> Result<axum::Json<wire::CompleteResponse>> {
     let started = std::time::Instant::now();
+    // The runner's usual ask, its next job with no wait: in the same write.
+    if let Some(wire::LeaseRequest {
+        wait_ms: 0,
+        held: None,
+    }) = &done.next
+    {
+        if let Err(e) = touch(&st, &r).await {
+            tracing::warn!(error = %e, "recording a runner's last call");
+        }
+        let both = st
+            .store
+            .complete_next(
+                &r.runner_id,
+                &r.runtime_id,
+                &lease,
+                &(&done).into(),
+                st.now(),
+                st.ttl_ms(),
+            )
+            .await?;
+        let completion = completed(&st, &lease, &both.completion, started);
+        // None for a repeat: its first answer may have carried a lease already.
+        let lease = both.next.and_then(|next| {
+            handed_out(&st, next, started).unwrap_or_else(|e| {
+                if e.code() == ErrorCode::Internal {
+                    tracing::error!(error = %e, "leasing the next job after a complete");
+                }
+                None
+            })
+        });
+        return Ok(axum::Json(wire::CompleteResponse {
+            next: Some(wire::LeaseResponse { lease }),
+            ..completion
+        }));
+    }
     let completion = st
         .store
         .complete(&r.runner_id, &lease, &(&done).into(), st.now())
         .await?;
-    metrics::get()
-        .complete
-        .observe(started.elapsed().as_secs_f64());
-    if !completion.repeated {
-        st.announce(vec![
-            Signal::Job {
-                job: completion.job_id.to_string(),
-            },
-            // The runner's heartbeat for this lease, waiting on this replica
-            // or another, looks again and answers now (the lease is gone), so
-            // its connection is free for the runner's next request.
-            Signal::Cancel {
-                lease: lease.clone(),
-            },
-        ]);
-    }
+    let answer = completed(&st, &lease, &completion, started);
     // The result is recorded whatever happens next: a failed lease (say, the
     // runner was just revoked) answers "no job", and the runner's next lease
     // call hears why.
@@ -375,9 +382,59 @@ async fn complete(
             }),
         }),
     };
-    Ok(axum::Json(wire::CompleteResponse {
+    Ok(axum::Json(wire::CompleteResponse { next, ..answer }))
+}
+
+/// A lease attempt that does not wait, answered: the wake it passes on
+/// sent, measured from `arrived`.
+fn handed_out(
+    st: &AppState,
+    attempt: std::result::Result<LeaseAttempt, crate::store::error::Error>,
+    arrived: std::time::Instant,
+) -> Result<Option<wire::Lease>> {
+    let m = metrics::get();
+    match attempt? {
+        LeaseAttempt::Leased { lease, next } => {
+            if let Some(next) = next {
+                st.announce(vec![Signal::from(next)]);
+            }
+            m.lease_immediate.observe(arrived.elapsed().as_secs_f64());
+            Ok(Some(wire::Lease::from(*lease)))
+        }
+        LeaseAttempt::Revoked => Err(revoked()),
+        LeaseAttempt::Empty => {
+            m.lease_empty.inc();
+            Ok(None)
+        }
+    }
+}
+
+/// A complete written: measured, announced, and its answer (no `next`).
+fn completed(
+    st: &AppState,
+    lease: &str,
+    completion: &Completion,
+    started: std::time::Instant,
+) -> wire::CompleteResponse {
+    metrics::get()
+        .complete
+        .observe(started.elapsed().as_secs_f64());
+    if !completion.repeated {
+        st.announce(vec![
+            Signal::Job {
+                job: completion.job_id.to_string(),
+            },
+            // The runner's heartbeat for this lease, waiting on this replica
+            // or another, looks again and answers now (the lease is gone), so
+            // its connection is free for the runner's next request.
+            Signal::Cancel {
+                lease: lease.to_owned(),
+            },
+        ]);
+    }
+    wire::CompleteResponse {
         state: completion.state,
         repeated: completion.repeated,
-        next,
-    }))
+        next: None,
+    }
 }

@@ -53,7 +53,7 @@ use sqlx::AnyPool;
 
 use batch::{BatchError, BatchFn, Batcher};
 use error::{Error, Result};
-use leases::{CompleteRequest, LeaseRequest};
+use leases::{CompleteNextRequest, CompleteRequest, LeaseRequest};
 use submit::SubmitRequest;
 
 pub use audit::{AuditQuery, MAX_AUDIT_PAGE};
@@ -70,7 +70,7 @@ pub use github::{GithubRunnerRow, Installation, LINK_STATE_TTL_MS, LinkState};
 pub use health::{NotReady, PoolReading};
 pub use idempotency::IdempotencyKey;
 pub use jobs::CancelOutcome;
-pub use leases::{Completion, LeaseAttempt};
+pub use leases::{CompletedNext, Completion, LeaseAttempt};
 pub use on_demand::{OnDemand, OnDemandSpec, actions_member_id};
 pub use pools::Placement;
 pub use preview::{JobPage, ListedJob};
@@ -172,6 +172,7 @@ struct Batches {
     submit: Batcher<SubmitRequest, Submitted>,
     lease: Batcher<LeaseRequest, LeaseAttempt>,
     complete: Batcher<CompleteRequest, Completion>,
+    complete_next: Batcher<CompleteNextRequest, CompletedNext>,
     /// Replica signals (PostgreSQL only; `origin` is always this replica).
     publish: Batcher<(String, Vec<crate::wake::Signal>), ()>,
 }
@@ -214,6 +215,11 @@ impl Store {
             Box::pin(async move { store.complete_batch(&reqs).await })
         });
         let inner = self.clone();
+        let complete_next: BatchFn<CompleteNextRequest, CompletedNext> = Arc::new(move |reqs| {
+            let store = inner.clone();
+            Box::pin(async move { store.complete_next_batch(&reqs).await })
+        });
+        let inner = self.clone();
         let publish: BatchFn<(String, Vec<crate::wake::Signal>), ()> = Arc::new(move |reqs| {
             let store = inner.clone();
             // Signals are wakes: one sent twice does no harm.
@@ -228,6 +234,12 @@ impl Store {
             submit: Batcher::spawn_named("submit", MAX_BATCH, concurrency, submit),
             lease: Batcher::spawn_named("lease", MAX_BATCH, concurrency, lease),
             complete: Batcher::spawn_named("complete", MAX_BATCH, concurrency, complete),
+            complete_next: Batcher::spawn_named(
+                "complete_next",
+                MAX_BATCH,
+                concurrency,
+                complete_next,
+            ),
             publish: Batcher::spawn_named("publish", MAX_BATCH, 1, publish),
         }));
         self

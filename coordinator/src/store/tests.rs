@@ -13,8 +13,8 @@ use drover_wire::{self as wire, JobState, Outcome};
 use super::error::Kind;
 
 use super::{
-    Backend, CompleteRequest, Durability, LeaseAttempt, LeaseRequest, Member, NewJob, Owner, Store,
-    SubmitRequest,
+    Backend, CompleteNextRequest, CompleteRequest, Durability, LeaseAttempt, LeaseRequest, Member,
+    NewJob, Owner, Store, SubmitRequest,
 };
 use crate::ids::{RunnerId, RuntimeId};
 use crate::wake::Wake;
@@ -384,6 +384,124 @@ async fn completes_in_one_batch_finish_once_bill_once_and_refuse_strangers() {
         (1, 1_000),
         "billed once, for the time leased"
     );
+}
+
+/// A complete with its runner's next lease, as a runner asks after each job
+/// (on PostgreSQL one statement): the slot the finished job frees is taken
+/// in the same write; each job is finished and billed once; a repeat, a
+/// stranger's complete and a lost lease lease nothing; a job the statement
+/// leaves to `drover_lease` (it requires a capability) is leased all the
+/// same; with nothing queued the answer is no job.
+#[tokio::test]
+async fn a_complete_leases_the_runners_next_job_in_the_same_write() {
+    let f = fixture("complete-next").await;
+    let a = f.runner("a", &["gpu"]).await;
+    let b = f.runner("b", &[]).await;
+    let c = f.runner("c", &[]).await;
+    // One slot each: the next lease fits only once the complete counts.
+    for r in [&a, &b] {
+        f.store.runner_hello(r, &[], 1, false, 2).await.unwrap();
+    }
+    let (first_a, first_b) = (f.submit(&[]).await, f.submit(&[]).await);
+    let out = f.lease(&[&a, &b]).await;
+    let ((ja, la, _), (jb, lb, _)) = (leased(&out[0]), leased(&out[1]));
+    assert_eq!((ja, jb), (first_a.as_str(), first_b.as_str()));
+    let (next_a, next_b, last) = (
+        f.submit(&[]).await,
+        f.submit(&[]).await,
+        f.submit(&[]).await,
+    );
+    let req = |runner: &RunnerId, lease: &str| CompleteNextRequest {
+        complete: CompleteRequest {
+            runner: runner.clone(),
+            lease: lease.to_owned(),
+            done: (&wire::Complete {
+                outcome: Outcome::Succeeded,
+                exit_code: Some(0),
+                error: None,
+                next: None,
+            })
+                .into(),
+            now: 1_003,
+        },
+        lease: f.lease_request(runner),
+    };
+    let out = f
+        .store
+        .complete_next_batch(&[
+            req(&a, la),
+            req(&a, la),
+            req(&c, lb),
+            req(&b, lb),
+            req(&b, "ls_nope"),
+        ])
+        .await
+        .unwrap();
+    for k in [0, 3] {
+        let done = &out[k].as_ref().unwrap().completion;
+        assert_eq!((done.state, done.repeated), (JobState::Succeeded, false));
+    }
+    let (got_a, la) = served_by(&out[0]);
+    let (got_b, lb) = served_by(&out[3]);
+    assert_eq!(
+        (got_a, got_b),
+        (next_a.clone(), next_b.clone()),
+        "in order, FIFO"
+    );
+    let repeat = out[1].as_ref().unwrap();
+    assert!(
+        repeat.completion.repeated && repeat.next.is_none(),
+        "{repeat:?}"
+    );
+    for lost in [&out[2], &out[4]] {
+        assert_eq!(lost.as_ref().unwrap_err().kind(), Some(Kind::LeaseLost));
+    }
+    for job in [&first_a, &first_b] {
+        assert_eq!(f.store.job_state(job).await.unwrap(), JobState::Succeeded);
+    }
+    for job in [&next_a, &next_b] {
+        assert_eq!(f.store.job_state(job).await.unwrap(), JobState::Leased);
+    }
+    let usage = f.store.usage(&f.admin, 1_003).await.unwrap();
+    assert_eq!(usage.jobs_charged, 2, "billed once each");
+
+    // At the head of the queue, a job that requires a capability a has.
+    let gpu = f
+        .submit_to(serde_json::json!({
+            "runtime": "self:ws", "script": "true", "requires": ["gpu"], "priority": 5
+        }))
+        .await;
+    let out = f.store.complete_next_batch(&[req(&a, &la)]).await.unwrap();
+    let (got, la) = served_by(&out[0]);
+    assert_eq!(got, gpu);
+    let out = f.store.complete_next_batch(&[req(&b, &lb)]).await.unwrap();
+    assert_eq!(served_by(&out[0]).0, last);
+    // Nothing left: no job, and the slot is free.
+    let out = f.store.complete_next_batch(&[req(&a, &la)]).await.unwrap();
+    let done = out[0].as_ref().unwrap();
+    assert!(
+        matches!(done.next, Some(Ok(LeaseAttempt::Empty))),
+        "{done:?}"
+    );
+    assert_eq!(f.store.job_state(&gpu).await.unwrap(), JobState::Succeeded);
+    let usage = f.store.usage(&f.admin, 1_003).await.unwrap();
+    assert_eq!(usage.jobs_charged, 5);
+}
+
+/// The job and lease a complete's next lease took.
+fn served_by(out: &super::error::Result<super::CompletedNext>) -> (String, String) {
+    match out
+        .as_ref()
+        .unwrap()
+        .next
+        .as_ref()
+        .unwrap()
+        .as_ref()
+        .unwrap()
+    {
+        LeaseAttempt::Leased { lease, .. } => (lease.job.id.to_string(), lease.id.to_string()),
+        other => panic!("no lease: {other:?}"),
+    }
 }
 
 #[tokio::test]

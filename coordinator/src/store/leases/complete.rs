@@ -110,9 +110,54 @@ impl Store {
         &self,
         reqs: &[CompleteRequest],
     ) -> Result<Vec<Result<Completion>>, BatchError> {
-        let now = reqs.iter().map(|r| r.now).max().unwrap_or_default();
-        // The first request for each lease is written; a repeat of it in the
-        // same batch hears what the first one did.
+        let batch = PgCompletes::new(reqs);
+        let sql = batch.ctes("$1", 2) + FINAL_SELECT;
+        let rows = batch
+            .bind(sqlx::query(&sql).bind(batch.now))
+            .fetch_all(&self.writer)
+            .await
+            .map_err(BatchError::from_write)?;
+        let mut ended = Vec::with_capacity(rows.len());
+        for row in &rows {
+            ended.push(Ended::read(row, [0, 1, 2, 3])?);
+        }
+        batch.answers(self, ended).await
+    }
+}
+
+/// The statement's last line: what it finished (job, lease, state, runner).
+const FINAL_SELECT: &str = "SELECT id, lease_id, state, runner_id FROM done";
+
+/// A job a complete statement finished: (job, lease, state, runner).
+pub(super) struct Ended(String, String, JobState, String);
+
+impl Ended {
+    /// From a row, its columns at `at` (job, lease, state, runner).
+    pub(super) fn read(row: &sqlx::any::AnyRow, at: [usize; 4]) -> Result<Self, BatchError> {
+        use crate::store::sqlite_writer::Cols as _;
+        let text = |i| row.col::<String>(i).map_err(BatchError::Ambiguous);
+        let state = text(at[2])?;
+        let state = JobState::parse(&state)
+            .ok_or_else(|| BatchError::Ambiguous(Error::Corrupt(format!("job state {state}"))))?;
+        Ok(Self(text(at[0])?, text(at[1])?, state, text(at[3])?))
+    }
+}
+
+/// A batch of completes as PostgreSQL writes it (`complete.sql`): the
+/// first request for each lease is written; a repeat of it in the same
+/// batch hears what the first one did.
+pub(super) struct PgCompletes<'a> {
+    reqs: &'a [CompleteRequest],
+    first: HashMap<(&'a str, &'a str), usize>,
+    /// The requests written, in order.
+    written: Vec<usize>,
+    errors: Vec<Option<String>>,
+    /// The batch's now.
+    pub(super) now: i64,
+}
+
+impl<'a> PgCompletes<'a> {
+    pub(super) fn new(reqs: &'a [CompleteRequest]) -> Self {
         let mut first: HashMap<(&str, &str), usize> = HashMap::new();
         for (i, r) in reqs.iter().enumerate() {
             first
@@ -121,15 +166,42 @@ impl Store {
         }
         let mut written: Vec<usize> = first.values().copied().collect();
         written.sort_unstable();
-        let rows = value_rows(2, written.len(), 7, "");
-        let sql = COMPLETE_STATEMENT.replace("{rows}", &rows);
-        let errors: Vec<Option<String>> = written
+        let errors = written
             .iter()
             .map(|&i| reqs[i].done.error.as_deref().map(stored_error))
             .collect();
-        let mut q = sqlx::query_as::<_, (String, String, String, String)>(&sql).bind(now);
-        for (&i, error) in written.iter().zip(&errors) {
-            let r = &reqs[i];
+        Self {
+            reqs,
+            first,
+            written,
+            errors,
+            now: reqs.iter().map(|r| r.now).max().unwrap_or_default(),
+        }
+    }
+
+    /// Is request `i` the one written for its lease (not a repeat)?
+    pub(super) fn is_first(&self, i: usize) -> bool {
+        let r = &self.reqs[i];
+        self.first[&(r.lease.as_str(), r.runner.as_str())] == i
+    }
+
+    /// `complete.sql` without its last line (from `WITH`): its CTEs, now
+    /// bound as `now` and the VALUES rows' parameters from `$first`.
+    pub(super) fn ctes(&self, now: &str, first: usize) -> String {
+        let sql = COMPLETE_STATEMENT
+            .strip_suffix('\n')
+            .unwrap_or(COMPLETE_STATEMENT)
+            .strip_suffix(FINAL_SELECT)
+            .expect("complete.sql ends with its SELECT");
+        let sql = &sql[sql.find("WITH ").expect("complete.sql has its WITH")..];
+        sql.replace("$1", now)
+            .replace("{rows}", &value_rows(first, self.written.len(), 7, ""))
+    }
+
+    /// Binds the VALUES rows (`ctes`' parameters from `first`), in order.
+    pub(super) fn bind<'q>(&'q self, mut q: AnyQuery<'q>) -> AnyQuery<'q> {
+        for (&i, error) in self.written.iter().zip(&self.errors) {
+            let r = &self.reqs[i];
             q = q
                 .bind(r.lease.as_str())
                 .bind(r.runner.as_str())
@@ -139,22 +211,25 @@ impl Store {
                 .bind(r.now)
                 .bind(Month::of(r.now).0);
         }
-        let done = q
-            .fetch_all(&self.writer)
-            .await
-            .map_err(BatchError::from_write)?;
-        // By lease: the job, the state it ended in, the runner that held it.
-        let mut ended: HashMap<String, (String, JobState, String)> =
-            HashMap::with_capacity(done.len());
-        for (job, lease, state, runner) in done {
-            let state = JobState::parse(&state).ok_or_else(|| {
-                BatchError::Ambiguous(Error::Corrupt(format!("job state {state}")))
-            })?;
-            ended.insert(lease, (job, state, runner));
-        }
+        q
+    }
 
+    /// Each request's answer, given what the statement finished. Leases it
+    /// did not finish (a repeat, or lost) are read back.
+    pub(super) async fn answers(
+        &self,
+        store: &Store,
+        ended: Vec<Ended>,
+    ) -> Result<Vec<Result<Completion>>, BatchError> {
+        let reqs = self.reqs;
+        // By lease: the job, the state it ended in, the runner that held it.
+        let ended: HashMap<String, (String, JobState, String)> = ended
+            .into_iter()
+            .map(|Ended(job, lease, state, runner)| (lease, (job, state, runner)))
+            .collect();
         // Not finished here: already finished by this lease (a repeat), or lost.
-        let mut others: Vec<&str> = written
+        let mut others: Vec<&str> = self
+            .written
             .iter()
             .map(|&i| reqs[i].lease.as_str())
             .filter(|l| !ended.contains_key(*l))
@@ -171,7 +246,7 @@ impl Store {
                 )),
                 &others,
             )
-            .fetch_all(&self.reader)
+            .fetch_all(&store.reader)
             .await
             .map(|rows| {
                 rows.into_iter()
@@ -194,7 +269,7 @@ impl Store {
                         true => Ok(Completion {
                             job_id: JobId::from_db(job.clone()),
                             state: *state,
-                            repeated: first[&(r.lease.as_str(), r.runner.as_str())] != i,
+                            repeated: !self.is_first(i),
                         }),
                         false => Err(Error::lease_lost()),
                     };
@@ -219,6 +294,9 @@ impl Store {
             .collect())
     }
 }
+
+/// A query on sqlx's `Any` driver, its parameters being bound.
+pub(super) type AnyQuery<'q> = sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>>;
 
 /// A complete batch on SQLite's writer: reads, then the writes, in one
 /// `BEGIN IMMEDIATE` transaction on the connection's thread (the reference

@@ -4,7 +4,8 @@
 -- once each), $4 now, $5 the lease TTL (ms). One row per request, in order:
 -- pick ('job', 'nothing', 'revoked', 'limited'), then the job's id, attempt,
 -- spec and sealed env, the runner's slots, held leases and pool, and whom to
--- wake ('pool', with the requires of the job behind). Every row says
+-- wake ('pool', with the requires of the job behind), and the request's
+-- number (from 1). Every row says
 -- 'again' when the batch is one for drover_lease (migration 0022) instead,
 -- having leased nothing: a pinned job is queued for these runners, a job
 -- that would be handed out requires capabilities, or another batch leased
@@ -15,10 +16,7 @@
 -- itself in `lease_seq` under the runner's lock, and the lock hands this
 -- statement the runner's latest row. Only the runners that have a job
 -- queued are locked (finding nothing writes nothing), in id order.
-WITH req AS (
-    SELECT q.runner, q.lease, q.i
-    FROM unnest(CAST($1 AS TEXT[]), CAST($2 AS TEXT[])) WITH ORDINALITY AS q (runner, lease, i)
-),
+WITH
 -- Anything queued for these runners at all (each read keeps to its index's
 -- order, so a plan never walks the finished jobs).
 busy AS (
@@ -31,13 +29,6 @@ busy AS (
                                    ORDER BY j.priority DESC, j.queue_pos, j.seq LIMIT 1) q
                    WHERE r.id = ANY (CAST($3 AS TEXT[]))) AS pooled
 ),
--- The runners and their live leases, as of the snapshot.
-seen AS (
-    SELECT r.id, r.runtime_id, r.slots, r.revoked_at, r.lease_seq,
-           (SELECT COUNT(*) FROM jobs j
-            WHERE j.lease_runner_id = r.id AND j.state IN ('leased', 'running')) AS held
-    FROM runners r WHERE r.id = ANY (CAST($3 AS TEXT[]))
-),
 -- The runners as they are now, locked, each batch that may lease counted.
 locked AS (
     UPDATE runners r SET lease_seq = r.lease_seq + 1
@@ -45,6 +36,19 @@ locked AS (
           ORDER BY o.id FOR NO KEY UPDATE) o
     WHERE r.id = o.id AND (SELECT pooled AND NOT pinned FROM busy)
     RETURNING r.id, r.lease_seq, r.revoked_at, r.slots
+),
+-- (complete_next.rs puts a batch of completes here.)
+-- The requests, in order.
+req AS (
+    SELECT q.runner, q.lease, q.i
+    FROM unnest(CAST($1 AS TEXT[]), CAST($2 AS TEXT[])) WITH ORDINALITY AS q (runner, lease, i)
+),
+-- The runners and their live leases, as of the snapshot.
+seen AS (
+    SELECT r.id, r.runtime_id, r.slots, r.revoked_at, r.lease_seq,
+           (SELECT COUNT(*) FROM jobs j
+            WHERE j.lease_runner_id = r.id AND j.state IN ('leased', 'running')) AS held
+    FROM runners r WHERE r.id = ANY (CAST($3 AS TEXT[]))
 ),
 run AS (
     SELECT s.id, s.runtime_id, s.held,
@@ -107,6 +111,6 @@ SELECT CASE WHEN o.yes THEN 'again' WHEN l.id IS NOT NULL THEN 'job'
             WHEN s.pick = 'nothing' THEN 'nothing' ELSE s.pick END,
        l.id, l.attempt, l.spec, l.env_sealed, s.slots, s.held, s.runtime_id,
        CASE WHEN l.id IS NOT NULL AND b.i IS NOT NULL THEN 'pool' END,
-       CASE WHEN l.id IS NOT NULL THEN b.requires END
+       CASE WHEN l.id IS NOT NULL THEN b.requires END, s.i
 FROM slot s CROSS JOIN odd o LEFT JOIN leased l ON l.i = s.i LEFT JOIN behind b ON b.i = s.i
 ORDER BY s.i

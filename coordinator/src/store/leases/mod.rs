@@ -10,6 +10,7 @@
 //! two writers ever raced (it is the only way a job leaves the queue).
 
 mod complete;
+mod complete_next;
 mod expiry;
 mod read;
 mod running;
@@ -31,6 +32,7 @@ use std::sync::Arc;
 use crate::store::backend::OnEngine;
 use crate::store::backend::sqlite::SqliteEngine;
 use crate::wake::Wake;
+pub use complete_next::{CompleteNextRequest, CompletedNext};
 pub use drover_domain::lease::LeaseRequest;
 use drover_domain::lease::plan::{self, Pick, Planner};
 pub(crate) use expiry::release_leases_of_runner;
@@ -109,15 +111,21 @@ impl Store {
     ) -> Result<Vec<Result<LeaseAttempt>>, BatchError> {
         let now = reqs.iter().map(|r| r.now).max().unwrap_or_default();
         let ttl_ms = reqs.iter().map(|r| r.ttl_ms).max().unwrap_or_default();
+        let written = self
+            .engine
+            .run(self, LeaseBatch { reqs, now, ttl_ms })
+            .await?;
+        Ok(self.hand_out(written, now, ttl_ms).await)
+    }
+
+    /// Each request's answer from what its batch wrote: the leased jobs
+    /// read (env opened into the lease), with whom to wake.
+    async fn hand_out(&self, written: Written, now: i64, ttl_ms: u64) -> Vec<Result<LeaseAttempt>> {
         let Written {
             plan,
             chosen,
             mut taken,
-        } = self
-            .engine
-            .run(self, LeaseBatch { reqs, now, ttl_ms })
-            .await?;
-
+        } = written;
         let mut wakes = plan.wakes;
         let mut out: Vec<Result<LeaseAttempt>> = plan
             .picks
@@ -170,7 +178,7 @@ impl Store {
                 tracing::error!(job = %job, error = %e, "could not fail an unreadable job");
             }
         }
-        Ok(out)
+        out
     }
 
     /// A lease batch on PostgreSQL: reads, plan and write in one statement
@@ -219,32 +227,42 @@ impl Store {
             .await
             .map_err(BatchError::from_write)?;
         }
-        // Written: a row that cannot be read is its request's error alone.
-        if rows.len() != reqs.len() {
-            return Err(BatchError::Ambiguous(Error::Corrupt(format!(
-                "drover_lease answered {} rows for {} requests",
-                rows.len(),
-                reqs.len()
-            ))));
-        }
-        let mut plan = plan::Plan::default();
-        let mut chosen = Vec::new();
-        let mut taken = HashMap::new();
-        for ((i, row), lease) in rows.iter().enumerate().zip(leases) {
-            let pick = one_call_pick(row).map_err(BatchError::Ambiguous)?;
-            if let Pick::Job(job) = &pick {
-                taken.insert(lease.as_str().to_owned(), taken_row(row, 2));
-                chosen.push((i, job.clone(), lease));
-            }
-            plan.picks.push(pick);
-            plan.wakes.push(one_call_wake(row, &reqs[i]));
-        }
-        Ok(Written {
-            plan,
-            chosen,
-            taken,
-        })
+        one_call_written(&rows, reqs, leases)
     }
+}
+
+/// What the lease statement or `drover_lease` wrote, from its rows (one per
+/// request, in order; `leases` the new lease ids bound for them).
+fn one_call_written(
+    rows: &[sqlx::any::AnyRow],
+    reqs: &[LeaseRequest],
+    leases: Vec<LeaseId>,
+) -> Result<Written, BatchError> {
+    // Written: a row that cannot be read is its request's error alone.
+    if rows.len() != reqs.len() {
+        return Err(BatchError::Ambiguous(Error::Corrupt(format!(
+            "drover_lease answered {} rows for {} requests",
+            rows.len(),
+            reqs.len()
+        ))));
+    }
+    let mut plan = plan::Plan::default();
+    let mut chosen = Vec::new();
+    let mut taken = HashMap::new();
+    for ((i, row), lease) in rows.iter().enumerate().zip(leases) {
+        let pick = one_call_pick(row).map_err(BatchError::Ambiguous)?;
+        if let Pick::Job(job) = &pick {
+            taken.insert(lease.as_str().to_owned(), taken_row(row, 2));
+            chosen.push((i, job.clone(), lease));
+        }
+        plan.picks.push(pick);
+        plan.wakes.push(one_call_wake(row, &reqs[i]));
+    }
+    Ok(Written {
+        plan,
+        chosen,
+        taken,
+    })
 }
 
 /// The usual lease batch on PostgreSQL, as one statement.

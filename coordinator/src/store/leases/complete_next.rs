@@ -1,0 +1,319 @@
+//! A complete that also leases the runner's next job (`next` with no wait),
+//! as the runner asks after every job: on PostgreSQL one statement, so one
+//! round trip and one commit a job instead of two of each.
+//!
+//! The statement is `lease.sql` with the batch's completes (`complete.sql`'s
+//! CTEs) put in after the runners are locked, so it takes locks in the
+//! order revocation does (runner, then its jobs). Only a request whose
+//! complete finished its job here asks for a lease (a repeat or a lost lease
+//! gets none), and each runner's live leases count without the ones the
+//! statement finished. When the lease half says `again` (the cases
+//! `drover_lease` plans), the completes are written and the leases are asked
+//! for again as a lease batch of their own.
+
+use std::sync::Arc;
+
+use sqlx::any::AnyRow;
+
+use super::complete::{Ended, PgCompletes};
+use super::{
+    CompleteRequest, Completion, LEASE_STATEMENT, LeaseAttempt, LeaseRequest, one_call_written,
+};
+use crate::ids::{LeaseId, RunnerId, RuntimeId};
+use crate::store::backend::OnEngine;
+use crate::store::backend::sqlite::SqliteEngine;
+use crate::store::batch::BatchError;
+use crate::store::error::{Error, Result};
+use crate::store::sqlite_writer::Cols as _;
+use crate::store::{Store, only_result, text_array};
+use drover_domain::job::AttemptResult;
+
+/// One complete with its next lease, for a batch.
+#[derive(Debug, Clone)]
+pub struct CompleteNextRequest {
+    pub complete: CompleteRequest,
+    pub lease: LeaseRequest,
+}
+
+/// What a complete with its next lease did.
+#[derive(Debug)]
+pub struct CompletedNext {
+    pub completion: Completion,
+    /// The next lease; `None` for a repeat (its first answer may have
+    /// carried one).
+    pub next: Option<Result<LeaseAttempt>>,
+}
+
+impl Store {
+    /// Completes `complete`'s lease and, unless it was a repeat, leases the
+    /// runner's next job as `try_lease` would. Concurrent calls are written
+    /// together (see `batch`).
+    pub async fn complete_next(
+        &self,
+        runner: &RunnerId,
+        runtime: &RuntimeId,
+        lease: &str,
+        done: &AttemptResult,
+        now: i64,
+        ttl_ms: u64,
+    ) -> Result<CompletedNext> {
+        let req = CompleteNextRequest {
+            complete: CompleteRequest {
+                runner: runner.clone(),
+                lease: lease.to_owned(),
+                done: done.clone(),
+                now,
+            },
+            lease: LeaseRequest {
+                runner: runner.clone(),
+                runtime: runtime.clone(),
+                now,
+                ttl_ms,
+            },
+        };
+        match &self.batches {
+            Some(b) => b.complete_next.call(req).await,
+            None => only_result(self.complete_next_batch(&[req]).await?),
+        }
+    }
+
+    pub(crate) async fn complete_next_batch(
+        &self,
+        reqs: &[CompleteNextRequest],
+    ) -> Result<Vec<Result<CompletedNext>>, BatchError> {
+        self.engine.run(self, CompleteNextBatch(reqs)).await
+    }
+
+    /// The batch as one statement (see the module's doc).
+    async fn complete_next_in_one_statement(
+        &self,
+        reqs: &[CompleteNextRequest],
+    ) -> Result<Vec<Result<CompletedNext>>, BatchError> {
+        let completes: Vec<CompleteRequest> = reqs.iter().map(|r| r.complete.clone()).collect();
+        let batch = PgCompletes::new(&completes);
+        let ttl_ms = reqs
+            .iter()
+            .map(|r| r.lease.ttl_ms)
+            .max()
+            .unwrap_or_default();
+        let runners: Vec<&str> = reqs.iter().map(|r| r.lease.runner.as_str()).collect();
+        let leases: Vec<LeaseId> = reqs.iter().map(|_| LeaseId::generate()).collect();
+        // The lease each request finished: none for a repeat in the batch.
+        let finished = (0..reqs.len()).map(|i| match batch.is_first(i) {
+            true => reqs[i].complete.lease.as_str(),
+            false => "",
+        });
+        let mut ids = runners.clone();
+        ids.sort_unstable();
+        ids.dedup();
+        let sql = fused_statement(&batch);
+        let rows = batch
+            .bind(
+                sqlx::query(&sql)
+                    .bind(text_array(runners.iter().copied()))
+                    .bind(text_array(leases.iter().map(LeaseId::as_str)))
+                    .bind(text_array(ids))
+                    .bind(batch.now)
+                    .bind(ttl_ms as i64)
+                    .bind(text_array(finished)),
+            )
+            .fetch_all(&self.writer)
+            .await
+            .map_err(BatchError::from_write)?;
+
+        // Written, completes and leases alike: from here an error is one
+        // request's alone, or the batch's as ambiguous (never run again).
+        let mut ended = Vec::new();
+        let mut asked: Vec<(i64, AnyRow)> = Vec::new();
+        for row in rows {
+            if row.col::<String>(0).map_err(BatchError::Ambiguous)? == "done" {
+                ended.push(Ended::read(&row, [1, 3, 4, 7])?);
+            } else {
+                asked.push((row.col(10).map_err(BatchError::Ambiguous)?, row));
+            }
+        }
+        asked.sort_by_key(|(i, _)| *i);
+        let again = asked
+            .first()
+            .and_then(|(_, r)| r.col::<String>(0).ok())
+            .is_some_and(|pick| pick == "again");
+        let completions = batch.answers(self, ended).await?;
+        // The requests that asked for a lease, in order, with their lease ids.
+        let mut sub = Vec::with_capacity(asked.len());
+        let mut sub_leases = Vec::with_capacity(asked.len());
+        let mut lease_of = leases.into_iter().map(Some).collect::<Vec<_>>();
+        for (i, _) in &asked {
+            let k = (*i - 1) as usize;
+            sub.push(k);
+            sub_leases.push(lease_of[k].take().ok_or_else(|| {
+                BatchError::Ambiguous(Error::Corrupt(format!("lease request {i} twice")))
+            })?);
+        }
+        let sub_reqs: Vec<LeaseRequest> = sub.iter().map(|&k| reqs[k].lease.clone()).collect();
+        let next = if sub.is_empty() {
+            Vec::new()
+        } else if again {
+            // Nothing was leased: ask as a lease batch does.
+            self.lease_batch(&sub_reqs).await.unwrap_or_else(|e| {
+                let e = e.into_error();
+                tracing::error!(error = %e, "leasing the next jobs after a batch of completes");
+                sub.iter().map(|_| Err(next_failed())).collect()
+            })
+        } else {
+            let rows: Vec<AnyRow> = asked.into_iter().map(|(_, row)| row).collect();
+            let written = one_call_written(&rows, &sub_reqs, sub_leases)?;
+            let now = sub_reqs.iter().map(|r| r.now).max().unwrap_or_default();
+            self.hand_out(written, now, ttl_ms).await
+        };
+        Ok(join(completions, sub, next))
+    }
+}
+
+/// The error a request's next lease gets when its batch's lease failed
+/// (its complete was written).
+fn next_failed() -> Error {
+    Error::Internal("the next job could not be leased; ask again")
+}
+
+/// Each request's answer: its completion, and the lease of those in `sub`.
+fn join(
+    completions: Vec<Result<Completion>>,
+    sub: Vec<usize>,
+    next: Vec<Result<LeaseAttempt>>,
+) -> Vec<Result<CompletedNext>> {
+    let mut next_of: Vec<Option<Result<LeaseAttempt>>> = completions.iter().map(|_| None).collect();
+    for (k, n) in sub.into_iter().zip(next) {
+        next_of[k] = Some(n);
+    }
+    completions
+        .into_iter()
+        .zip(next_of)
+        .map(|(c, n)| {
+            c.map(|completion| CompletedNext {
+                next: match completion.repeated {
+                    true => None,
+                    // Finished here, but not leased for (its lease part
+                    // failed before it was asked): it asks again.
+                    false => Some(n.unwrap_or_else(|| Err(next_failed()))),
+                },
+                completion,
+            })
+        })
+        .collect()
+}
+
+/// `lease.sql` with the batch's completes in it (see the module's doc).
+/// Parameters: the lease statement's `$1` … `$5`, `$6` the lease each
+/// request finished, then the completes' VALUES rows from `$7`.
+fn fused_statement(batch: &PgCompletes) -> String {
+    const AT: &str = "-- (complete_next.rs puts a batch of completes here.)\n";
+    const REQ: &str = "FROM unnest(CAST($1 AS TEXT[]), CAST($2 AS TEXT[])) WITH ORDINALITY AS q (runner, lease, i)";
+    const HELD: &str =
+        "WHERE j.lease_runner_id = r.id AND j.state IN ('leased', 'running')) AS held";
+    const LAST: &str = "\nSELECT CASE WHEN o.yes THEN 'again'";
+    let completes = once(
+        &batch.ctes("$4", 7),
+        // The runners first, then their jobs (as revocation locks them).
+        "ORDER BY j.id FOR UPDATE OF j)",
+        "WHERE (SELECT COUNT(*) FROM locked) >= 0\n    ORDER BY j.id FOR UPDATE OF j)",
+    );
+    let completes = completes.strip_prefix("WITH ").unwrap_or(&completes);
+    let (head, tail) = LEASE_STATEMENT
+        .split_once(AT)
+        .expect("lease.sql's place for completes");
+    let (body, last) = tail.split_once(LAST).expect("lease.sql's last SELECT");
+    let body = once(
+        body,
+        REQ,
+        "FROM unnest(CAST($1 AS TEXT[]), CAST($2 AS TEXT[]), CAST($6 AS TEXT[]))
+         WITH ORDINALITY AS q (runner, lease, finished, i)
+    JOIN done d ON d.lease_id = q.finished AND d.runner_id = q.runner",
+    );
+    let body = once(
+        &body,
+        HELD,
+        "WHERE j.lease_runner_id = r.id AND j.state IN ('leased', 'running'))
+           - (SELECT COUNT(*) FROM done d WHERE d.runner_id = r.id) AS held",
+    );
+    format!(
+        "{head}{completes},\n{body}\n({}{last})\nUNION ALL\n\
+         SELECT 'done', d.id, NULL, d.lease_id, d.state, NULL, NULL, d.runner_id, NULL, NULL, NULL\n\
+         FROM done d",
+        LAST.trim_start()
+    )
+}
+
+/// `text` with `from`, which it holds once, replaced by `to` (the statements
+/// are constants: a test that runs one finds a change that broke this).
+fn once(text: &str, from: &str, to: &str) -> String {
+    assert_eq!(
+        text.matches(from).count(),
+        1,
+        "{from:?} once in a statement"
+    );
+    text.replacen(from, to, 1)
+}
+
+/// A batch of completes with their next leases, as each database runs it.
+struct CompleteNextBatch<'a>(&'a [CompleteNextRequest]);
+
+impl OnEngine for CompleteNextBatch<'_> {
+    type Out = Result<Vec<Result<CompletedNext>>, BatchError>;
+
+    /// SQLite writes both on its one writer: the completes, then the leases.
+    async fn on_sqlite(self, store: &Store, _: &Arc<SqliteEngine>) -> Self::Out {
+        let completes: Vec<CompleteRequest> = self.0.iter().map(|r| r.complete.clone()).collect();
+        let completions = store.complete_batch(&completes).await?;
+        let sub: Vec<usize> = (0..completions.len())
+            .filter(|&k| matches!(&completions[k], Ok(c) if !c.repeated))
+            .collect();
+        let sub_reqs: Vec<LeaseRequest> = sub.iter().map(|&k| self.0[k].lease.clone()).collect();
+        let next = match sub.is_empty() {
+            true => Vec::new(),
+            false => store.lease_batch(&sub_reqs).await.unwrap_or_else(|e| {
+                let e = e.into_error();
+                tracing::error!(error = %e, "leasing the next jobs after a batch of completes");
+                sub.iter().map(|_| Err(next_failed())).collect()
+            }),
+        };
+        Ok(join(completions, sub, next))
+    }
+
+    async fn on_postgres(self, store: &Store) -> Self::Out {
+        store.complete_next_in_one_statement(self.0).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// `bench/complete_next.sql` is the statement for one request, as
+    /// built here (bench/plans.sh explains it); `DROVER_UPDATE_SQL=1`
+    /// writes it again.
+    #[test]
+    fn the_statement_for_one_request_is_the_one_bench_explains() {
+        use crate::store::leases::CompleteRequest;
+        let reqs = [CompleteRequest {
+            runner: crate::ids::RunnerId::from_db("rn_plan".into()),
+            lease: "ls".into(),
+            done: drover_domain::job::AttemptResult {
+                outcome: drover_domain::job::Outcome::Succeeded,
+                exit_code: Some(0),
+                error: None,
+            },
+            now: 1,
+        }];
+        let built = super::fused_statement(&super::PgCompletes::new(&reqs));
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../bench/complete_next.sql");
+        let header = "-- Generated by complete_next.rs (a test keeps it current): the statement\n\
+                      -- a complete with its next lease runs on PostgreSQL, for one request.\n";
+        let want = format!("{header}{built}\n");
+        if std::env::var_os("DROVER_UPDATE_SQL").is_some() {
+            std::fs::write(path, &want).unwrap();
+        }
+        let kept = std::fs::read_to_string(path).unwrap_or_default();
+        assert!(
+            kept == want,
+            "bench/complete_next.sql is not the statement built now: run this test with DROVER_UPDATE_SQL=1"
+        );
+    }
+}
