@@ -6,23 +6,25 @@
 WITH v (lease_id, runner_id, outcome, exit_code, error, now, month) AS (
     SELECT column1, column2, column3, CAST(column4 AS BIGINT), column5,
            CAST(column6 AS BIGINT), CAST(column7 AS BIGINT) FROM (VALUES {rows}) AS x),
+-- Each lease's job, by the lease's own (unique) index: one lookup per
+-- lease, behind LIMIT so that no plan makes it a join. A generic plan made
+-- while few jobs were leased read a whole index instead, for every lease:
+-- the lease's (every job ever leased), or the runner's partial one (an
+-- entry for every job it ran, until VACUUM).
+found AS (
+    SELECT f.id, v.lease_id, v.runner_id FROM v
+    CROSS JOIN LATERAL (SELECT j.id FROM jobs j WHERE j.lease_id = v.lease_id LIMIT 1) f),
+-- Locked in id order, as lease expiry and revocation lock theirs, found by
+-- the primary key alone. The lease, its runner and a live state are checked
+-- on the row as locked, in terms no partial index's predicate follows from
+-- (IS NOT DISTINCT FROM is = here, as neither is NULL; the CASE is the IN),
+-- so that no plan reads one of those indexes whole either.
 held AS (
-    -- Locked first, in id order, as lease expiry and revocation
-    -- lock theirs: concurrent writers never wait on each other in a cycle.
-    -- Found by the lease's own (unique) index, one lookup per
-    -- lease (LATERAL: a plan with jobs outside read the whole
-    -- index, every job ever leased, when generic plans were made
-    -- while it was small). Not by the runner's: a partial index
-    -- whose entries for every job it ever ran stay until VACUUM,
-    -- and a plan that read it fetched each of them. IS NOT
-    -- DISTINCT FROM is = here (neither is NULL) and is not an
-    -- index condition.
-    SELECT j.id, v.lease_id, v.runner_id FROM v
-    CROSS JOIN LATERAL (
-        SELECT j.id FROM jobs j
-        WHERE j.lease_id = v.lease_id
-          AND j.lease_runner_id IS NOT DISTINCT FROM v.runner_id
-          AND j.state IN ('leased', 'running')) j
+    SELECT j.id, found.lease_id, found.runner_id FROM found
+    JOIN jobs j ON j.id = found.id
+    WHERE j.lease_id IS NOT DISTINCT FROM found.lease_id
+      AND j.lease_runner_id IS NOT DISTINCT FROM found.runner_id
+      AND CASE WHEN j.state IN ('leased', 'running') THEN true ELSE false END
     ORDER BY j.id FOR UPDATE OF j),
 done AS (
     UPDATE jobs SET
@@ -35,8 +37,8 @@ done AS (
     FROM held JOIN v ON v.lease_id = held.lease_id AND v.runner_id = held.runner_id
          JOIN runners r ON r.id = v.runner_id JOIN runtimes rt ON rt.id = r.runtime_id,
          workspaces w
-    WHERE jobs.id = held.id AND jobs.lease_id = v.lease_id AND jobs.lease_runner_id = v.runner_id
-      AND jobs.state IN ('leased', 'running') AND w.id = jobs.workspace_id
+    -- By the primary key alone: held locked the row and checked it.
+    WHERE jobs.id = held.id AND w.id = jobs.workspace_id
     RETURNING jobs.id, jobs.lease_id, jobs.state, jobs.attempt, jobs.workspace_id,
         jobs.ran_by_owner, CASE WHEN rt.owner_member_id IS NULL THEN 1 ELSE 0 END AS charged,
         GREATEST(v.now - COALESCE(jobs.started_at, v.now), 0) AS runner_ms, v.month,

@@ -214,8 +214,8 @@ fn fused_statement(batch: &PgCompletes) -> String {
     let completes = once(
         &batch.ctes("$4", 7),
         // The runners first, then their jobs (as revocation locks them).
-        "ORDER BY j.id FOR UPDATE OF j)",
-        "WHERE (SELECT COUNT(*) FROM locked) >= 0\n    ORDER BY j.id FOR UPDATE OF j)",
+        "\n    ORDER BY j.id FOR UPDATE OF j)",
+        "\n      AND (SELECT COUNT(*) FROM locked) >= 0\n    ORDER BY j.id FOR UPDATE OF j)",
     );
     let completes = completes.strip_prefix("WITH ").unwrap_or(&completes);
     let (head, tail) = LEASE_STATEMENT
