@@ -123,6 +123,28 @@ fn machine_cpu() -> f64 {
     busy as f64 / unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64
 }
 
+/// The whole machine's ticks from /proc/stat: (steal, all). Steal is time
+/// the hypervisor gave to other guests; a run with much of it is slower for
+/// reasons of its own, and "whole machine" CPU counts it (as the peers' do).
+fn cpu_ticks() -> (u64, u64) {
+    let stat = std::fs::read_to_string("/proc/stat").expect("/proc/stat");
+    let v: Vec<u64> = stat
+        .lines()
+        .next()
+        .expect("cpu line")
+        .split_whitespace()
+        .skip(1)
+        .take(8)
+        .filter_map(|v| v.parse().ok())
+        .collect();
+    (v.get(7).copied().unwrap_or(0), v.iter().sum())
+}
+
+/// The share of all CPU time that was steal between two `cpu_ticks`.
+fn steal_share(before: (u64, u64), after: (u64, u64)) -> f64 {
+    (after.0 - before.0) as f64 / (after.1 - before.1).max(1) as f64
+}
+
 /// What a drain cost, per 1,000 jobs and at its end.
 #[derive(Clone, Copy, Default)]
 struct Footprint {
@@ -453,13 +475,14 @@ async fn protocol_drain(
     admin: &Member,
     jobs: usize,
     runners: usize,
-) -> (f64, f64, f64, Option<Statements>) {
+) -> (f64, f64, f64, Option<Statements>, f64) {
     let clients = protocol_runners(c, admin, &format!("drain{runners}"), runners).await;
     prequeue(admin, jobs).await;
     let counted = pg_statements_reset(c).await;
     let left = std::sync::Arc::new(std::sync::atomic::AtomicI64::new(jobs as i64));
     let (cpu0, _) = usage_of(c.pid());
     let machine0 = machine_cpu();
+    let ticks0 = cpu_ticks();
     let t0 = Instant::now();
     // When the last job completed: the others' long-polls for more, which
     // end up to 200 ms later, are not part of the drain.
@@ -498,6 +521,7 @@ async fn protocol_drain(
         .as_secs_f64();
     let (cpu1, _) = usage_of(c.pid());
     let machine = machine_cpu() - machine0;
+    let steal = steal_share(ticks0, cpu_ticks());
     let statements = if counted {
         pg_statements(c).await
     } else {
@@ -508,6 +532,7 @@ async fn protocol_drain(
         (cpu1 - cpu0) / jobs as f64 * 1000.0,
         machine / jobs as f64 * 1000.0,
         statements,
+        steal,
     )
 }
 
@@ -803,7 +828,7 @@ async fn fleet_section(name: &str, backend: Backend, sqlite_sync: &'static str) 
     for runners in list("BENCH_DRAIN_RUNNERS", "1,8,64") {
         let mut c = coordinator(backend, sqlite_sync).await;
         let admin = c.bootstrap("drain", "bench@bench.test");
-        let (jps, cpu_per_1000, machine_per_1000, statements) =
+        let (jps, cpu_per_1000, machine_per_1000, statements, steal) =
             protocol_drain(&c, &admin, drain_jobs, runners).await;
         let per_job = statements.as_ref().map(|s| {
             (
@@ -817,7 +842,7 @@ async fn fleet_section(name: &str, backend: Backend, sqlite_sync: &'static str) 
             }
             None => String::new(),
         };
-        lines.push(format!("| {name} | drain {drain_jobs} jobs, {runners} runners | {jps:.0} jobs/s; coordinator {cpu_per_1000:.2} CPU-s per 1,000 jobs, whole machine {machine_per_1000:.2}{sql} |"));
+        lines.push(format!("| {name} | drain {drain_jobs} jobs, {runners} runners | {jps:.0} jobs/s; coordinator {cpu_per_1000:.2} CPU-s per 1,000 jobs, whole machine {machine_per_1000:.2} (steal {:.0} % of all CPU time){sql} |", steal * 100.0));
         if let Some(s) = &statements {
             for (calls, mean, text) in &s.top {
                 lines.push(format!(
@@ -837,6 +862,7 @@ async fn fleet_section(name: &str, backend: Backend, sqlite_sync: &'static str) 
             "jobsPerSecond": jps,
             "coordinatorCpuSecondsPer1000": cpu_per_1000,
             "machineCpuSecondsPer1000": machine_per_1000,
+            "stealShare": steal,
             "pgExecMsPerJob": per_job.map(|p| p.0),
             "pgStatementsPerJob": per_job.map(|p| p.1),
         });
