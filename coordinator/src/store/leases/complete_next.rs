@@ -262,26 +262,42 @@ impl OnEngine for CompleteNextBatch<'_> {
 
     /// SQLite writes both on its one writer: the completes, then the leases.
     async fn on_sqlite(self, store: &Store, _: &Arc<SqliteEngine>) -> Self::Out {
-        let completes: Vec<CompleteRequest> = self.0.iter().map(|r| r.complete.clone()).collect();
-        let completions = store.complete_batch(&completes).await?;
-        let sub: Vec<usize> = (0..completions.len())
-            .filter(|&k| matches!(&completions[k], Ok(c) if !c.repeated))
-            .collect();
-        let sub_reqs: Vec<LeaseRequest> = sub.iter().map(|&k| self.0[k].lease.clone()).collect();
-        let next = match sub.is_empty() {
-            true => Vec::new(),
-            false => store.lease_batch(&sub_reqs).await.unwrap_or_else(|e| {
-                let e = e.into_error();
-                tracing::error!(error = %e, "leasing the next jobs after a batch of completes");
-                sub.iter().map(|_| Err(next_failed())).collect()
-            }),
-        };
-        Ok(join(completions, sub, next))
+        in_turn(store, self.0).await
     }
 
+    /// One request (a runner's usual call) as one statement. A batch of
+    /// several as two, the completes then the leases: the fused statement
+    /// over many rows held its locks longer and drained 64 runners slower
+    /// (1,555 against 2,210 jobs/s, turn by turn, no steal).
     async fn on_postgres(self, store: &Store) -> Self::Out {
-        store.complete_next_in_one_statement(self.0).await
+        match self.0.len() {
+            1 => store.complete_next_in_one_statement(self.0).await,
+            _ => in_turn(store, self.0).await,
+        }
     }
+}
+
+/// The completes, then a lease batch for those that finished their job
+/// (not a repeat): two writes.
+async fn in_turn(
+    store: &Store,
+    reqs: &[CompleteNextRequest],
+) -> Result<Vec<Result<CompletedNext>>, BatchError> {
+    let completes: Vec<CompleteRequest> = reqs.iter().map(|r| r.complete.clone()).collect();
+    let completions = store.complete_batch(&completes).await?;
+    let sub: Vec<usize> = (0..completions.len())
+        .filter(|&k| matches!(&completions[k], Ok(c) if !c.repeated))
+        .collect();
+    let sub_reqs: Vec<LeaseRequest> = sub.iter().map(|&k| reqs[k].lease.clone()).collect();
+    let next = match sub.is_empty() {
+        true => Vec::new(),
+        false => store.lease_batch(&sub_reqs).await.unwrap_or_else(|e| {
+            let e = e.into_error();
+            tracing::error!(error = %e, "leasing the next jobs after a batch of completes");
+            sub.iter().map(|_| Err(next_failed())).collect()
+        }),
+    };
+    Ok(join(completions, sub, next))
 }
 
 #[cfg(test)]
