@@ -484,6 +484,22 @@ async fn a_complete_leases_the_runners_next_job_in_the_same_write() {
         "{done:?}"
     );
     assert_eq!(f.store.job_state(&gpu).await.unwrap(), JobState::Succeeded);
+
+    // Alone (on PostgreSQL one statement), with a job queued: a repeat, a
+    // stranger's complete and an unknown lease each lease nothing.
+    let waiting = f.submit(&[]).await;
+    let out = f.store.complete_next_batch(&[req(&a, &la)]).await.unwrap();
+    let repeat = out[0].as_ref().unwrap();
+    assert!(
+        repeat.completion.repeated && repeat.next.is_none(),
+        "{repeat:?}"
+    );
+    for (runner, lease) in [(&b, la.as_str()), (&a, "ls_nope")] {
+        let out = f.store.complete_next_batch(&[req(runner, lease)]).await;
+        let lost = &out.unwrap()[0];
+        assert_eq!(lost.as_ref().unwrap_err().kind(), Some(Kind::LeaseLost));
+    }
+    assert_eq!(f.store.job_state(&waiting).await.unwrap(), JobState::Queued);
     let usage = f.store.usage(&f.admin, 1_003).await.unwrap();
     assert_eq!(usage.jobs_charged, 5);
 }

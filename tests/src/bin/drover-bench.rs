@@ -467,21 +467,68 @@ async fn pg_hot(c: &mut Coordinator) -> Option<(String, Value)> {
     Some((text, Value::Object(json)))
 }
 
+/// CPU seconds PostgreSQL's processes on this machine have spent: each
+/// live one's, and the postmaster's exited children's (backends, autovacuum
+/// workers). None when none runs here.
+fn postgres_cpu() -> Option<f64> {
+    let stat_of = |pid: &str| -> Option<(String, Vec<u64>)> {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        let (head, rest) = stat.rsplit_once(')')?;
+        let comm = head.split_once('(')?.1.to_owned();
+        let f: Vec<u64> = rest
+            .split_whitespace()
+            .map(|v| v.parse().unwrap_or(0))
+            .collect();
+        // After the name: state ppid … utime(11) stime(12) cutime(13) cstime(14).
+        Some((comm, f))
+    };
+    let mut ticks = 0u64;
+    let mut any = false;
+    for entry in std::fs::read_dir("/proc").ok()?.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .filter(|n| n.bytes().all(|b| b.is_ascii_digit()))
+        else {
+            continue;
+        };
+        let Some((comm, f)) = stat_of(pid).filter(|(comm, f)| comm == "postgres" && f.len() > 14)
+        else {
+            continue;
+        };
+        any = true;
+        ticks += f[11] + f[12];
+        let parent = stat_of(&f[1].to_string()).map(|p| p.0);
+        if parent.as_deref() != Some(comm.as_str()) {
+            ticks += f[13] + f[14];
+        }
+    }
+    // SAFETY: sysconf has no preconditions.
+    any.then(|| ticks as f64 / unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64)
+}
+
+/// What a drain measured.
+struct Drain {
+    jobs_per_second: f64,
+    /// CPU-seconds per 1,000 jobs: the coordinator's, the whole machine's,
+    /// and PostgreSQL's (its processes here, on PostgreSQL).
+    coordinator_cpu: f64,
+    machine_cpu: f64,
+    postgres_cpu: Option<f64>,
+    statements: Option<Statements>,
+    steal: f64,
+}
+
 /// Pre-queues `jobs` no-op jobs, then `runners` protocol-level runners
-/// (lease → complete, nothing executed) drain them. Returns (jobs/s,
-/// coordinator CPU-seconds per 1,000 jobs).
-async fn protocol_drain(
-    c: &Coordinator,
-    admin: &Member,
-    jobs: usize,
-    runners: usize,
-) -> (f64, f64, f64, Option<Statements>, f64) {
+/// (lease → complete, nothing executed) drain them.
+async fn protocol_drain(c: &Coordinator, admin: &Member, jobs: usize, runners: usize) -> Drain {
     let clients = protocol_runners(c, admin, &format!("drain{runners}"), runners).await;
     prequeue(admin, jobs).await;
     let counted = pg_statements_reset(c).await;
     let left = std::sync::Arc::new(std::sync::atomic::AtomicI64::new(jobs as i64));
     let (cpu0, _) = usage_of(c.pid());
     let machine0 = machine_cpu();
+    let pg0 = postgres_cpu().filter(|_| c.options.backend == Backend::Postgres);
     let ticks0 = cpu_ticks();
     let t0 = Instant::now();
     // When the last job completed: the others' long-polls for more, which
@@ -521,19 +568,22 @@ async fn protocol_drain(
         .as_secs_f64();
     let (cpu1, _) = usage_of(c.pid());
     let machine = machine_cpu() - machine0;
+    let pg = pg0.and_then(|pg0| Some(postgres_cpu()? - pg0));
     let steal = steal_share(ticks0, cpu_ticks());
     let statements = if counted {
         pg_statements(c).await
     } else {
         None
     };
-    (
-        jobs as f64 / secs,
-        (cpu1 - cpu0) / jobs as f64 * 1000.0,
-        machine / jobs as f64 * 1000.0,
+    let per_1000 = |cpu: f64| cpu / jobs as f64 * 1000.0;
+    Drain {
+        jobs_per_second: jobs as f64 / secs,
+        coordinator_cpu: per_1000(cpu1 - cpu0),
+        machine_cpu: per_1000(machine),
+        postgres_cpu: pg.map(per_1000),
         statements,
         steal,
-    )
+    }
 }
 
 /// Open-loop arrivals at `rate` jobs/s for `secs` seconds, 8 protocol-level
@@ -828,19 +878,28 @@ async fn fleet_section(name: &str, backend: Backend, sqlite_sync: &'static str) 
     for runners in list("BENCH_DRAIN_RUNNERS", "1,8,64") {
         let mut c = coordinator(backend, sqlite_sync).await;
         let admin = c.bootstrap("drain", "bench@bench.test");
-        let (jps, cpu_per_1000, machine_per_1000, statements, steal) =
-            protocol_drain(&c, &admin, drain_jobs, runners).await;
+        let Drain {
+            jobs_per_second: jps,
+            coordinator_cpu: cpu_per_1000,
+            machine_cpu: machine_per_1000,
+            postgres_cpu,
+            statements,
+            steal,
+        } = protocol_drain(&c, &admin, drain_jobs, runners).await;
         let per_job = statements.as_ref().map(|s| {
             (
                 s.exec_ms / drain_jobs as f64,
                 s.calls as f64 / drain_jobs as f64,
             )
         });
-        let sql = match per_job {
-            Some((ms, calls)) => {
+        let sql = match (per_job, postgres_cpu) {
+            (Some((ms, calls)), Some(pg)) => format!(
+                "; PostgreSQL {pg:.2} CPU-s per 1,000 jobs, of which {ms:.3} ms per job executing statements ({calls:.1} a job)"
+            ),
+            (Some((ms, calls)), None) => {
                 format!("; PostgreSQL {ms:.3} ms of execution per job ({calls:.1} statements)")
             }
-            None => String::new(),
+            (None, _) => String::new(),
         };
         lines.push(format!("| {name} | drain {drain_jobs} jobs, {runners} runners | {jps:.0} jobs/s; coordinator {cpu_per_1000:.2} CPU-s per 1,000 jobs, whole machine {machine_per_1000:.2} (steal {:.0} % of all CPU time){sql} |", steal * 100.0));
         if let Some(s) = &statements {
@@ -864,6 +923,7 @@ async fn fleet_section(name: &str, backend: Backend, sqlite_sync: &'static str) 
             "machineCpuSecondsPer1000": machine_per_1000,
             "stealShare": steal,
             "pgExecMsPerJob": per_job.map(|p| p.0),
+            "pgCpuSecondsPer1000": postgres_cpu,
             "pgStatementsPerJob": per_job.map(|p| p.1),
         });
     }

@@ -57,11 +57,11 @@ fn outcome_state(outcome: Outcome) -> JobState {
 /// Values per usage row.
 const USAGE_WIDTH: usize = 10;
 
-/// `n` rows of `width` placeholders each, numbered from `$first`, each row
-/// ending with `tail` (e.g. `", $1"` for a value shared by every row).
 /// The complete's statement (`complete.sql`); `{rows}` is its VALUES rows.
 const COMPLETE_STATEMENT: &str = include_str!("complete.sql");
 
+/// `n` rows of `width` placeholders each, numbered from `$first`, each row
+/// ending with `tail` (e.g. `", $1"` for a value shared by every row).
 fn value_rows(first: usize, n: usize, width: usize, tail: &str) -> String {
     (0..n)
         .map(|k| format!("({}{tail})", placeholders(first + width * k, width)))
@@ -125,6 +125,20 @@ impl Store {
     }
 }
 
+/// `complete.sql` without its last line (from `WITH`) for `n` completes:
+/// its CTEs, now bound as `now` and the VALUES rows' parameters from
+/// `$first`.
+pub(super) fn complete_ctes(n: usize, now: &str, first: usize) -> String {
+    let sql = COMPLETE_STATEMENT
+        .strip_suffix('\n')
+        .unwrap_or(COMPLETE_STATEMENT)
+        .strip_suffix(FINAL_SELECT)
+        .expect("complete.sql ends with its SELECT");
+    let sql = &sql[sql.find("WITH ").expect("complete.sql has its WITH")..];
+    sql.replace("$1", now)
+        .replace("{rows}", &value_rows(first, n, 7, ""))
+}
+
 /// The statement's last line: what it finished (job, lease, state, runner).
 const FINAL_SELECT: &str = "SELECT id, lease_id, state, runner_id FROM done";
 
@@ -185,17 +199,9 @@ impl<'a> PgCompletes<'a> {
         self.first[&(r.lease.as_str(), r.runner.as_str())] == i
     }
 
-    /// `complete.sql` without its last line (from `WITH`): its CTEs, now
-    /// bound as `now` and the VALUES rows' parameters from `$first`.
+    /// The statement's CTEs for this batch (see `complete_ctes`).
     pub(super) fn ctes(&self, now: &str, first: usize) -> String {
-        let sql = COMPLETE_STATEMENT
-            .strip_suffix('\n')
-            .unwrap_or(COMPLETE_STATEMENT)
-            .strip_suffix(FINAL_SELECT)
-            .expect("complete.sql ends with its SELECT");
-        let sql = &sql[sql.find("WITH ").expect("complete.sql has its WITH")..];
-        sql.replace("$1", now)
-            .replace("{rows}", &value_rows(first, self.written.len(), 7, ""))
+        complete_ctes(self.written.len(), now, first)
     }
 
     /// Binds the VALUES rows (`ctes`' parameters from `first`), in order.

@@ -11,11 +11,9 @@
 //! `drover_lease` plans), the completes are written and the leases are asked
 //! for again as a lease batch of their own.
 
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 
-use sqlx::any::AnyRow;
-
-use super::complete::{Ended, PgCompletes};
+use super::complete::{Ended, PgCompletes, complete_ctes};
 use super::{
     CompleteRequest, Completion, LEASE_STATEMENT, LeaseAttempt, LeaseRequest, one_call_written,
 };
@@ -84,88 +82,64 @@ impl Store {
         self.engine.run(self, CompleteNextBatch(reqs)).await
     }
 
-    /// The batch as one statement (see the module's doc).
+    /// One request as one statement (see the module's doc).
     async fn complete_next_in_one_statement(
         &self,
-        reqs: &[CompleteNextRequest],
+        req: &CompleteNextRequest,
     ) -> Result<Vec<Result<CompletedNext>>, BatchError> {
-        let completes: Vec<CompleteRequest> = reqs.iter().map(|r| r.complete.clone()).collect();
+        let completes = [req.complete.clone()];
         let batch = PgCompletes::new(&completes);
-        let ttl_ms = reqs
-            .iter()
-            .map(|r| r.lease.ttl_ms)
-            .max()
-            .unwrap_or_default();
-        let runners: Vec<&str> = reqs.iter().map(|r| r.lease.runner.as_str()).collect();
-        let leases: Vec<LeaseId> = reqs.iter().map(|_| LeaseId::generate()).collect();
-        // The lease each request finished: none for a repeat in the batch.
-        let finished = (0..reqs.len()).map(|i| match batch.is_first(i) {
-            true => reqs[i].complete.lease.as_str(),
-            false => "",
-        });
-        let mut ids = runners.clone();
-        ids.sort_unstable();
-        ids.dedup();
-        let sql = fused_statement(&batch);
+        let runner = req.lease.runner.as_str();
+        let lease = LeaseId::generate();
         let rows = batch
             .bind(
-                sqlx::query(&sql)
-                    .bind(text_array(runners.iter().copied()))
-                    .bind(text_array(leases.iter().map(LeaseId::as_str)))
-                    .bind(text_array(ids))
+                sqlx::query(&FUSED_FOR_ONE)
+                    .bind(text_array([runner]))
+                    .bind(text_array([lease.as_str()]))
+                    .bind(text_array([runner]))
                     .bind(batch.now)
-                    .bind(ttl_ms as i64)
-                    .bind(text_array(finished)),
+                    .bind(req.lease.ttl_ms as i64)
+                    .bind(text_array([req.complete.lease.as_str()])),
             )
             .fetch_all(&self.writer)
             .await
             .map_err(BatchError::from_write)?;
 
-        // Written, completes and leases alike: from here an error is one
-        // request's alone, or the batch's as ambiguous (never run again).
+        // Written, the complete and the lease alike: from here an error is
+        // the request's, as ambiguous (never run again).
         let mut ended = Vec::new();
-        let mut asked: Vec<(i64, AnyRow)> = Vec::new();
+        let mut asked = Vec::new();
         for row in rows {
-            if row.col::<String>(0).map_err(BatchError::Ambiguous)? == "done" {
-                ended.push(Ended::read(&row, [1, 3, 4, 7])?);
-            } else {
-                asked.push((row.col(10).map_err(BatchError::Ambiguous)?, row));
+            match row
+                .col::<String>(0)
+                .map_err(BatchError::Ambiguous)?
+                .as_str()
+            {
+                "done" => ended.push(Ended::read(&row, [1, 3, 4, 7])?),
+                _ => asked.push(row),
             }
         }
-        asked.sort_by_key(|(i, _)| *i);
-        let again = asked
-            .first()
-            .and_then(|(_, r)| r.col::<String>(0).ok())
-            .is_some_and(|pick| pick == "again");
         let completions = batch.answers(self, ended).await?;
-        // The requests that asked for a lease, in order, with their lease ids.
-        let mut sub = Vec::with_capacity(asked.len());
-        let mut sub_leases = Vec::with_capacity(asked.len());
-        let mut lease_of = leases.into_iter().map(Some).collect::<Vec<_>>();
-        for (i, _) in &asked {
-            let k = (*i - 1) as usize;
-            sub.push(k);
-            sub_leases.push(lease_of[k].take().ok_or_else(|| {
-                BatchError::Ambiguous(Error::Corrupt(format!("lease request {i} twice")))
-            })?);
-        }
-        let sub_reqs: Vec<LeaseRequest> = sub.iter().map(|&k| reqs[k].lease.clone()).collect();
-        let next = if sub.is_empty() {
-            Vec::new()
-        } else if again {
+        // No lease row: the complete finished nothing here (a repeat, or lost).
+        let next = match asked.first().map(|r| r.col::<String>(0)) {
+            None => return Ok(join(completions, Vec::new(), Vec::new())),
             // Nothing was leased: ask as a lease batch does.
-            self.lease_batch(&sub_reqs).await.unwrap_or_else(|e| {
-                let e = e.into_error();
-                tracing::error!(error = %e, "leasing the next jobs after a batch of completes");
-                sub.iter().map(|_| Err(next_failed())).collect()
-            })
-        } else {
-            let rows: Vec<AnyRow> = asked.into_iter().map(|(_, row)| row).collect();
-            let written = one_call_written(&rows, &sub_reqs, sub_leases)?;
-            let now = sub_reqs.iter().map(|r| r.now).max().unwrap_or_default();
-            self.hand_out(written, now, ttl_ms).await
+            Some(Ok(pick)) if pick == "again" => self
+                .lease_batch(std::slice::from_ref(&req.lease))
+                .await
+                .unwrap_or_else(|e| {
+                    let e = e.into_error();
+                    tracing::error!(error = %e, "leasing the next job after a complete");
+                    vec![Err(next_failed())]
+                }),
+            Some(_) => {
+                let reqs = std::slice::from_ref(&req.lease);
+                let written = one_call_written(&asked, reqs, vec![lease])?;
+                self.hand_out(written, req.lease.now, req.lease.ttl_ms)
+                    .await
+            }
         };
-        Ok(join(completions, sub, next))
+        Ok(join(completions, vec![0], next))
     }
 }
 
@@ -202,17 +176,21 @@ fn join(
         .collect()
 }
 
-/// `lease.sql` with the batch's completes in it (see the module's doc).
-/// Parameters: the lease statement's `$1` … `$5`, `$6` the lease each
-/// request finished, then the completes' VALUES rows from `$7`.
-fn fused_statement(batch: &PgCompletes) -> String {
+/// The fused statement for one request, built once.
+static FUSED_FOR_ONE: LazyLock<String> =
+    LazyLock::new(|| fused_statement(&complete_ctes(1, "$4", 7)));
+
+/// `lease.sql` with a batch's completes (`complete_ctes`) in it (see the
+/// module's doc). Parameters: the lease statement's `$1` … `$5`, `$6` the
+/// lease each request finished, then the completes' VALUES rows from `$7`.
+fn fused_statement(completes: &str) -> String {
     const AT: &str = "-- (complete_next.rs puts a batch of completes here.)\n";
     const REQ: &str = "FROM unnest(CAST($1 AS TEXT[]), CAST($2 AS TEXT[])) WITH ORDINALITY AS q (runner, lease, i)";
     const HELD: &str =
         "WHERE j.lease_runner_id = r.id AND j.state IN ('leased', 'running')) AS held";
     const LAST: &str = "\nSELECT CASE WHEN o.yes THEN 'again'";
     let completes = once(
-        &batch.ctes("$4", 7),
+        completes,
         // The runners first, then their jobs (as revocation locks them).
         "\n    ORDER BY j.id FOR UPDATE OF j)",
         "\n      AND (SELECT COUNT(*) FROM locked) >= 0\n    ORDER BY j.id FOR UPDATE OF j)",
@@ -270,8 +248,8 @@ impl OnEngine for CompleteNextBatch<'_> {
     /// over many rows held its locks longer and drained 64 runners slower
     /// (1,555 against 2,210 jobs/s, turn by turn, no steal).
     async fn on_postgres(self, store: &Store) -> Self::Out {
-        match self.0.len() {
-            1 => store.complete_next_in_one_statement(self.0).await,
+        match self.0 {
+            [one] => store.complete_next_in_one_statement(one).await,
             _ => in_turn(store, self.0).await,
         }
     }
@@ -307,18 +285,7 @@ mod tests {
     /// writes it again.
     #[test]
     fn the_statement_for_one_request_is_the_one_bench_explains() {
-        use crate::store::leases::CompleteRequest;
-        let reqs = [CompleteRequest {
-            runner: crate::ids::RunnerId::from_db("rn_plan".into()),
-            lease: "ls".into(),
-            done: drover_domain::job::AttemptResult {
-                outcome: drover_domain::job::Outcome::Succeeded,
-                exit_code: Some(0),
-                error: None,
-            },
-            now: 1,
-        }];
-        let built = super::fused_statement(&super::PgCompletes::new(&reqs));
+        let built = &*super::FUSED_FOR_ONE;
         let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../bench/complete_next.sql");
         let header = "-- Generated by complete_next.rs (a test keeps it current): the statement\n\
                       -- a complete with its next lease runs on PostgreSQL, for one request.\n";
