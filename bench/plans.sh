@@ -54,7 +54,7 @@ SQL
 SET plan_cache_mode = force_generic_plan;
 PREPARE lease (text[], text[], text[], bigint, bigint) AS $lease_sql;
 PREPARE complete (bigint, text, text, text, bigint, text, bigint, bigint) AS $complete_sql;
-PREPARE next (text[], text[], text[], bigint, bigint, text[], text, text, text, bigint, text, bigint, bigint) AS $next_sql;
+PREPARE next (text, text, bigint, bigint, text, text, text, bigint, text, bigint, bigint) AS $next_sql;
 BEGIN;
 \echo '-- lease, first run'
 EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) EXECUTE lease('{rn_plan}', '{ls_p1}', '{rn_plan}', 1, 600000);
@@ -68,9 +68,9 @@ EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) EXECUTE complete(4, 'ls_p2', 'rn_plan', 's
 EXECUTE lease('{rn_plan}', '{ls_p3}', '{rn_plan}', 5, 600000);
 \o
 \echo '-- complete with the next lease, first run'
-EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) EXECUTE next('{rn_plan}', '{ls_p4}', '{rn_plan}', 6, 600000, '{ls_p3}', 'ls_p3', 'rn_plan', 'succeeded', 0, NULL, 6, 202612);
+EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) EXECUTE next('rn_plan', 'ls_p4', 6, 600000, 'ls_p3', 'rn_plan', 'succeeded', 0, NULL, 6, 202612);
 \echo '-- complete with the next lease, second run'
-EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) EXECUTE next('{rn_plan}', '{ls_p5}', '{rn_plan}', 7, 600000, '{ls_p4}', 'ls_p4', 'rn_plan', 'succeeded', 0, NULL, 7, 202612);
+EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) EXECUTE next('rn_plan', 'ls_p5', 7, 600000, 'ls_p4', 'rn_plan', 'succeeded', 0, NULL, 7, 202612);
 ROLLBACK;
 SQL
   echo '```'

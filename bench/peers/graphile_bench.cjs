@@ -14,8 +14,8 @@
 // add_job in one transaction, and the clock starts at its commit (where the
 // jobs and add_job's NOTIFYs appear at once), so it counts neither the worker
 // starting up nor the jobs being queued. jobs/s until the
-// last completes, and the machine's busy CPU-seconds (all of /proc/stat) per
-// 1,000 jobs in that window.
+// last completes, and the machine's busy CPU-seconds (all of /proc/stat) and
+// PostgreSQL's processes' per 1,000 jobs in that window.
 // Open loop: jobs added at a fixed rate to a ready worker (concurrency 8); each
 // job records when it started (≈ lease) and ended, against the time it was
 // scheduled to be added (or when it was added, if a timer fired early), so an
@@ -41,6 +41,26 @@ const TICK = Number(execSync("getconf CLK_TCK"));
 const machineCpuSeconds = () => {
   const v = fs.readFileSync("/proc/stat", "utf8").split("\n")[0].split(/\s+/).slice(1, 9).map(Number);
   return (v[0] + v[1] + v[2] + v[5] + v[6] + v[7]) / TICK;
+};
+// CPU-seconds of PostgreSQL's processes on this machine: each live one's,
+// and the postmaster's exited children's (as drover-bench counts them).
+const postgresCpuSeconds = () => {
+  const stat = (pid) => {
+    try {
+      const t = fs.readFileSync(`/proc/${pid}/stat`, "utf8");
+      const comm = t.slice(t.indexOf("(") + 1, t.lastIndexOf(")"));
+      return { comm, f: t.slice(t.lastIndexOf(")") + 2).split(" ").map(Number) };
+    } catch { return null; }
+  };
+  let ticks = 0;
+  for (const pid of fs.readdirSync("/proc").filter((n) => /^[0-9]+$/.test(n))) {
+    const s = stat(pid);
+    if (!s || s.comm !== "postgres") continue;
+    // After the name: state ppid … utime(11) stime(12) cutime(13) cstime(14).
+    ticks += s.f[11] + s.f[12];
+    if (stat(s.f[1])?.comm !== "postgres") ticks += s.f[13] + s.f[14];
+  }
+  return ticks / TICK;
 };
 const pct = (xs, p) => { const s = [...xs].sort((a, b) => a - b); return s[Math.round((s.length - 1) * p)]; };
 const stats = (xs) => ({ p50: pct(xs, 0.5), p99: pct(xs, 0.99), max: pct(xs, 1) });
@@ -83,22 +103,23 @@ async function main() {
   if (mode === "drain") {
     const n = Number(a), m = Number(b), pool = MAX_POOL_SIZE;
     const runner = await startReady(n, pool);
-    let cpu0, mcpu0, t0;
+    let cpu0, mcpu0, pg0, t0;
     await utils.withPgClient(async (c) => {
       // Queued in one transaction: the jobs, and add_job's NOTIFYs, appear at its commit.
       await c.query("begin");
       await c.query("select graphile_worker.add_job('noop', json_build_object('sentAt', 0)) from generate_series(1, $1)", [m]);
-      cpu0 = process.cpuUsage(); mcpu0 = machineCpuSeconds(); t0 = now();
+      cpu0 = process.cpuUsage(); mcpu0 = machineCpuSeconds(); pg0 = postgresCpuSeconds(); t0 = now();
       await c.query("commit");
     });
     await waitUntil(() => done >= m);
     const secs = (now() - t0) / 1000;
     const cpu = process.cpuUsage(cpu0), mcpu = machineCpuSeconds() - mcpu0;
+    const pgCpu = postgresCpuSeconds() - pg0;
     await runner.stop();
     const firstStartMs = Math.min(...times.map(([, s]) => s)) - t0;
     console.log(JSON.stringify({ peer: "graphile-worker", mode, workers: n, jobs: m, jobsPerSecond: m / secs,
       workerCpuSecondsPer1000: (cpu.user + cpu.system) / 1e6 / m * 1000, machineCpuSecondsPer1000: mcpu / m * 1000,
-      firstStartMs, version, settings: settings(n, pool) }));
+      pgCpuSecondsPer1000: pgCpu / m * 1000, firstStartMs, version, settings: settings(n, pool) }));
   } else {
     const rate = Number(a), secs = Number(b), total = rate * secs, pool = MAX_POOL_SIZE;
     const runner = await startReady(8, pool);

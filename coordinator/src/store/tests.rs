@@ -474,6 +474,13 @@ async fn a_complete_leases_the_runners_next_job_in_the_same_write() {
     let out = f.store.complete_next_batch(&[req(&a, &la)]).await.unwrap();
     let (got, la) = served_by(&out[0]);
     assert_eq!(got, gpu);
+    // A job pinned to b comes before the pool's (through the `again` path).
+    let pinned = f
+        .submit_to(serde_json::json!({"runtime": format!("self:ws:{b}"), "script": "true"}))
+        .await;
+    let out = f.store.complete_next_batch(&[req(&b, &lb)]).await.unwrap();
+    let (got, lb) = served_by(&out[0]);
+    assert_eq!(got, pinned);
     let out = f.store.complete_next_batch(&[req(&b, &lb)]).await.unwrap();
     assert_eq!(served_by(&out[0]).0, last);
     // Nothing left: no job, and the slot is free.
@@ -501,7 +508,7 @@ async fn a_complete_leases_the_runners_next_job_in_the_same_write() {
     }
     assert_eq!(f.store.job_state(&waiting).await.unwrap(), JobState::Queued);
     let usage = f.store.usage(&f.admin, 1_003).await.unwrap();
-    assert_eq!(usage.jobs_charged, 5);
+    assert_eq!(usage.jobs_charged, 6);
 }
 
 /// The job and lease a complete's next lease took.

@@ -40,9 +40,10 @@ const CHECK_IF_IDLE_FOR: Duration = Duration::from_secs(1);
 /// than the database's cores can.
 const CONNECTIONS: u32 = 12;
 
-/// A new connection's first lease prepares the lease statement and
-/// compiles `drover_lease` (its fallback) and plans its statements: 8–35
-/// ms, spent on the request that happened to use it. Spent here instead,
+/// A new connection's first lease prepares the lease statements (alone,
+/// and with a complete) and compiles `drover_lease` (their fallback) and
+/// plans its statements: 8–35 ms, spent on the request that happened to
+/// use it. Spent here instead,
 /// on every connection, before the first request (for no runner: nothing
 /// is locked or written).
 async fn warm(pool: &sqlx::AnyPool) -> Result<()> {
@@ -58,6 +59,9 @@ async fn warm(pool: &sqlx::AnyPool) -> Result<()> {
             .bind("{-}")
             .bind(0i64)
             .bind(0i64)
+            .execute(&mut *conn)
+            .await?;
+        crate::store::leases::complete_next_for_no_one()
             .execute(&mut *conn)
             .await?;
         Ok::<_, sqlx::Error>(conn)

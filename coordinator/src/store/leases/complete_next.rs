@@ -2,28 +2,27 @@
 //! as the runner asks after every job: on PostgreSQL one statement, so one
 //! round trip and one commit a job instead of two of each.
 //!
-//! The statement is `lease.sql` with the batch's completes (`complete.sql`'s
-//! CTEs) put in after the runners are locked, so it takes locks in the
-//! order revocation does (runner, then its jobs). Only a request whose
-//! complete finished its job here asks for a lease (a repeat or a lost lease
-//! gets none), and each runner's live leases count without the ones the
-//! statement finished. When the lease half says `again` (the cases
-//! `drover_lease` plans), the completes are written and the leases are asked
-//! for again as a lease batch of their own.
+//! The statement (`complete_next.sql`, for one request) is `lease.sql`'s
+//! rules for one runner with the complete (`complete.sql`'s CTEs) put in
+//! after the runner is locked, so it takes locks in the order revocation
+//! does (runner, then its job). Only a complete that finished its job here
+//! asks for a lease (a repeat or a lost lease gets none), and the runner's
+//! live leases count without the one it finished. When the lease half says
+//! `again` (the cases `drover_lease` plans), the complete is written and the
+//! lease is asked for again as a lease batch. A batch of several is the
+//! completes, then a lease batch.
 
 use std::sync::{Arc, LazyLock};
 
 use super::complete::{Ended, PgCompletes, complete_ctes};
-use super::{
-    CompleteRequest, Completion, LEASE_STATEMENT, LeaseAttempt, LeaseRequest, one_call_written,
-};
+use super::{CompleteRequest, Completion, LeaseAttempt, LeaseRequest, one_call_written};
 use crate::ids::{LeaseId, RunnerId, RuntimeId};
 use crate::store::backend::OnEngine;
 use crate::store::backend::sqlite::SqliteEngine;
 use crate::store::batch::BatchError;
 use crate::store::error::{Error, Result};
 use crate::store::sqlite_writer::Cols as _;
-use crate::store::{Store, only_result, text_array};
+use crate::store::{Store, only_result};
 use drover_domain::job::AttemptResult;
 
 /// One complete with its next lease, for a batch.
@@ -93,13 +92,11 @@ impl Store {
         let lease = LeaseId::generate();
         let rows = batch
             .bind(
-                sqlx::query(&FUSED_FOR_ONE)
-                    .bind(text_array([runner]))
-                    .bind(text_array([lease.as_str()]))
-                    .bind(text_array([runner]))
+                sqlx::query(&STATEMENT)
+                    .bind(runner)
+                    .bind(lease.as_str())
                     .bind(batch.now)
-                    .bind(req.lease.ttl_ms as i64)
-                    .bind(text_array([req.complete.lease.as_str()])),
+                    .bind(req.lease.ttl_ms as i64),
             )
             .fetch_all(&self.writer)
             .await
@@ -176,49 +173,33 @@ fn join(
         .collect()
 }
 
-/// The fused statement for one request, built once.
-static FUSED_FOR_ONE: LazyLock<String> =
-    LazyLock::new(|| fused_statement(&complete_ctes(1, "$4", 7)));
-
-/// `lease.sql` with a batch's completes (`complete_ctes`) in it (see the
-/// module's doc). Parameters: the lease statement's `$1` … `$5`, `$6` the
-/// lease each request finished, then the completes' VALUES rows from `$7`.
-fn fused_statement(completes: &str) -> String {
-    const AT: &str = "-- (complete_next.rs puts a batch of completes here.)\n";
-    const REQ: &str = "FROM unnest(CAST($1 AS TEXT[]), CAST($2 AS TEXT[])) WITH ORDINALITY AS q (runner, lease, i)";
-    const HELD: &str =
-        "WHERE j.lease_runner_id = r.id AND j.state IN ('leased', 'running')) AS held";
-    const LAST: &str = "\nSELECT CASE WHEN o.yes THEN 'again'";
+/// `complete_next.sql` with the complete's CTEs in it, built once.
+static STATEMENT: LazyLock<String> = LazyLock::new(|| {
+    const AT: &str = "-- (complete_next.rs puts the complete here.)\n";
     let completes = once(
-        completes,
-        // The runners first, then their jobs (as revocation locks them).
+        &complete_ctes(1, "$3", 5),
+        // The runner first, then its job (as revocation locks them).
         "\n    ORDER BY j.id FOR UPDATE OF j)",
         "\n      AND (SELECT COUNT(*) FROM locked) >= 0\n    ORDER BY j.id FOR UPDATE OF j)",
     );
     let completes = completes.strip_prefix("WITH ").unwrap_or(&completes);
-    let (head, tail) = LEASE_STATEMENT
-        .split_once(AT)
-        .expect("lease.sql's place for completes");
-    let (body, last) = tail.split_once(LAST).expect("lease.sql's last SELECT");
-    let body = once(
-        body,
-        REQ,
-        "FROM unnest(CAST($1 AS TEXT[]), CAST($2 AS TEXT[]), CAST($6 AS TEXT[]))
-         WITH ORDINALITY AS q (runner, lease, finished, i)
-    JOIN done d ON d.lease_id = q.finished AND d.runner_id = q.runner",
-    );
-    let body = once(
-        &body,
-        HELD,
-        "WHERE j.lease_runner_id = r.id AND j.state IN ('leased', 'running'))
-           - (SELECT COUNT(*) FROM done d WHERE d.runner_id = r.id) AS held",
-    );
-    format!(
-        "{head}{completes},\n{body}\n({}{last})\nUNION ALL\n\
-         SELECT 'done', d.id, NULL, d.lease_id, d.state, NULL, NULL, d.runner_id, NULL, NULL, NULL\n\
-         FROM done d",
-        LAST.trim_start()
+    once(
+        include_str!("complete_next.sql"),
+        AT,
+        &format!("{completes},\n"),
     )
+});
+
+/// The statement for a runner and lease that are no one's: it finds
+/// nothing and writes nothing (to prepare it on a new connection).
+pub(in crate::store) fn complete_next_for_no_one() -> super::complete::AnyQuery<'static> {
+    let mut q = sqlx::query(&STATEMENT)
+        .bind("-")
+        .bind("-")
+        .bind(0i64)
+        .bind(0i64);
+    q = q.bind("-").bind("-").bind("succeeded").bind(0i64);
+    q.bind(None::<&str>).bind(0i64).bind(0i64)
 }
 
 /// `text` with `from`, which it holds once, replaced by `to` (the statements
@@ -285,7 +266,7 @@ mod tests {
     /// writes it again.
     #[test]
     fn the_statement_for_one_request_is_the_one_bench_explains() {
-        let built = &*super::FUSED_FOR_ONE;
+        let built = &*super::STATEMENT;
         let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../bench/complete_next.sql");
         let header = "-- Generated by complete_next.rs (a test keeps it current): the statement\n\
                       -- a complete with its next lease runs on PostgreSQL, for one request.\n";

@@ -37,7 +37,6 @@ locked AS (
     WHERE r.id = o.id AND (SELECT pooled AND NOT pinned FROM busy)
     RETURNING r.id, r.lease_seq, r.revoked_at, r.slots
 ),
--- (complete_next.rs puts a batch of completes here.)
 -- The requests, in order.
 req AS (
     SELECT q.runner, q.lease, q.i

@@ -32,6 +32,7 @@ use std::sync::Arc;
 use crate::store::backend::OnEngine;
 use crate::store::backend::sqlite::SqliteEngine;
 use crate::wake::Wake;
+pub(in crate::store) use complete_next::complete_next_for_no_one;
 pub use complete_next::{CompleteNextRequest, CompletedNext};
 pub use drover_domain::lease::LeaseRequest;
 use drover_domain::lease::plan::{self, Pick, Planner};
