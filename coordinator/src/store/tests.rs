@@ -527,6 +527,67 @@ fn served_by(out: &super::error::Result<super::CompletedNext>) -> (String, Strin
     }
 }
 
+/// A workspace's spend (what its budget is checked against) is its charged
+/// usage, each line added once however it was written: a complete with its
+/// next lease, a batch of completes with a repeat in it, an attempt lost
+/// while running.
+#[tokio::test]
+async fn spend_adds_every_charged_line_once() {
+    let f = fixture("spend").await;
+    let (a, b) = (f.runner("a", &[]).await, f.runner("b", &[]).await);
+    for _ in 0..3 {
+        f.submit(&[]).await;
+    }
+    let out = f.lease(&[&a, &b]).await;
+    let ((_, la, _), (_, lb, _)) = (leased(&out[0]), leased(&out[1]));
+    f.store.heartbeat(&b, lb, 4, TTL).await.unwrap();
+    let complete = |lease: &str, now| CompleteRequest {
+        runner: a.clone(),
+        lease: lease.to_owned(),
+        done: (&wire::Complete {
+            outcome: Outcome::Succeeded,
+            exit_code: Some(0),
+            error: None,
+            next: None,
+        })
+            .into(),
+        now,
+    };
+    let out = f
+        .store
+        .complete_next_batch(&[CompleteNextRequest {
+            complete: complete(la, 1_003),
+            lease: f.lease_request(&a),
+        }])
+        .await
+        .unwrap();
+    let (_, next) = served_by(&out[0]);
+    let out = f
+        .store
+        .complete_batch(&[complete(&next, 3_003), complete(&next, 3_003)])
+        .await
+        .unwrap();
+    assert!(out[1].as_ref().unwrap().repeated);
+    f.expire_leases(4 + TTL as i64 + 500).await;
+
+    let (lines, charged): (i64, i64) = sqlx::query_as(
+        "SELECT COUNT(*), CAST(SUM(runner_ms) AS BIGINT) FROM usage WHERE charged = 1",
+    )
+    .fetch_one(&f.store.reader)
+    .await
+    .unwrap();
+    let spent: i64 =
+        sqlx::query_scalar("SELECT CAST(SUM(spent_ms) AS BIGINT) FROM workspace_spend")
+            .fetch_one(&f.store.reader)
+            .await
+            .unwrap();
+    // 1,000 + 2,000 ms completed, and b's attempt until it was lost (on
+    // PostgreSQL by the database's clock).
+    assert_eq!(lines, 3);
+    assert!(charged > 3_000 + TTL as i64, "{charged}");
+    assert_eq!(spent, charged, "spend is the charged usage");
+}
+
 #[tokio::test]
 async fn one_bad_submit_does_not_fail_its_batch_and_order_is_kept() {
     let f = fixture("submit").await;
