@@ -77,21 +77,10 @@ done AS (
         jobs.runtime_id, v.runner_id, jobs.submitter_id),
 billed AS (
     INSERT INTO usage (job_id, attempt, workspace_id, payer, charged, runner_ms,
-        month, runtime_id, runner_id, submitter_id, created_at, spent)
+        month, runtime_id, runner_id, submitter_id, created_at)
     SELECT id, attempt, workspace_id, ran_by_owner, charged, runner_ms,
-        month, runtime_id, runner_id, submitter_id, $3, 1 FROM done
-    ON CONFLICT (job_id, attempt) DO NOTHING
-    RETURNING workspace_id, month, charged, runner_ms),
--- The lines written here (not those ON CONFLICT skipped), added to the
--- workspace's spend: to this connection's stripe (backend pid mod 16, so
--- concurrent completes seldom share a row), in workspace order (migration
--- 0025: no trigger does it for a line marked spent).
-spent AS (
-    INSERT INTO workspace_spend AS s (workspace_id, month, shard, spent_ms)
-    SELECT b.workspace_id, b.month, pg_backend_pid() % 16, SUM(b.runner_ms)
-    FROM billed b WHERE b.charged = 1
-    GROUP BY b.workspace_id, b.month ORDER BY b.workspace_id, b.month
-    ON CONFLICT (workspace_id, month, shard) DO UPDATE SET spent_ms = s.spent_ms + EXCLUDED.spent_ms)
+        month, runtime_id, runner_id, submitter_id, $3 FROM done
+    ON CONFLICT (job_id, attempt) DO NOTHING)
 ,
 -- The runner and its live leases as of the snapshot, less the one finished
 -- here; its slots and revocation as locked.

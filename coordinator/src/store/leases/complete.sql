@@ -1,8 +1,8 @@
 -- A batch of completes on PostgreSQL, in one statement: each lease's job
 -- finished (or cancelled, when a cancel was asked and it did not succeed),
--- each attempt metered once and added to its workspace's spend. complete.rs
--- fills in the VALUES list, a row per complete, ($2 … $8) for the first:
--- lease, runner, outcome, exit code, error, now, month; $1 now.
+-- and each attempt metered once. complete.rs fills in the VALUES list, a
+-- row per complete, ($2 … $8) for the first: lease, runner, outcome, exit
+-- code, error, now, month; $1 now.
 WITH v (lease_id, runner_id, outcome, exit_code, error, now, month) AS (
     SELECT column1, column2, column3, CAST(column4 AS BIGINT), column5,
            CAST(column6 AS BIGINT), CAST(column7 AS BIGINT) FROM (VALUES {rows}) AS x),
@@ -45,19 +45,8 @@ done AS (
         jobs.runtime_id, v.runner_id, jobs.submitter_id),
 billed AS (
     INSERT INTO usage (job_id, attempt, workspace_id, payer, charged, runner_ms,
-        month, runtime_id, runner_id, submitter_id, created_at, spent)
+        month, runtime_id, runner_id, submitter_id, created_at)
     SELECT id, attempt, workspace_id, ran_by_owner, charged, runner_ms,
-        month, runtime_id, runner_id, submitter_id, $1, 1 FROM done
-    ON CONFLICT (job_id, attempt) DO NOTHING
-    RETURNING workspace_id, month, charged, runner_ms),
--- The lines written here (not those ON CONFLICT skipped), added to the
--- workspace's spend: to this connection's stripe (backend pid mod 16, so
--- concurrent completes seldom share a row), in workspace order (migration
--- 0025: no trigger does it for a line marked spent).
-spent AS (
-    INSERT INTO workspace_spend AS s (workspace_id, month, shard, spent_ms)
-    SELECT b.workspace_id, b.month, pg_backend_pid() % 16, SUM(b.runner_ms)
-    FROM billed b WHERE b.charged = 1
-    GROUP BY b.workspace_id, b.month ORDER BY b.workspace_id, b.month
-    ON CONFLICT (workspace_id, month, shard) DO UPDATE SET spent_ms = s.spent_ms + EXCLUDED.spent_ms)
+        month, runtime_id, runner_id, submitter_id, $1 FROM done
+    ON CONFLICT (job_id, attempt) DO NOTHING)
 SELECT id, lease_id, state, runner_id FROM done
