@@ -6,7 +6,8 @@
 #  2. drover-bench BENCH_SECTION=fleet: drains by 1/8/64 protocol-level
 #     runners (on PostgreSQL with what it executed per job, and the
 #     statements that took most, from pg_stat_statements, which
-#     ensure_pg_stat_statements loads), open-loop arrivals at 200 and 1,000
+#     ensure_pg_stat_statements loads, and PostgreSQL's own CPU per job,
+#     from its processes), open-loop arrivals at 200 and 1,000
 #     jobs/s, idle fleets of 1,000 and 10,000 runners, 1,000 runners
 #     reconnecting after a 10 s outage (SQLite NORMAL and FULL, PostgreSQL);
 #     then drover-retention-bench: 1/6/24 h of finished history purged
