@@ -412,18 +412,7 @@ async fn a_complete_leases_the_runners_next_job_in_the_same_write() {
         f.submit(&[]).await,
     );
     let req = |runner: &RunnerId, lease: &str| CompleteNextRequest {
-        complete: CompleteRequest {
-            runner: runner.clone(),
-            lease: lease.to_owned(),
-            done: (&wire::Complete {
-                outcome: Outcome::Succeeded,
-                exit_code: Some(0),
-                error: None,
-                next: None,
-            })
-                .into(),
-            now: 1_003,
-        },
+        complete: succeeded(runner, lease, 1_003),
         lease: f.lease_request(runner),
     };
     let out = f
@@ -511,6 +500,22 @@ async fn a_complete_leases_the_runners_next_job_in_the_same_write() {
     assert_eq!(usage.jobs_charged, 6);
 }
 
+/// `runner`'s complete of `lease` at `now`: succeeded, exit code 0.
+fn succeeded(runner: &RunnerId, lease: &str, now: i64) -> CompleteRequest {
+    CompleteRequest {
+        runner: runner.clone(),
+        lease: lease.to_owned(),
+        done: (&wire::Complete {
+            outcome: Outcome::Succeeded,
+            exit_code: Some(0),
+            error: None,
+            next: None,
+        })
+            .into(),
+        now,
+    }
+}
+
 /// The job and lease a complete's next lease took.
 fn served_by(out: &super::error::Result<super::CompletedNext>) -> (String, String) {
     match out
@@ -541,18 +546,7 @@ async fn spend_adds_every_charged_line_once() {
     let out = f.lease(&[&a, &b]).await;
     let ((_, la, _), (_, lb, _)) = (leased(&out[0]), leased(&out[1]));
     f.store.heartbeat(&b, lb, 4, TTL).await.unwrap();
-    let complete = |lease: &str, now| CompleteRequest {
-        runner: a.clone(),
-        lease: lease.to_owned(),
-        done: (&wire::Complete {
-            outcome: Outcome::Succeeded,
-            exit_code: Some(0),
-            error: None,
-            next: None,
-        })
-            .into(),
-        now,
-    };
+    let complete = |lease: &str, now| succeeded(&a, lease, now);
     let out = f
         .store
         .complete_next_batch(&[CompleteNextRequest {
