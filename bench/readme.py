@@ -101,13 +101,17 @@ def render(results_path, peers_path):
     def lease(b, rate, q):
         return get(b, f"open{rate}", "enqueueToLeaseMs", q)
 
+    def steal(share):
+        return "steal –" if share is None else f"steal {share * 100:.0f} %"
+
     rows = []
     for n in (1, 8, 64):
         d, g = drain(pg, n), peer_drain(graphile, n)
         c, gc = per_cpu(pg, n), peer_per_cpu(graphile, n)
         r, rc = ratio(d, g), ratio(c, gc)
         rows.append((f"PostgreSQL drain, {n} worker{'s' if n > 1 else ''}: ≥ 1.0× graphile-worker in jobs/s and per machine CPU-s",
-                     f"{num(d)} jobs/s ({ratio_s(r)}), {num(c)} per CPU-s ({ratio_s(rc)})",
+                     f"{num(d)} jobs/s ({ratio_s(r)}), {num(c)} per CPU-s ({ratio_s(rc)}); "
+                     f"{steal(get(pg, f'drain{n}', 'stealShare'))}, graphile-worker's {steal(get(graphile.get(('drain', n)), 'stealShare'))}",
                      mark(None if r is None or rc is None else r >= 1 and rc >= 1)))
     execs = [get(pg, f"drain{n}", "pgExecMsPerJob") for n in (1, 8, 64)]
     pg_cpu = [get(pg, f"drain{n}", "pgCpuSecondsPer1000") for n in (1, 8, 64)]

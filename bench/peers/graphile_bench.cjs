@@ -15,7 +15,8 @@
 // jobs and add_job's NOTIFYs appear at once), so it counts neither the worker
 // starting up nor the jobs being queued. jobs/s until the
 // last completes, and the machine's busy CPU-seconds (all of /proc/stat) and
-// PostgreSQL's processes' per 1,000 jobs in that window.
+// PostgreSQL's processes' per 1,000 jobs in that window, with the share of
+// the machine's CPU time that was steal.
 // Open loop: jobs added at a fixed rate to a ready worker (concurrency 8); each
 // job records when it started (≈ lease) and ended, against the time it was
 // scheduled to be added (or when it was added, if a timer fired early), so an
@@ -62,6 +63,12 @@ const postgresCpuSeconds = () => {
   }
   return ticks / TICK;
 };
+// The machine's (steal, all) ticks: steal is CPU time the hypervisor gave
+// to other guests (drover-bench reports its share the same way).
+const cpuTicks = () => {
+  const v = fs.readFileSync("/proc/stat", "utf8").split("\n")[0].split(/\s+/).slice(1, 9).map(Number);
+  return [v[7], v.reduce((a, b) => a + b, 0)];
+};
 const pct = (xs, p) => { const s = [...xs].sort((a, b) => a - b); return s[Math.round((s.length - 1) * p)]; };
 const stats = (xs) => ({ p50: pct(xs, 0.5), p99: pct(xs, 0.99), max: pct(xs, 1) });
 const POLL_INTERVAL = 2000; // graphile-worker's default
@@ -103,23 +110,24 @@ async function main() {
   if (mode === "drain") {
     const n = Number(a), m = Number(b), pool = MAX_POOL_SIZE;
     const runner = await startReady(n, pool);
-    let cpu0, mcpu0, pg0, t0;
+    let cpu0, mcpu0, pg0, ticks0, t0;
     await utils.withPgClient(async (c) => {
       // Queued in one transaction: the jobs, and add_job's NOTIFYs, appear at its commit.
       await c.query("begin");
       await c.query("select graphile_worker.add_job('noop', json_build_object('sentAt', 0)) from generate_series(1, $1)", [m]);
-      cpu0 = process.cpuUsage(); mcpu0 = machineCpuSeconds(); pg0 = postgresCpuSeconds(); t0 = now();
+      cpu0 = process.cpuUsage(); mcpu0 = machineCpuSeconds(); pg0 = postgresCpuSeconds(); ticks0 = cpuTicks(); t0 = now();
       await c.query("commit");
     });
     await waitUntil(() => done >= m);
     const secs = (now() - t0) / 1000;
     const cpu = process.cpuUsage(cpu0), mcpu = machineCpuSeconds() - mcpu0;
     const pgCpu = postgresCpuSeconds() - pg0;
+    const ticks = cpuTicks(), stealShare = (ticks[0] - ticks0[0]) / Math.max(1, ticks[1] - ticks0[1]);
     await runner.stop();
     const firstStartMs = Math.min(...times.map(([, s]) => s)) - t0;
     console.log(JSON.stringify({ peer: "graphile-worker", mode, workers: n, jobs: m, jobsPerSecond: m / secs,
       workerCpuSecondsPer1000: (cpu.user + cpu.system) / 1e6 / m * 1000, machineCpuSecondsPer1000: mcpu / m * 1000,
-      pgCpuSecondsPer1000: pgCpu / m * 1000, firstStartMs, version, settings: settings(n, pool) }));
+      pgCpuSecondsPer1000: pgCpu / m * 1000, stealShare, firstStartMs, version, settings: settings(n, pool) }));
   } else {
     const rate = Number(a), secs = Number(b), total = rate * secs, pool = MAX_POOL_SIZE;
     const runner = await startReady(8, pool);
