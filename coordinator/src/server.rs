@@ -178,7 +178,17 @@ pub async fn serve(
         crate::metrics::get().connections.inc();
         let slot = match slots.clone().try_acquire_owned() {
             Ok(slot) => Some(slot),
-            Err(_) => fresh.evict_oldest(evictable_after),
+            Err(_) => match fresh.evict_oldest(evictable_after) {
+                Some((slot, evicted)) => {
+                    // Its socket is closed by its own task: wait for that
+                    // (a second at most), so that a flood of evictions never
+                    // holds two descriptors for one slot.
+                    let _ = tokio::time::timeout(Duration::from_secs(1), evicted.closed.notified())
+                        .await;
+                    Some(slot)
+                }
+                None => None,
+            },
         };
         let Some(slot) = slot else {
             // A TLS client could not read a plain 503: it is just closed.
@@ -221,13 +231,15 @@ pub async fn serve(
                 &mut stopping,
             );
             let Some(stream) = accepted.await else {
+                me.closed.notify_one();
                 fresh.remove(&me);
                 drop(me.slot.lock().expect("slot").take());
                 crate::trim::released();
                 return;
             };
             let io = TokioIo::new(EnvelopedErrors::new(stream, write_timeout));
-            let mut conn = pin!(http.serve_connection(io, service));
+            // Boxed, so that the socket it owns is closed before `closed`.
+            let mut conn = Box::pin(http.serve_connection(io, service));
             let done = tokio::select! {
                 r = conn.as_mut() => Some(r),
                 _ = stopping.wait_for(|s| *s) => None,
@@ -241,9 +253,11 @@ pub async fn serve(
                 None => {
                     // Finish the request in flight, if any, then close.
                     conn.as_mut().graceful_shutdown();
-                    conn.await
+                    conn.as_mut().await
                 }
             };
+            drop(conn);
+            me.closed.notify_one();
             if let Err(e) = result {
                 // Hyper's own message leaves out the cause (e.g. a stall).
                 let mut error = e.to_string();
@@ -334,6 +348,8 @@ struct Connection {
     slot: Mutex<Option<OwnedSemaphorePermit>>,
     /// Told to close: its slot was given to another connection.
     evicted: Notify,
+    /// Its socket is closed.
+    closed: Notify,
 }
 
 impl Connection {
@@ -360,6 +376,7 @@ impl FreshConnections {
             state: AtomicU8::new(FRESH),
             slot: Mutex::new(Some(slot)),
             evicted: Notify::new(),
+            closed: Notify::new(),
         });
         self.open
             .lock()
@@ -373,8 +390,9 @@ impl FreshConnections {
     }
 
     /// Closes the oldest connection that has been fresh for `after` and
-    /// returns its slot; `None` if there is none.
-    fn evict_oldest(&self, after: Duration) -> Option<OwnedSemaphorePermit> {
+    /// returns its slot, with the connection (whose task closes its
+    /// socket); `None` if there is none.
+    fn evict_oldest(&self, after: Duration) -> Option<(OwnedSemaphorePermit, Arc<Connection>)> {
         let mut open = self.open.lock().expect("fresh connections");
         loop {
             let entry = open.first_entry()?;
@@ -384,11 +402,13 @@ impl FreshConnections {
             }
             let c = entry.remove();
             // One that has just sent its head is served, not evicted.
-            if c.close_if_fresh()
-                && let Some(slot) = c.slot.lock().expect("slot").take()
-            {
+            if !c.close_if_fresh() {
+                continue;
+            }
+            let slot = c.slot.lock().expect("slot").take();
+            if let Some(slot) = slot {
                 c.evicted.notify_one();
-                return Some(slot);
+                return Some((slot, c));
             }
         }
     }
