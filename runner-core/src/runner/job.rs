@@ -36,10 +36,26 @@ impl Runner {
             attempt: job.attempt,
         });
         // Mark it running before starting anything: a lease that never got
-        // here never ran, so the coordinator may give its attempt back.
-        let renewed = match self.first_heartbeat(&lease.lease_id, ttl).await {
+        // here never ran, so the coordinator may give its attempt back. The
+        // job's directory is made (on a thread of its own) while that
+        // heartbeat is on its way.
+        let work_root = &self.settings.work_root;
+        let making = {
+            let (root, name, user) = (
+                work_root.clone(),
+                format!("{}-{}", job.id, job.attempt),
+                self.isolation.job_user,
+            );
+            tokio::task::spawn_blocking(move || workdir::create_job_dir(&root, &name, user))
+        };
+        let (first, made) = tokio::join!(self.first_heartbeat(&lease.lease_id, ttl), making);
+        let made = made.unwrap_or_else(|e| Err(std::io::Error::other(e)));
+        let renewed = match first {
             Ok(sent) => sent,
             Err(reason) => {
+                if let Ok(dir) = &made {
+                    let _ = workdir::remove_job_dir(dir);
+                }
                 self.emit(EventKind::LeaseLost {
                     job: job.id,
                     error: reason,
@@ -74,12 +90,6 @@ impl Runner {
             })
         };
 
-        let work_root = &self.settings.work_root;
-        let made = workdir::create_job_dir(
-            work_root,
-            &format!("{}-{}", job.id, job.attempt),
-            self.isolation.job_user,
-        );
         let provided = match (&made, &self.actions) {
             (Ok(dir), Some(a)) => a.prepare(&job, dir, self.isolation.job_user, &out_tx).await,
             _ => Ok(()),
@@ -125,14 +135,14 @@ impl Runner {
         };
         kill_watch.abort();
         let _ = uploader.await;
-        if let Ok(dir) = made
-            && let Err(e) = workdir::remove_job_dir(&dir)
-        {
-            self.emit(EventKind::CleanupFailed {
-                job: job.id.clone(),
-                error: format!("removing {}: {e}", dir.display()),
-            });
-        }
+        // The directory goes (on a thread of its own: a big one takes a
+        // while) as the result is reported; the job is over once both are.
+        let cleanup = made.ok().map(|dir| {
+            tokio::task::spawn_blocking(move || {
+                workdir::remove_job_dir(&dir)
+                    .map_err(|e| format!("removing {}: {e}", dir.display()))
+            })
+        });
         if let Some(error) = &result.leftover {
             self.emit(EventKind::CleanupFailed {
                 job: job.id.clone(),
@@ -144,12 +154,14 @@ impl Runner {
         match result.stopped {
             Some(StopReason::Shutdown) => {
                 heartbeat.abort();
+                self.cleaned_up(&job.id, cleanup).await;
                 self.emit(EventKind::Abandoned { job: job.id });
                 return None;
             }
             Some(StopReason::LeaseLost) => {
                 // Someone else may be running it now; our result is not wanted.
                 heartbeat.abort();
+                self.cleaned_up(&job.id, cleanup).await;
                 self.emit(EventKind::LeaseLost {
                     job: job.id,
                     error: "stopped the job".into(),
@@ -178,6 +190,7 @@ impl Runner {
         let mut backoff = self.backoff();
         let mut kill = controls.kill.clone();
         phase.send_replace(Phase::Completing);
+        let id = job.id.clone();
         let outcome = loop {
             let r = self.client.complete_and_offer(&lease.lease_id, &done).await;
             self.link(&r);
@@ -227,8 +240,27 @@ impl Runner {
                 abort.abort();
             }
         });
+        self.cleaned_up(&id, cleanup).await;
         self.emit(outcome);
         next
+    }
+
+    /// Waits for a job's directory to be removed; says so if it could not be.
+    async fn cleaned_up(
+        &self,
+        job: &str,
+        cleanup: Option<tokio::task::JoinHandle<Result<(), String>>>,
+    ) {
+        let failed = match cleanup {
+            Some(removing) => removing.await.unwrap_or_else(|e| Err(e.to_string())).err(),
+            None => None,
+        };
+        if let Some(error) = failed {
+            self.emit(EventKind::CleanupFailed {
+                job: job.to_owned(),
+                error,
+            });
+        }
     }
 
     /// The heartbeat that marks the job running, retried while the lease
