@@ -1,13 +1,12 @@
 //! One runner: an identity with `slots` workers, each leasing one job at a
 //! time, running it, heartbeating, streaming its logs and reporting back.
 //! Here: its settings and state, and the loop that asks for work; `job`
-//! runs one leased job (heartbeat, logs, the result), `events` is what a
-//! runner reports; the job's process lives in `exec`.
+//! runs one leased job (heartbeat, the result), `logs` ships its output,
+//! `events` is what a runner reports; the job's process lives in `exec`.
 
 use std::collections::HashSet;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, atomic::AtomicBool, atomic::Ordering};
 use std::time::Duration;
 
 use drover_wire::{Complete, ErrorCode, Outcome};
@@ -19,6 +18,7 @@ use crate::isolation::{Isolation, Prepared};
 
 mod events;
 mod job;
+mod logs;
 mod presence;
 
 pub use events::{Event, EventKind};
