@@ -916,6 +916,71 @@ async fn text_array_literals_read_back_as_the_same_strings_on_postgres() {
     assert_eq!(back, items);
 }
 
+/// PostgreSQL: hot writes take the connection a hot write gave back last
+/// (`backend::hot`), so a steady stream of them stays on one backend; two at
+/// once take two; released (the store closing), none is kept, and the pool
+/// closes without waiting on one.
+#[tokio::test]
+async fn hot_writes_take_the_connection_given_back_last_on_postgres() {
+    needs(true);
+    let f = fixture("hot-connections").await;
+    async fn pid(conn: &mut super::backend::hot::Hot) -> i32 {
+        sqlx::query_scalar("SELECT pg_backend_pid()")
+            .fetch_one(&mut **conn)
+            .await
+            .unwrap()
+    }
+    let one = f.runner("one", &[]).await;
+    f.store.runner_hello(&one, &[], 1, false, 2).await.unwrap();
+    f.submit(&[]).await;
+    leased(&f.lease(&[&one]).await[0]);
+    // The lease's connection is the one on top: the backend that ran it.
+    let leasers: Vec<i32> = sqlx::query_scalar(
+        "SELECT pid FROM pg_stat_activity WHERE datname = current_database()
+             AND query LIKE '%A lease batch%' AND pid <> pg_backend_pid()",
+    )
+    .fetch_all(&f.store.reader)
+    .await
+    .unwrap();
+    let [leaser] = leasers[..] else {
+        panic!("backends whose last statement was a lease: {leasers:?}")
+    };
+    let mut last = f.store.engine.hot(&f.store).await.unwrap();
+    assert_eq!(pid(&mut last).await, leaser, "not the lease's connection");
+    last.done();
+    let mut again = f.store.engine.hot(&f.store).await.unwrap();
+    assert_eq!(pid(&mut again).await, leaser, "not the one given back last");
+
+    let mut other = f.store.engine.hot(&f.store).await.unwrap();
+    let second = pid(&mut other).await;
+    assert_ne!(second, leaser, "two at once shared a connection");
+    other.done();
+    again.done();
+    let mut top = f.store.engine.hot(&f.store).await.unwrap();
+    assert_eq!(
+        pid(&mut top).await,
+        leaser,
+        "the last given back is taken first"
+    );
+    top.done();
+
+    // Dropped without `done` (its write failed): back to the pool, not kept.
+    let mut failed = f.store.engine.hot(&f.store).await.unwrap();
+    assert_eq!(pid(&mut failed).await, leaser);
+    drop(failed);
+    let mut next = f.store.engine.hot(&f.store).await.unwrap();
+    assert_eq!(
+        pid(&mut next).await,
+        second,
+        "a connection whose write failed was kept"
+    );
+    next.done();
+
+    tokio::time::timeout(std::time::Duration::from_secs(10), f.store.close())
+        .await
+        .expect("the pool closed with connections still kept");
+}
+
 /// PostgreSQL: a look that finds nothing queued locks nothing (a row lock
 /// is a write: the look's commit would wait for the WAL to reach the disk),
 /// and still says what a locked look would (here: no room left).

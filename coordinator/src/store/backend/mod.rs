@@ -3,6 +3,7 @@
 //! writer and inline readers, or PostgreSQL through sqlx and its stored
 //! function. This is the one place that tells them apart.
 
+pub(super) mod hot;
 pub(super) mod postgres;
 pub mod signals;
 pub(super) mod sqlite;
@@ -109,8 +110,9 @@ pub(in crate::store) enum Engine {
     /// SQLite's batch writer (its own thread, rusqlite) and inline readers
     /// (on the calling thread), with the same SQL text as through sqlx.
     Sqlite(Arc<sqlite::SqliteEngine>),
-    /// PostgreSQL through sqlx's pool (and `drover_lease`).
-    Postgres,
+    /// PostgreSQL through sqlx's pool (and `drover_lease`), its hot writes
+    /// on the connections they used last.
+    Postgres(hot::HotConnections),
 }
 
 impl Engine {
@@ -118,7 +120,7 @@ impl Engine {
     pub(in crate::store) async fn run<T: OnEngine>(&self, store: &Store, path: T) -> T::Out {
         match self {
             Self::Sqlite(e) => path.on_sqlite(store, e).await,
-            Self::Postgres => path.on_postgres(store).await,
+            Self::Postgres(_) => path.on_postgres(store).await,
         }
     }
 
@@ -131,7 +133,7 @@ impl Engine {
     ) -> Result<Vec<T>> {
         match self {
             Self::Sqlite(e) => e.read(sql, &args),
-            Self::Postgres => {
+            Self::Postgres(_) => {
                 let rows = bind_args(sql, &args).fetch_all(&store.reader).await?;
                 rows.iter().map(|row| T::from_cols(row)).collect()
             }
@@ -147,17 +149,30 @@ impl Engine {
     ) -> Result<Vec<T>> {
         match self {
             Self::Sqlite(e) => e.write(store, sql, args).await,
-            Self::Postgres => {
-                let rows = bind_args(&sql, &args).fetch_all(&store.writer).await?;
+            Self::Postgres(kept) => {
+                let mut conn = kept.acquire(&store.writer).await?;
+                let rows = bind_args(&sql, &args).fetch_all(&mut *conn).await?;
+                conn.done();
                 rows.iter().map(|row| T::from_cols(row)).collect()
             }
         }
     }
 
-    /// Stops what the engine runs of its own (SQLite's writer thread).
+    /// Stops what the engine runs of its own (SQLite's writer thread), and
+    /// gives back what it keeps of the pool (before the pool closes).
     pub(in crate::store) fn close(&self) {
-        if let Self::Sqlite(e) = self {
-            e.close();
+        match self {
+            Self::Sqlite(e) => e.close(),
+            Self::Postgres(kept) => kept.release(),
+        }
+    }
+
+    /// A connection for a hot write: on PostgreSQL the one a hot write gave
+    /// back last (see `hot`); call `done` on it once the write went through.
+    pub(in crate::store) async fn hot(&self, store: &Store) -> sqlx::Result<hot::Hot> {
+        match self {
+            Self::Postgres(kept) => kept.acquire(&store.writer).await,
+            Self::Sqlite(_) => hot::HotConnections::default().acquire(&store.writer).await,
         }
     }
 }

@@ -29,7 +29,7 @@ pub(in crate::store) const DIALECT: Dialect = Dialect {
 /// A pooled connection idle at least this long is pinged before it is used.
 /// Under load connections come back within milliseconds; one that broke in
 /// the last second is as likely as one breaking while in use.
-const CHECK_IF_IDLE_FOR: Duration = Duration::from_secs(1);
+pub(super) const CHECK_IF_IDLE_FOR: Duration = Duration::from_secs(1);
 
 /// The pool's connections, all opened and warmed before the coordinator
 /// serves, and never more. On this 2-core machine a pool of 24 opened
@@ -98,7 +98,7 @@ pub(in crate::store) async fn open(url: &str) -> Result<Store> {
         reader: pool,
         dialect: &DIALECT,
         url: url.to_owned(),
-        engine: Engine::Postgres,
+        engine: Engine::Postgres(Default::default()),
         batches: None,
         alive: Arc::default(),
         secrets: Arc::default(),

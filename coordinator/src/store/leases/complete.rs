@@ -112,11 +112,13 @@ impl Store {
     ) -> Result<Vec<Result<Completion>>, BatchError> {
         let batch = PgCompletes::new(reqs);
         let sql = batch.ctes("$1", 2) + FINAL_SELECT;
+        let mut conn = self.engine.hot(self).await?;
         let rows = batch
             .bind(sqlx::query(&sql).bind(batch.now))
-            .fetch_all(&self.writer)
+            .fetch_all(&mut *conn)
             .await
             .map_err(BatchError::from_write)?;
+        conn.done();
         let mut ended = Vec::with_capacity(rows.len());
         for row in &rows {
             ended.push(Ended::read(row, [0, 1, 2, 3])?);

@@ -90,6 +90,7 @@ impl Store {
         let batch = PgCompletes::new(&completes);
         let runner = req.lease.runner.as_str();
         let lease = LeaseId::generate();
+        let mut conn = self.engine.hot(self).await?;
         let rows = batch
             .bind(
                 sqlx::query(&STATEMENT)
@@ -98,9 +99,10 @@ impl Store {
                     .bind(batch.now)
                     .bind(req.lease.ttl_ms as i64),
             )
-            .fetch_all(&self.writer)
+            .fetch_all(&mut *conn)
             .await
             .map_err(BatchError::from_write)?;
+        conn.done();
 
         // Written, the complete and the lease alike: from here an error is
         // the request's, as ambiguous (never run again).

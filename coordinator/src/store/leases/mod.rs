@@ -206,28 +206,33 @@ impl Store {
             text_array(leases.iter().map(LeaseId::as_str)),
             text_array(ids),
         );
-        let run = |sql: &'static str| {
+        let query = |sql: &'static str| {
             sqlx::query(sql)
                 .bind(runners.clone())
                 .bind(leases_bound.clone())
                 .bind(ids.clone())
                 .bind(now)
                 .bind(ttl_ms as i64)
-                .fetch_all(&self.writer)
         };
-        let mut rows = run(LEASE_STATEMENT).await.map_err(BatchError::from_write)?;
+        let mut conn = self.engine.hot(self).await?;
+        let mut rows = query(LEASE_STATEMENT)
+            .fetch_all(&mut *conn)
+            .await
+            .map_err(BatchError::from_write)?;
         if rows
             .first()
             .and_then(|r| r.col::<String>(0).ok())
             .as_deref()
             == Some("again")
         {
-            rows = run(
+            rows = query(
                 "SELECT * FROM drover_lease(CAST($1 AS TEXT[]), CAST($2 AS TEXT[]), CAST($3 AS TEXT[]), $4, $5)",
             )
+            .fetch_all(&mut *conn)
             .await
             .map_err(BatchError::from_write)?;
         }
+        conn.done();
         one_call_written(&rows, reqs, leases)
     }
 }

@@ -105,7 +105,8 @@ impl Store {
         sealed: &[Option<String>],
         now: i64,
     ) -> Result<(Decided, Wrote), BatchError> {
-        let mut tx = self.writer.begin().await?;
+        let mut conn = self.engine.hot(self).await?;
+        let mut tx = sqlx::Connection::begin(&mut *conn).await?;
         let asked = Asked::of(reqs);
         let mut reads = Reads {
             stored: idempotency::find(&mut tx, &asked.keyed, now).await?,
@@ -201,6 +202,7 @@ impl Store {
                 .extend(rows.into_iter().map(|r| (r.id.clone(), Ok(r))));
         }
         tx.commit().await.map_err(BatchError::from_write)?;
+        conn.done();
         Ok((decided, wrote))
     }
 }
