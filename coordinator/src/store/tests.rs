@@ -924,11 +924,14 @@ async fn text_array_literals_read_back_as_the_same_strings_on_postgres() {
 async fn hot_writes_take_the_connection_given_back_last_on_postgres() {
     needs(true);
     let f = fixture("hot-connections").await;
-    async fn pid(conn: &mut super::backend::hot::Hot) -> i32 {
-        sqlx::query_scalar("SELECT pg_backend_pid()")
-            .fetch_one(&mut **conn)
+    // A hot connection, and the backend behind it.
+    async fn take(store: &Store) -> (super::backend::hot::Hot, i32) {
+        let mut conn = store.engine.hot(store).await.unwrap();
+        let pid = sqlx::query_scalar("SELECT pg_backend_pid()")
+            .fetch_one(&mut *conn)
             .await
-            .unwrap()
+            .unwrap();
+        (conn, pid)
     }
     let one = f.runner("one", &[]).await;
     f.store.runner_hello(&one, &[], 1, false, 2).await.unwrap();
@@ -945,35 +948,26 @@ async fn hot_writes_take_the_connection_given_back_last_on_postgres() {
     let [leaser] = leasers[..] else {
         panic!("backends whose last statement was a lease: {leasers:?}")
     };
-    let mut last = f.store.engine.hot(&f.store).await.unwrap();
-    assert_eq!(pid(&mut last).await, leaser, "not the lease's connection");
+    let (last, pid) = take(&f.store).await;
+    assert_eq!(pid, leaser, "not the lease's connection");
     last.done();
-    let mut again = f.store.engine.hot(&f.store).await.unwrap();
-    assert_eq!(pid(&mut again).await, leaser, "not the one given back last");
+    let (again, pid) = take(&f.store).await;
+    assert_eq!(pid, leaser, "not the one given back last");
 
-    let mut other = f.store.engine.hot(&f.store).await.unwrap();
-    let second = pid(&mut other).await;
+    let (other, second) = take(&f.store).await;
     assert_ne!(second, leaser, "two at once shared a connection");
     other.done();
     again.done();
-    let mut top = f.store.engine.hot(&f.store).await.unwrap();
-    assert_eq!(
-        pid(&mut top).await,
-        leaser,
-        "the last given back is taken first"
-    );
+    let (top, pid) = take(&f.store).await;
+    assert_eq!(pid, leaser, "the last given back is taken first");
     top.done();
 
     // Dropped without `done` (its write failed): back to the pool, not kept.
-    let mut failed = f.store.engine.hot(&f.store).await.unwrap();
-    assert_eq!(pid(&mut failed).await, leaser);
+    let (failed, pid) = take(&f.store).await;
+    assert_eq!(pid, leaser);
     drop(failed);
-    let mut next = f.store.engine.hot(&f.store).await.unwrap();
-    assert_eq!(
-        pid(&mut next).await,
-        second,
-        "a connection whose write failed was kept"
-    );
+    let (next, pid) = take(&f.store).await;
+    assert_eq!(pid, second, "a connection whose write failed was kept");
     next.done();
 
     tokio::time::timeout(std::time::Duration::from_secs(10), f.store.close())
