@@ -149,8 +149,8 @@ impl Engine {
     ) -> Result<Vec<T>> {
         match self {
             Self::Sqlite(e) => e.write(store, sql, args).await,
-            Self::Postgres(kept) => {
-                let mut conn = kept.acquire(&store.writer).await?;
+            Self::Postgres(_) => {
+                let mut conn = self.hot(store).await?;
                 let rows = bind_args(&sql, &args).fetch_all(&mut *conn).await?;
                 conn.done();
                 rows.iter().map(|row| T::from_cols(row)).collect()
