@@ -36,26 +36,12 @@ impl Runner {
             attempt: job.attempt,
         });
         // Mark it running before starting anything: a lease that never got
-        // here never ran, so the coordinator may give its attempt back. The
-        // job's directory is made (on a thread of its own) while that
-        // heartbeat is on its way.
-        let work_root = &self.settings.work_root;
-        let making = {
-            let (root, name, user) = (
-                work_root.clone(),
-                format!("{}-{}", job.id, job.attempt),
-                self.isolation.job_user,
-            );
-            tokio::task::spawn_blocking(move || workdir::create_job_dir(&root, &name, user))
-        };
-        let (first, made) = tokio::join!(self.first_heartbeat(&lease.lease_id, ttl), making);
-        let made = made.unwrap_or_else(|e| Err(std::io::Error::other(e)));
-        let renewed = match first {
+        // here never ran, so the coordinator may give its attempt back. (Its
+        // directory is made only then: a lease that woke up stale names the
+        // same attempt as the one that replaced it, and the same directory.)
+        let renewed = match self.first_heartbeat(&lease.lease_id, ttl).await {
             Ok(sent) => sent,
             Err(reason) => {
-                if let Ok(dir) = &made {
-                    let _ = workdir::remove_job_dir(dir);
-                }
                 self.emit(EventKind::LeaseLost {
                     job: job.id,
                     error: reason,
@@ -90,6 +76,12 @@ impl Runner {
             })
         };
 
+        let work_root = &self.settings.work_root;
+        let made = workdir::create_job_dir(
+            work_root,
+            &format!("{}-{}", job.id, job.attempt),
+            self.isolation.job_user,
+        );
         let provided = match (&made, &self.actions) {
             (Ok(dir), Some(a)) => a.prepare(&job, dir, self.isolation.job_user, &out_tx).await,
             _ => Ok(()),
