@@ -105,5 +105,13 @@ pub(in crate::store) async fn open(url: &str) -> Result<Store> {
         clock_offset: Arc::default(),
         others_listening: Arc::new(AtomicBool::new(true)),
     }
-    .with_batches(4))
+    // One batch of each kind at a time, as SQLite writes them. Two batches
+    // of a kind at once read the same head of a pool's queue and lock the
+    // same runners, so each skips the other's rows, waits on its locks or
+    // hands its requests to drover_lease; one at a time, the calls that
+    // arrive meanwhile make the next batch bigger instead. Drains, 8
+    // runners, turn by turn: with up to 4 at once, PostgreSQL spent
+    // 0.69-0.79 CPU-ms a job (0.87 statements a job); with 1, 0.29-0.34
+    // (0.45), and the drain went from 1,535-1,781 to 1,904-2,304 jobs/s.
+    .with_batches(1))
 }
