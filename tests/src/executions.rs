@@ -284,6 +284,9 @@ impl DbProbe {
         match c.options.backend {
             Backend::Sqlite => Self::Sqlite(
                 sqlx::sqlite::SqlitePoolOptions::new()
+                    // sqlx 0.8.6's reaper can spin forever (see the store's pool_options).
+                    .idle_timeout(None)
+                    .max_lifetime(None)
                     .max_connections(1)
                     .connect(&format!("{}?mode=ro", c.database))
                     .await
@@ -291,6 +294,8 @@ impl DbProbe {
             ),
             Backend::Postgres => Self::Postgres(
                 sqlx::postgres::PgPoolOptions::new()
+                    .idle_timeout(None)
+                    .max_lifetime(None)
                     .max_connections(1)
                     .connect(&c.database)
                     .await

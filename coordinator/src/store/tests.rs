@@ -1248,3 +1248,14 @@ async fn every_lease_rule_holds_in_the_store() {
         assert_eq!(wakes, case.wakes, "{}: wakes", case.name);
     }
 }
+
+/// sqlx's reaper is off on the store's pools (`backend::pool_options`):
+/// sqlx 0.8.6's can spin a tokio worker forever.
+#[tokio::test]
+async fn the_pools_run_no_reaper() {
+    let f = fixture("reaper").await;
+    for pool in [&f.store.writer, &f.store.reader] {
+        assert_eq!(pool.options().get_idle_timeout(), None);
+        assert_eq!(pool.options().get_max_lifetime(), None);
+    }
+}

@@ -18,6 +18,20 @@ use super::Store;
 use crate::store::error::Result;
 pub(in crate::store) use sqlite_writer::Cols;
 
+/// Pool options for every pool the store opens: sqlx's reaper turned off.
+/// sqlx 0.8.6's reaper loops over the pool's count of idle connections,
+/// which a connection given back while another is taken can wrap below
+/// zero; the reaper then spins a tokio worker through about 2^64 turns, and
+/// the process never exits (transact-rs/sqlx#3645, fixed after 0.8.6; an
+/// `admin bootstrap` hung a test run so). Our pools keep their connections
+/// for the process's life anyway: a fixed size, a connection idle a while
+/// checked before use (PostgreSQL), one that fails closed and replaced.
+pub(in crate::store) fn pool_options<DB: sqlx::Database>() -> sqlx::pool::PoolOptions<DB> {
+    sqlx::pool::PoolOptions::new()
+        .idle_timeout(None)
+        .max_lifetime(None)
+}
+
 /// A value bound to a statement's `$n`.
 #[derive(Clone, Debug)]
 pub(in crate::store) enum Arg {

@@ -6,7 +6,6 @@ use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use sqlx::Connection as _;
-use sqlx::any::AnyPoolOptions;
 
 use super::Engine;
 use crate::store::error::Result;
@@ -71,7 +70,7 @@ async fn warm(pool: &sqlx::AnyPool) -> Result<()> {
 }
 
 pub(in crate::store) async fn open(url: &str) -> Result<Store> {
-    let pool = AnyPoolOptions::new()
+    let pool = super::pool_options::<sqlx::Any>()
         .max_connections(CONNECTIONS)
         .min_connections(CONNECTIONS)
         .acquire_timeout(Duration::from_secs(30))

@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use std::str::FromStr;
 use std::sync::atomic::Ordering;
 
-use sqlx::postgres::{PgConnectOptions, PgListener, PgPoolOptions};
+use sqlx::postgres::{PgConnectOptions, PgListener};
 
 use crate::store::Store;
 use crate::store::error::Result;
@@ -159,7 +159,7 @@ impl Store {
             return Ok(None);
         }
         let options = PgConnectOptions::from_str(&self.url)?.application_name(LISTENER_NAME);
-        let pool = PgPoolOptions::new()
+        let pool = super::pool_options::<sqlx::Postgres>()
             .max_connections(1)
             .connect_with(options)
             .await?;

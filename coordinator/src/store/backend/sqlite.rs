@@ -8,7 +8,6 @@ use std::time::Duration;
 
 use sqlx::AnyPool;
 use sqlx::Executor as _;
-use sqlx::any::AnyPoolOptions;
 
 use super::sqlite_writer::{self, InlineReaders, SqliteWriter};
 use super::{Arg, Engine, FromCols};
@@ -113,7 +112,7 @@ pub(in crate::store) async fn open(url: &str, durability: Durability) -> Result<
     let writer_pragmas = format!("PRAGMA journal_mode = WAL; {batch_pragmas}");
     // A connection to a local file does not go stale: no ping (a
     // round trip to the connection's thread) before each use.
-    let writer = AnyPoolOptions::new()
+    let writer = super::pool_options::<sqlx::Any>()
         .max_connections(1)
         .min_connections(1)
         .test_before_acquire(false)
@@ -139,7 +138,7 @@ pub(in crate::store) async fn open(url: &str, durability: Durability) -> Result<
     }
     let batches = SqliteWriter::open(file.clone(), batch_pragmas).await?;
     let inline_reads = InlineReaders::new(file);
-    let reader = AnyPoolOptions::new()
+    let reader = super::pool_options::<sqlx::Any>()
         .max_connections(4)
         .test_before_acquire(false)
         .acquire_timeout(Duration::from_secs(30))
