@@ -4,7 +4,7 @@
 //! one runner, each complete then went to the next of the pool's 12
 //! backends in turn, each a process cold in the CPU's caches (and its own
 //! catalog and plan caches). The hot writes (submit, lease, complete, a
-//! complete with the next lease, the first heartbeat) take the connection
+//! complete with the next lease, the heartbeat) take the connection
 //! a hot write gave back last instead: a steady stream keeps one backend
 //! busy, a burst takes as many as it needs, and the pool's other
 //! connections serve everything else.

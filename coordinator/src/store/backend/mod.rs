@@ -186,6 +186,7 @@ impl Engine {
     pub(in crate::store) async fn hot(&self, store: &Store) -> sqlx::Result<hot::Hot> {
         match self {
             Self::Postgres(kept) => kept.acquire(&store.writer).await,
+            // Only PostgreSQL's paths ask; on SQLite it would be a pool connection, kept by no one.
             Self::Sqlite(_) => hot::HotConnections::default().acquire(&store.writer).await,
         }
     }
