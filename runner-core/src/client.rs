@@ -383,20 +383,36 @@ impl Client {
             .await
     }
 
-    /// Follows the log until the job ends, calling `sink` with each piece.
+    /// Follows a job's log to its end, handing each piece to `sink`.
+    /// Returns how the job ended when the stream says so in its trailers
+    /// (a proxy may drop them: then ask for the job).
     pub async fn follow_logs(
         &self,
         id: &str,
         mut sink: impl FnMut(&[u8]),
-    ) -> Result<(), ClientError> {
+    ) -> Result<Option<wire::LogEnd>, ClientError> {
+        use http_body_util::BodyExt as _;
         let req = self
             .request_for::<op::GetJobLogs>(&[id], Duration::from_secs(7 * 24 * 3600))
+            .header(reqwest::header::TE, "trailers")
             .query(&wire::LogQuery { follow: true });
-        let mut resp = self.send(req).await?;
-        while let Some(chunk) = resp.chunk().await.map_err(transport)? {
-            sink(&chunk);
+        let mut body = reqwest::Body::from(self.send(req).await?);
+        let mut end = None;
+        while let Some(frame) = body.frame().await {
+            match frame.map_err(transport)?.into_data() {
+                Ok(chunk) => sink(&chunk),
+                Err(frame) => {
+                    if let Ok(trailers) = frame.into_trailers() {
+                        let field = |name| trailers.get(name).and_then(|v| v.to_str().ok());
+                        end = wire::LogEnd::parse(
+                            field(wire::LOG_END_STATE),
+                            field(wire::LOG_END_EXIT_CODE),
+                        );
+                    }
+                }
+            }
         }
-        Ok(())
+        Ok(end)
     }
 
     // ------------------------------------------------------------ runners and pools

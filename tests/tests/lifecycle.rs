@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use drover_tests::runner_core::client::Scope;
 use drover_tests::runner_core::wire::{
-    Complete, ErrorCode, JobState, LeaseRequest, LogChunk, LogStream, Outcome, SubmitJob,
+    Complete, ErrorCode, JobState, LeaseRequest, LogChunk, LogEnd, LogStream, Outcome, SubmitJob,
 };
 use drover_tests::*;
 
@@ -483,7 +483,7 @@ async fn logs_stream_live_and_in_order() {
         .unwrap();
     // The job only goes on once the follower has seen its first line live.
     let mut seen = Vec::new();
-    tokio::time::timeout(
+    let end = tokio::time::timeout(
         DEADLINE,
         admin.client.follow_logs(&job.id, |b| {
             seen.extend_from_slice(b);
@@ -496,9 +496,17 @@ async fn logs_stream_live_and_in_order() {
     .expect("follow ended")
     .unwrap();
     assert_eq!(String::from_utf8(seen).unwrap(), "first\nsecond\n");
+    // The stream's trailers say how the job ended, as the job does.
     assert_eq!(
         wait_done(&admin.client, &job.id).await.state,
         JobState::Succeeded
+    );
+    assert_eq!(
+        end,
+        Some(LogEnd {
+            state: JobState::Succeeded,
+            exit_code: Some(0)
+        })
     );
 
     let many = admin
@@ -512,6 +520,59 @@ async fn logs_stream_live_and_in_order() {
     wait_done(&admin.client, &many.id).await;
     let expected: String = (0..3000).map(|i| format!("line {i}\n")).collect();
     assert_eq!(admin.client.logs(&many.id).await.unwrap(), expected);
+}
+
+/// A log read to the end of a job that ended ends with its state and exit
+/// code as trailer fields, for a client that says it takes them
+/// (`TE: trailers`); any other client gets the plain chunked body.
+/// `drover submit --wait` exits with the job's code from them, without
+/// asking for the job again.
+#[tokio::test]
+async fn a_log_read_to_the_end_says_how_the_job_ended_in_its_trailers() {
+    let c = Coordinator::start().await;
+    let admin = c.bootstrap("acme", "admin@acme.test");
+    let runner = pair(&admin, Scope::Workspace, None, "r", &[]).await;
+    let _r = RunnerProcess::paired(&c.url, &runner.token, &[]);
+    // The CLI through a proxy that records what it asks.
+    let proxy = drover_tests::proxy::Proxy::start(&c.url).await;
+    let mut cli = std::process::Command::new(bin("drover"));
+    cli.args(["submit", "--runtime", "self:ws", "--wait", "--"])
+        .args(["sh", "-c", "echo out; exit 3"])
+        .env("DROVER_URL", proxy.url())
+        .env("DROVER_TOKEN", &admin.token);
+    let out = tokio::task::spawn_blocking(move || cli.output().unwrap())
+        .await
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3), "{out:?}");
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let (id, printed) = stdout.split_once('\n').unwrap();
+    assert_eq!(printed, "out\n");
+    let asked = String::from_utf8_lossy(&proxy.requests()).to_ascii_lowercase();
+    assert!(asked.contains(&format!("get /v1/jobs/{id}/logs?follow=true ")));
+    assert!(asked.contains("\r\nte: trailers\r\n"), "{asked}");
+    assert!(!asked.contains(&format!("get /v1/jobs/{id} ")), "{asked}");
+
+    let logs = |te: &str| {
+        format!(
+            "GET /v1/jobs/{id}/logs?follow=true HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {}\r\n{te}Connection: close\r\n\r\n",
+            admin.token
+        )
+    };
+    let answer = drover_tests::raw::raw(&c, logs("TE: trailers\r\n").as_bytes()).await;
+    let (head, body) = answer.split_once("\r\n\r\n").expect("a head and a body");
+    assert!(head.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(
+        head.to_ascii_lowercase()
+            .contains("\r\ntrailer: drover-job-state, drover-exit-code"),
+        "{head}"
+    );
+    assert_eq!(
+        body,
+        "4\r\nout\n\r\n0\r\ndrover-job-state: failed\r\ndrover-exit-code: 3\r\n\r\n"
+    );
+    let answer = drover_tests::raw::raw(&c, logs("").as_bytes()).await;
+    let (_, body) = answer.split_once("\r\n\r\n").expect("a head and a body");
+    assert_eq!(body, "4\r\nout\n\r\n0\r\n\r\n");
 }
 
 #[tokio::test]

@@ -403,7 +403,7 @@ pub static OPS: &[Op] = &[
         tag: "jobs",
         auth: Auth::Member,
         summary: r#"Read a job's logs"#,
-        description: r#"The job's log text (stdout and stderr chunks of every attempt, in order) as `text/plain`. With `follow=true` the response is streamed and stays open until the job ends (or the coordinator shuts down). The log is read and sent in batches of about 256 K characters, each a large answer (see `429`: the first one's turn is asked for at once, later ones wait for theirs); waiting for new output takes no turn."#,
+        description: r#"The job's log text (stdout and stderr chunks of every attempt, in order) as `text/plain`. With `follow=true` the response is streamed and stays open until the job ends (or the coordinator shuts down). The log is read and sent in batches of about 256 K characters, each a large answer (see `429`: the first one's turn is asked for at once, later ones wait for theirs); waiting for new output takes no turn. A stream that reads the log of a job that has ended to its end closes with the trailer fields `drover-job-state` (the terminal state) and `drover-exit-code` (when the job has one), declared in its `Trailer` header and sent where the request says `TE: trailers`: a client following a job to its end need not ask for the job again."#,
         params: r#"[{"name": "id", "in": "path", "required": true, "description": "Job id (`job_\u2026`). A job the caller cannot see is 404 (a member or admin sees their own and the workspace pools' jobs; a CI principal only its repository's).", "schema": {"type": "string"}}]"#,
         body: None,
         responses: &[

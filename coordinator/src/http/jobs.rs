@@ -6,9 +6,12 @@ use std::time::Duration;
 use axum::Router;
 use axum::body::{Body, Bytes};
 use axum::extract::{Path, State};
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use drover_wire as wire;
+use drover_wire::JobState;
+use http_body_util::StreamBody;
+use hyper::body::Frame;
 
 use super::extract::{AuthMember, Json, Query};
 use super::heavy::{self, Turn};
@@ -115,6 +118,8 @@ struct Follow {
     first: Option<Turn>,
     cursor: Option<(i64, i64)>,
     follow: bool,
+    /// How the job ended, once its log has been read to the end.
+    ended: Option<(JobState, Option<i64>)>,
 }
 
 impl Follow {
@@ -134,7 +139,8 @@ impl Follow {
             };
             // State first: every chunk is stored before the job ends, so a
             // read after seeing it end sees every chunk.
-            let ended = self.st.store.job_state(&self.job).await?.is_terminal();
+            let (state, exit_code) = self.st.store.job_state_and_exit(&self.job).await?;
+            let ended = state.is_terminal();
             let chunks = self
                 .st
                 .store
@@ -146,6 +152,9 @@ impl Follow {
                 return Ok(Some((Bytes::from(text), turn)));
             }
             drop(turn);
+            if ended {
+                self.ended = Some((state, exit_code));
+            }
             if ended || !self.follow {
                 return Ok(None);
             }
@@ -194,6 +203,7 @@ pub(super) async fn log_stream(
         first: Some(turn),
         cursor: None,
         follow: q.follow,
+        ended: None,
     };
     let start = LogStream {
         follow: Some(follow),
@@ -203,11 +213,16 @@ pub(super) async fn log_stream(
     let stream = futures_util::stream::unfold(start, |mut s| async move {
         loop {
             if let Some(piece) = heavy::next_slice(&mut s.rest, &mut s.turn) {
-                return Some((Ok::<_, Error>(piece), s));
+                return Some((Ok::<_, Error>(Frame::data(piece)), s));
             }
-            match s.follow.as_mut()?.next().await {
+            let follow = s.follow.as_mut()?;
+            match follow.next().await {
                 Ok(Some((bytes, turn))) => (s.rest, s.turn) = (bytes, Some(turn)),
-                Ok(None) => return None,
+                Ok(None) => {
+                    let ended = follow.ended.take();
+                    s.follow = None;
+                    return ended.map(|ended| (Ok(Frame::trailers(end_trailers(ended))), s));
+                }
                 Err(e) => {
                     tracing::error!(error = %e, "log stream failed");
                     s.follow = None;
@@ -217,8 +232,44 @@ pub(super) async fn log_stream(
         }
     });
     Ok((
-        [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
-        Body::from_stream(stream),
+        [
+            (header::CONTENT_TYPE, "text/plain; charset=utf-8"),
+            (header::TRAILER, LOG_END_TRAILERS),
+        ],
+        Body::new(StreamBody::new(stream)),
     )
         .into_response())
+}
+
+/// The `Trailer` header of a log stream (hyper sends the fields only to a
+/// request with `TE: trailers`).
+const LOG_END_TRAILERS: &str = "drover-job-state, drover-exit-code";
+
+/// The trailers of a log read to the end of a job that ended.
+fn end_trailers((state, exit_code): (JobState, Option<i64>)) -> HeaderMap {
+    let mut trailers = HeaderMap::new();
+    trailers.insert(
+        wire::LOG_END_STATE,
+        HeaderValue::from_static(state.as_str()),
+    );
+    if let Some(code) = exit_code {
+        trailers.insert(wire::LOG_END_EXIT_CODE, HeaderValue::from(code));
+    }
+    trailers
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// hyper sends only the trailer fields the `Trailer` header declares.
+    #[test]
+    fn the_trailer_header_declares_every_field_sent() {
+        let sent = end_trailers((JobState::Failed, Some(3)));
+        let declared: Vec<&str> = LOG_END_TRAILERS.split(", ").collect();
+        assert_eq!(
+            sent.keys().map(|k| k.as_str()).collect::<Vec<_>>(),
+            declared
+        );
+    }
 }

@@ -198,13 +198,21 @@ impl Store {
 
     /// The job's state as seen now (for log followers).
     pub async fn job_state(&self, job: &str) -> Result<JobState> {
-        const SQL: &str = "SELECT state FROM jobs WHERE id = $1";
-        let state: String = self
+        Ok(self.job_state_and_exit(job).await?.0)
+    }
+
+    /// The job's state as seen now and its exit code (for log followers:
+    /// a stream that ends with the job says how it ended).
+    pub async fn job_state_and_exit(&self, job: &str) -> Result<(JobState, Option<i64>)> {
+        const SQL: &str = "SELECT state, exit_code FROM jobs WHERE id = $1";
+        let (state, exit_code): (String, Option<i64>) = self
             .engine
             .read(self, SQL, vec![job.into()])
             .await?
             .pop()
             .ok_or(Error::Internal("a job being followed is gone"))?;
-        JobState::parse(&state).ok_or_else(|| Error::Corrupt(format!("job state {state}")))
+        let state =
+            JobState::parse(&state).ok_or_else(|| Error::Corrupt(format!("job state {state}")))?;
+        Ok((state, exit_code))
     }
 }

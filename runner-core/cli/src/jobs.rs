@@ -12,7 +12,7 @@ use anyhow::{Context as _, bail};
 use clap::{Args, Subcommand};
 use runner_core::backoff::Backoff;
 use runner_core::client::{Client, Token, idempotency_key};
-use runner_core::wire::{Job, JobState, SubmitJob};
+use runner_core::wire::{Job, JobState, LogEnd, SubmitJob};
 
 use crate::{Cli, client, human, member_client, print_json, table};
 
@@ -155,27 +155,38 @@ pub async fn submit_command(cli: &Cli, args: &SubmitArgs) -> anyhow::Result<Exit
     println!("{}", job.id);
     if args.wait {
         let mut out = std::io::stdout();
-        client
+        let end = client
             .follow_logs(&job.id, |b| {
                 let _ = out.write_all(b);
                 let _ = out.flush();
             })
             .await?;
-        // A CI token lives minutes: ask with a fresh one. Any other
-        // asks on the connection it has.
-        let fresh = match args.github_oidc {
-            true => Some(submit_client(cli, args).await?),
-            false => None,
+        // The log's trailers say how the job ended; without them (a proxy
+        // that drops them), ask.
+        let end = match end {
+            Some(end) => end,
+            None => {
+                // A CI token lives minutes: ask with a fresh one. Any other
+                // asks on the connection it has.
+                let fresh = match args.github_oidc {
+                    true => Some(submit_client(cli, args).await?),
+                    false => None,
+                };
+                let done = fresh.as_ref().unwrap_or(&client).job(&job.id).await?;
+                if !done.state.is_terminal() {
+                    bail!(
+                        "the log ended but job {} is {}",
+                        done.id,
+                        done.state.as_str()
+                    );
+                }
+                LogEnd {
+                    state: done.state,
+                    exit_code: done.exit_code,
+                }
+            }
         };
-        let done = fresh.as_ref().unwrap_or(&client).job(&job.id).await?;
-        if !done.state.is_terminal() {
-            bail!(
-                "the log ended but job {} is {}",
-                done.id,
-                done.state.as_str()
-            );
-        }
-        return Ok(ExitCode::from(job_exit_code(&done)));
+        return Ok(ExitCode::from(job_exit_code(end)));
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -198,7 +209,7 @@ pub async fn jobs(client: &Client, cmd: &JobsCommand) -> anyhow::Result<()> {
                     let _ = out.write_all(b);
                     let _ = out.flush();
                 })
-                .await?
+                .await?;
         }
         JobsCommand::Cancel { id } => {
             let job = client.cancel(id).await?;
@@ -305,8 +316,8 @@ async fn submit(client: &Client, job: &SubmitJob) -> anyhow::Result<Job> {
 }
 
 /// The exit code `drover submit --wait` ends with for a finished job.
-fn job_exit_code(job: &Job) -> u8 {
-    match (job.state, job.exit_code) {
+fn job_exit_code(end: LogEnd) -> u8 {
+    match (end.state, end.exit_code) {
         (JobState::Succeeded, _) => 0,
         (_, Some(code)) if (1..=255).contains(&code) => code as u8,
         (JobState::TimedOut, _) => 124,

@@ -177,6 +177,33 @@ pub struct LogQuery {
     pub follow: bool,
 }
 
+/// The trailer fields a log stream ends with once it has read the whole
+/// log of a job that ended (declared in its `Trailer` header, sent where
+/// the request says `TE: trailers`): the job's state and exit code, so that
+/// `drover submit --wait` need not ask for the job again.
+pub const LOG_END_STATE: &str = "drover-job-state";
+pub const LOG_END_EXIT_CODE: &str = "drover-exit-code";
+
+/// How a followed job ended, from its log stream's trailers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LogEnd {
+    pub state: JobState,
+    pub exit_code: Option<i32>,
+}
+
+impl LogEnd {
+    /// The trailers' values, or `None` if the state is missing, not a
+    /// terminal state this build knows, or the exit code is not a number.
+    pub fn parse(state: Option<&str>, exit_code: Option<&str>) -> Option<Self> {
+        let state = JobState::parse(state?).filter(|s| s.is_terminal())?;
+        let exit_code = match exit_code {
+            None => None,
+            Some(code) => Some(code.parse().ok()?),
+        };
+        Some(Self { state, exit_code })
+    }
+}
+
 impl From<SubmitJob> for drover_domain::job::Submission {
     fn from(req: SubmitJob) -> Self {
         Self {
@@ -189,6 +216,39 @@ impl From<SubmitJob> for drover_domain::job::Submission {
             priority: req.priority,
             max_attempts: req.max_attempts,
             image: req.image,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_log_end_is_a_terminal_state_and_a_number_or_nothing() {
+        let end = |state, code| LogEnd::parse(state, code);
+        assert_eq!(
+            end(Some("failed"), Some("3")),
+            Some(LogEnd {
+                state: JobState::Failed,
+                exit_code: Some(3)
+            })
+        );
+        assert_eq!(
+            end(Some("cancelled"), None),
+            Some(LogEnd {
+                state: JobState::Cancelled,
+                exit_code: None
+            })
+        );
+        // Not an end this client can act on: it asks for the job instead.
+        for (state, code) in [
+            (None, Some("0")),
+            (Some("running"), None),
+            (Some("archived"), None),
+            (Some("failed"), Some("three")),
+        ] {
+            assert_eq!(end(state, code), None, "{state:?} {code:?}");
         }
     }
 }

@@ -103,6 +103,12 @@ impl FromCols for (String, i64) {
     }
 }
 
+impl FromCols for (String, Option<i64>) {
+    fn from_cols(row: &impl Cols) -> Result<Self> {
+        Ok((row.col(0)?, row.col(1)?))
+    }
+}
+
 /// One hot path (a submit, lease or complete batch) as each database runs
 /// it. The resource module that owns its SQL implements this; the
 /// [`Engine`] the store opened picks the body.
