@@ -3,14 +3,15 @@
 
 use drover_domain::job::JobState;
 use serde_json::json;
-use sqlx::FromRow;
 
 use super::audit::{Actor, record};
 use super::job_row::{JOB_COLUMNS, JobRow};
 use super::model::Job;
 use super::preview::{self, JobPage, ListRow};
+use super::sqlite_writer::Cols;
 use super::{Member, Store};
 use crate::ids::{JobId, LeaseId};
+use crate::store::backend::FromCols;
 use crate::store::error::{Error, Result};
 
 /// Jobs `member` may see (SPEC §9): a person (member or admin) sees their
@@ -39,12 +40,23 @@ pub enum CancelOutcome {
     AlreadyCancelled,
 }
 
-#[derive(FromRow, Debug)]
+#[derive(Debug)]
 pub struct LogRow {
     pub attempt: i64,
     pub seq: i64,
     pub stream: String,
     pub data: String,
+}
+
+impl FromCols for LogRow {
+    fn from_cols(row: &impl Cols) -> Result<Self> {
+        Ok(Self {
+            attempt: row.col(0)?,
+            seq: row.col(1)?,
+            stream: row.col(2)?,
+            data: row.col(3)?,
+        })
+    }
 }
 
 impl Store {
@@ -174,9 +186,7 @@ impl Store {
         limit: u32,
         max_chars: usize,
     ) -> Result<Vec<LogRow>> {
-        let (attempt, seq) = after.unwrap_or((-1, -1));
-        Ok(sqlx::query_as::<_, LogRow>(
-            "WITH picked AS (
+        const SQL: &str = "WITH picked AS (
                 SELECT attempt, seq,
                        SUM(length(data)) OVER (ORDER BY attempt, seq) - length(data) AS earlier
                 FROM job_logs
@@ -185,15 +195,16 @@ impl Store {
              SELECT l.attempt, l.seq, l.stream, l.data
              FROM picked p JOIN job_logs l ON l.job_id = $1 AND l.attempt = p.attempt AND l.seq = p.seq
              WHERE p.earlier < $5
-             ORDER BY l.attempt, l.seq",
-        )
-        .bind(job)
-        .bind(attempt)
-        .bind(seq)
-        .bind(i64::from(limit))
-        .bind(i64::try_from(max_chars).unwrap_or(i64::MAX))
-        .fetch_all(&self.reader)
-        .await?)
+             ORDER BY l.attempt, l.seq";
+        let (attempt, seq) = after.unwrap_or((-1, -1));
+        let args = vec![
+            job.into(),
+            attempt.into(),
+            seq.into(),
+            i64::from(limit).into(),
+            i64::try_from(max_chars).unwrap_or(i64::MAX).into(),
+        ];
+        self.engine.read(self, SQL, args).await
     }
 
     /// The job's state as seen now (for log followers).

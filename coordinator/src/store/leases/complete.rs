@@ -309,7 +309,7 @@ pub(super) type AnyQuery<'q> = sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyA
 /// A complete batch on SQLite's writer: reads, then the writes, in one
 /// `BEGIN IMMEDIATE` transaction on the connection's thread (the reference
 /// for `complete_in_one_statement`).
-fn complete_on_sqlite(
+pub(super) fn complete_on_sqlite(
     conn: &mut rusqlite::Connection,
     reqs: &[CompleteRequest],
 ) -> Result<Vec<Result<Completion>>, BatchError> {

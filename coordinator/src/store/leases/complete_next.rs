@@ -14,8 +14,11 @@
 
 use std::sync::{Arc, LazyLock};
 
-use super::complete::{Ended, PgCompletes, complete_ctes};
-use super::{CompleteRequest, Completion, LeaseAttempt, LeaseRequest, one_call_written};
+use super::complete::{Ended, PgCompletes, complete_ctes, complete_on_sqlite};
+use super::{
+    CompleteRequest, Completion, LeaseAttempt, LeaseRequest, lease_on_sqlite, now_and_ttl,
+    one_call_written,
+};
 use crate::ids::{LeaseId, RunnerId, RuntimeId};
 use crate::store::backend::OnEngine;
 use crate::store::backend::sqlite::SqliteEngine;
@@ -221,9 +224,32 @@ struct CompleteNextBatch<'a>(&'a [CompleteNextRequest]);
 impl OnEngine for CompleteNextBatch<'_> {
     type Out = Result<Vec<Result<CompletedNext>>, BatchError>;
 
-    /// SQLite writes both on its one writer: the completes, then the leases.
-    async fn on_sqlite(self, store: &Store, _: &Arc<SqliteEngine>) -> Self::Out {
-        in_turn(store, self.0).await
+    /// SQLite writes both in one turn of its one writer: the completes,
+    /// then the leases (two transactions, with no other write between).
+    async fn on_sqlite(self, store: &Store, engine: &Arc<SqliteEngine>) -> Self::Out {
+        let reqs = self.0.to_vec();
+        let d = store.dialect;
+        let (completions, sub, leased) = engine
+            .on_writer(store, move |conn| {
+                let completes: Vec<CompleteRequest> =
+                    reqs.iter().map(|r| r.complete.clone()).collect();
+                let completions = complete_on_sqlite(conn, &completes)?;
+                let sub = finished_here(&completions);
+                let leases: Vec<LeaseRequest> =
+                    sub.iter().map(|&k| reqs[k].lease.clone()).collect();
+                let (now, ttl_ms) = now_and_ttl(&leases);
+                let leased = (!sub.is_empty()).then(|| {
+                    lease_on_sqlite(conn, d, &leases, now, ttl_ms).map(|w| (w, now, ttl_ms))
+                });
+                Ok::<_, BatchError>((completions, sub, leased))
+            })
+            .await??;
+        let next = match leased {
+            None => Vec::new(),
+            Some(Ok((written, now, ttl_ms))) => store.hand_out(written, now, ttl_ms).await,
+            Some(Err(e)) => next_lease_failed(e, &sub),
+        };
+        Ok(join(completions, sub, next))
     }
 
     /// One request (a runner's usual call) as one statement. A batch of
@@ -246,19 +272,32 @@ async fn in_turn(
 ) -> Result<Vec<Result<CompletedNext>>, BatchError> {
     let completes: Vec<CompleteRequest> = reqs.iter().map(|r| r.complete.clone()).collect();
     let completions = store.complete_batch(&completes).await?;
-    let sub: Vec<usize> = (0..completions.len())
-        .filter(|&k| matches!(&completions[k], Ok(c) if !c.repeated))
-        .collect();
+    let sub = finished_here(&completions);
     let sub_reqs: Vec<LeaseRequest> = sub.iter().map(|&k| reqs[k].lease.clone()).collect();
     let next = match sub.is_empty() {
         true => Vec::new(),
-        false => store.lease_batch(&sub_reqs).await.unwrap_or_else(|e| {
-            let e = e.into_error();
-            tracing::error!(error = %e, "leasing the next jobs after a batch of completes");
-            sub.iter().map(|_| Err(next_failed())).collect()
-        }),
+        false => store
+            .lease_batch(&sub_reqs)
+            .await
+            .unwrap_or_else(|e| next_lease_failed(e, &sub)),
     };
     Ok(join(completions, sub, next))
+}
+
+/// The requests whose complete finished their job here (not a repeat):
+/// those that ask for their next lease.
+fn finished_here(completions: &[Result<Completion>]) -> Vec<usize> {
+    (0..completions.len())
+        .filter(|&k| matches!(&completions[k], Ok(c) if !c.repeated))
+        .collect()
+}
+
+/// Each of `sub`'s answers when their lease batch failed (their completes
+/// are written).
+fn next_lease_failed(e: BatchError, sub: &[usize]) -> Vec<Result<LeaseAttempt>> {
+    let e = e.into_error();
+    tracing::error!(error = %e, "leasing the next jobs after a batch of completes");
+    sub.iter().map(|_| Err(next_failed())).collect()
 }
 
 #[cfg(test)]

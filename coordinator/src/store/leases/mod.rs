@@ -110,8 +110,7 @@ impl Store {
         &self,
         reqs: &[LeaseRequest],
     ) -> Result<Vec<Result<LeaseAttempt>>, BatchError> {
-        let now = reqs.iter().map(|r| r.now).max().unwrap_or_default();
-        let ttl_ms = reqs.iter().map(|r| r.ttl_ms).max().unwrap_or_default();
+        let (now, ttl_ms) = now_and_ttl(reqs);
         let written = self
             .engine
             .run(self, LeaseBatch { reqs, now, ttl_ms })
@@ -386,6 +385,13 @@ fn take_sql(d: &Dialect, n: usize) -> String {
          RETURNING lease_id, attempt, spec, env_sealed",
         d.now("$1")
     )
+}
+
+/// A lease batch's time and TTL: its latest request's, its longest.
+fn now_and_ttl(reqs: &[LeaseRequest]) -> (i64, u64) {
+    let now = reqs.iter().map(|r| r.now).max().unwrap_or_default();
+    let ttl_ms = reqs.iter().map(|r| r.ttl_ms).max().unwrap_or_default();
+    (now, ttl_ms)
 }
 
 /// A lease batch on SQLite's writer (see `sqlite_writer`): reads, plan and

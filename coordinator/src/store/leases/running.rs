@@ -52,13 +52,9 @@ impl Store {
 
     /// Is a cancel asked for on this live lease? (Read-only, for heartbeat waits.)
     pub async fn cancel_requested(&self, runner: &RunnerId, lease: &str) -> Result<bool> {
-        let cancel: Option<i64> = sqlx::query_scalar(
-            "SELECT cancel_requested FROM jobs WHERE lease_id = $1 AND lease_runner_id = $2 AND state IN ('leased', 'running')",
-        )
-        .bind(lease)
-        .bind(runner.as_str())
-        .fetch_optional(&self.reader)
-        .await?;
+        const SQL: &str = "SELECT cancel_requested FROM jobs WHERE lease_id = $1 AND lease_runner_id = $2 AND state IN ('leased', 'running')";
+        let args = vec![lease.into(), runner.as_str().into()];
+        let cancel: Option<i64> = self.engine.read(self, SQL, args).await?.pop();
         cancel.map(|c| c != 0).ok_or_else(Error::lease_lost)
     }
 
