@@ -7,8 +7,9 @@
 //! machine, most of a short job's start (bench/results/cli-2026-12-01.md).
 //! A process created in the cgroup takes no such lock.
 //!
-//! Between `clone3` and `exec` the child is a copy of a multi-threaded
-//! process: it makes only raw system calls on memory prepared before, as
+//! Between `clone3` and `exec` the child shares the runner's memory (on
+//! x86_64, as `posix_spawn` does: see `clone_child`) or has a copy of it:
+//! either way it makes only raw system calls on memory prepared before, as
 //! `std::process` does after its `fork`, and finds the program as `execvp`
 //! does. Where `clone3` is refused (a seccomp filter, an old kernel), or a
 //! probe at start finds a process cloned into a cgroup does not live, the
@@ -196,26 +197,19 @@ fn clone_exec(spec: &Spec, cgroup: &Path, stdio: [&OwnedFd; 3]) -> io::Result<(i
     args.pidfd = &raw mut pidfd as u64;
     args.exit_signal = libc::SIGCHLD as u64;
     args.cgroup = cgroup_fd.as_raw_fd() as u64;
-
-    // SAFETY: fork semantics (no CLONE_VM, no stack): the child runs on a
-    // copy of this memory and only makes raw system calls before exec.
-    let pid = unsafe {
-        libc::syscall(
-            libc::SYS_clone3,
-            &raw mut args,
-            std::mem::size_of::<libc::clone_args>(),
-        )
-    };
-    if pid == 0 {
-        let exec = Exec {
+    let mut born = Child {
+        spec,
+        exec: Exec {
             candidates: &candidates,
             argv: &argv,
             sh_argv: &mut sh_argv,
             envp: &envp,
-        };
-        // SAFETY: the child; see `child`.
-        unsafe { child(spec, exec, stdio, &report_w) }
-    }
+        },
+        stdio,
+        report: &report_w,
+    };
+    // SAFETY: see `clone_child`.
+    let pid = unsafe { clone_child(&mut args, &mut born) };
     if pid < 0 {
         return Err(io::Error::other(CloneRefused(io::Error::last_os_error())));
     }
@@ -242,6 +236,101 @@ fn clone_exec(spec: &Spec, cgroup: &Path, stdio: [&OwnedFd; 3]) -> io::Result<(i
         });
     }
     Ok((pid as i32, pidfd))
+}
+
+/// Everything the child needs, made before the clone.
+struct Child<'a> {
+    spec: &'a Spec,
+    exec: Exec<'a>,
+    stdio: [&'a OwnedFd; 3],
+    report: &'a OwnedFd,
+}
+
+/// The child's own stack (see `clone_child`): a few calls, then exec.
+#[cfg(target_arch = "x86_64")]
+const CHILD_STACK: usize = 64 * 1024;
+
+/// `clone3` with `args`, the child running `child` on `born`; the child's
+/// pid (0 is never returned here), or -1 with errno set.
+///
+/// On x86_64 the child shares this memory and runs on a stack of its own
+/// while this thread waits for its exec (`CLONE_VM | CLONE_VFORK`, as
+/// `posix_spawn` does): no copy of the runner's page tables, and none of
+/// the copy-on-write faults that a copy costs the runner afterwards on
+/// every page it writes (about 100 a job, bench/cli.py). Elsewhere, fork
+/// semantics: the child runs on a copy of this memory.
+///
+/// # Safety
+/// `args` is filled in but for `stack`, `stack_size` and the two flags
+/// this sets; `born` outlives the call.
+unsafe fn clone_child(args: &mut libc::clone_args, born: &mut Child) -> libc::c_long {
+    #[cfg(target_arch = "x86_64")]
+    {
+        let mut stack = Box::<[u128]>::new_uninit_slice(CHILD_STACK / 16);
+        args.flags |= libc::CLONE_VM as u64 | libc::CLONE_VFORK as u64;
+        args.stack = stack.as_mut_ptr() as u64;
+        args.stack_size = CHILD_STACK as u64;
+        let ret: libc::c_long;
+        // SAFETY: the child starts on the top of `stack` (16-byte aligned,
+        // as a call needs), calls `child_entry` with `born` (which never
+        // returns) and never comes back here; this thread goes on only
+        // once the child has exec'd or exited, so `stack` and `born` live
+        // as long as it runs. Memory is not declared untouched: the child
+        // writes the report and errno.
+        unsafe {
+            std::arch::asm!(
+                "syscall",
+                "test rax, rax",
+                "jnz 2f",
+                "xor ebp, ebp",
+                "mov rdi, r9",
+                "call r8",
+                "ud2",
+                "2:",
+                inlateout("rax") libc::SYS_clone3 => ret,
+                in("rdi") &raw mut *args,
+                in("rsi") std::mem::size_of::<libc::clone_args>(),
+                in("r8") child_entry as extern "C" fn(*mut Child) -> !,
+                in("r9") &raw mut *born,
+                lateout("rcx") _,
+                lateout("r11") _,
+            );
+        }
+        drop(stack);
+        if ret < 0 {
+            // SAFETY: errno of this thread, as libc's wrapper sets it.
+            unsafe { *libc::__errno_location() = -ret as i32 };
+            return -1;
+        }
+        ret
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let size = std::mem::size_of::<libc::clone_args>();
+        // SAFETY: fork semantics (no CLONE_VM, no stack): the child runs on a
+        // copy of this memory and only makes raw system calls before exec.
+        let pid = unsafe { libc::syscall(libc::SYS_clone3, &raw mut *args, size) };
+        if pid == 0 {
+            child_entry(born)
+        }
+        pid
+    }
+}
+
+/// The child's first frame.
+extern "C" fn child_entry(born: *mut Child) -> ! {
+    // SAFETY: `clone_child` passes its `born`, alive until the exec; only
+    // the child of `clone3` runs this.
+    unsafe {
+        let born = &mut *born;
+        let exec = Exec {
+            candidates: born.exec.candidates,
+            argv: born.exec.argv,
+            sh_argv: &mut *born.exec.sh_argv,
+            envp: born.exec.envp,
+        };
+        child(born.spec, exec, born.stdio, born.report)
+    }
 }
 
 /// What the child execs, as pointers into memory made before the clone.
