@@ -214,7 +214,7 @@ export interface paths {
         };
         /**
          * Read a job's logs
-         * @description The job's log text (stdout and stderr chunks of every attempt, in order) as `text/plain`. With `follow=true` the response is streamed and stays open until the job ends (or the coordinator shuts down). The log is read and sent in batches of about 256 K characters, each a large answer (see `429`: the first one's turn is asked for at once, later ones wait for theirs); waiting for new output takes no turn.
+         * @description The job's log text (stdout and stderr chunks of every attempt, in order) as `text/plain`. With `follow=true` the response is streamed and stays open until the job ends (or the coordinator shuts down). The log is read and sent in batches of about 256 K characters, each a large answer (see `429`: the first one's turn is asked for at once, later ones wait for theirs); waiting for new output takes no turn. A stream that reads the log of a job that has ended to its end closes with the trailer fields `drover-job-state` (the terminal state) and `drover-exit-code` (when the job has one), declared in its `Trailer` header and sent where the request says `TE: trailers`: a client following a job to its end need not ask for the job again.
          */
         get: operations["getJobLogs"];
         put?: never;
