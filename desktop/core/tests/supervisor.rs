@@ -707,7 +707,8 @@ fn the_watched_state_follows_a_restart_to_online_without_another_change() {
         assert_eq!(
             first.pools[0].live.len(),
             2,
-            "the restart launched both runners"
+            "the restart launched both runners: {:?}",
+            first.activity
         );
         let deadline = tokio::time::Instant::now() + DEADLINE;
         // Idle comes with the first runner online; wait for both.
