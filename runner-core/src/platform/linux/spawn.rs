@@ -323,13 +323,7 @@ extern "C" fn child_entry(born: *mut Child) -> ! {
     // the child of `clone3` runs this.
     unsafe {
         let born = &mut *born;
-        let exec = Exec {
-            candidates: born.exec.candidates,
-            argv: born.exec.argv,
-            sh_argv: &mut *born.exec.sh_argv,
-            envp: born.exec.envp,
-        };
-        child(born.spec, exec, born.stdio, born.report)
+        child(born.spec, &mut born.exec, born.stdio, born.report)
     }
 }
 
@@ -348,7 +342,12 @@ struct Exec<'a> {
 ///
 /// # Safety
 /// Only in the child of `clone3`, before exec.
-unsafe fn child(spec: &Spec, exec: Exec, [stdin, out, err]: [&OwnedFd; 3], report: &OwnedFd) -> ! {
+unsafe fn child(
+    spec: &Spec,
+    exec: &mut Exec,
+    [stdin, out, err]: [&OwnedFd; 3],
+    report: &OwnedFd,
+) -> ! {
     // SAFETY: raw system calls on descriptors and memory made before the clone.
     unsafe {
         let errno = || *libc::__errno_location();
