@@ -323,6 +323,63 @@ async fn a_detached_process_does_not_outlive_its_job(extra: &[&str], how: &str) 
     assert!(r.lines().iter().any(|l| l.contains(how)), "{:?}", r.lines());
 }
 
+/// The desktop app lends a machine to each pool with a fleet of its own, all
+/// in one process. A job ending in one fleet kills whatever is left in its
+/// cgroup: that must never be another fleet's job.
+#[tokio::test]
+async fn a_job_ending_in_one_fleet_leaves_another_fleets_job_running() {
+    use drover_tests::runner_core::client::{Scope, Token};
+    use drover_tests::runner_core::fleet::Fleet;
+    use drover_tests::runner_core::runner::{Credential, RunnerSettings};
+    let s = setup().await;
+    let mut fleets = Vec::new();
+    for name in ["fleet-a", "fleet-b"] {
+        let work = TempDir::new(name);
+        let settings = RunnerSettings {
+            work_root: work.path().to_owned(),
+            ..RunnerSettings::default()
+        };
+        let (mut fleet, events) = Fleet::new(s.c.client(""), settings).expect("a fleet");
+        let how = fleet.isolation().to_string();
+        assert!(how.contains("each in its own cgroup"), "{how}");
+        let paired = pair(&s.admin, Scope::Workspace, None, name, &[]).await;
+        fleet.add(Credential {
+            runner_id: paired.runner.id.to_string(),
+            token: Token::new(paired.token),
+        });
+        fleets.push((fleet, events, work));
+    }
+    s.c.wait_for_waiting(2).await;
+    let m = marker();
+    let _cleanup = KillOnDrop(format!("300.{m}"));
+    let long = s
+        .admin
+        .client
+        .submit(&script_job(
+            "self:ws",
+            &format!("echo ready; exec sleep 300.{m}"),
+        ))
+        .await
+        .unwrap();
+    eventually("the long job to be ready", DEADLINE, || async {
+        let log = s.admin.client.logs(&long.id).await.unwrap();
+        log.contains("ready").then_some(())
+    })
+    .await;
+    // One slot each: this job runs in the other fleet, which kills what is
+    // left in its job's cgroup before it reports the job done.
+    let (state, log) = s.run("echo short").await;
+    assert_eq!(state, JobState::Succeeded, "{log}");
+    assert!(
+        !processes_with(&format!("300.{m}")).is_empty(),
+        "the other fleet's job was killed when this one ended"
+    );
+    let job = s.admin.client.job(&long.id).await.unwrap();
+    assert_eq!(job.state, JobState::Running, "{job:?}");
+    s.admin.client.cancel(&long.id).await.unwrap();
+    wait_done(&s.admin.client, &long.id).await;
+}
+
 #[tokio::test]
 async fn a_detached_process_does_not_outlive_its_job_unsandboxed() {
     a_detached_process_does_not_outlive_its_job(&[], "each in its own cgroup").await;

@@ -17,11 +17,13 @@ use std::time::Duration;
 pub(crate) struct JobCgroups {
     parent: PathBuf,
     free: Mutex<Vec<JobCgroup>>,
-    made: AtomicUsize,
     /// Jobs are born in their cgroup (`spawn`): a probe at start saw a
     /// process cloned into one live, and no `clone3` was refused since.
     clone_into: AtomicBool,
 }
+
+/// Job cgroups made by this process so far, by every `JobCgroups` in it.
+static MADE: AtomicUsize = AtomicUsize::new(0);
 
 impl JobCgroups {
     /// The runner's cgroup, if it may make child cgroups there; else why not.
@@ -47,7 +49,6 @@ impl JobCgroups {
         let cgroups = Self {
             parent: mount.join(own.trim_start_matches('/')),
             free: Mutex::new(Vec::new()),
-            made: AtomicUsize::new(0),
             clone_into: AtomicBool::new(false),
         };
         cgroups.remove_stale();
@@ -106,7 +107,10 @@ impl JobCgroups {
             }
             return Ok(free);
         }
-        let n = self.made.fetch_add(1, Ordering::Relaxed);
+        // Numbered across the process, not per `JobCgroups`: the desktop
+        // app runs a fleet per pool in one process, and two fleets sharing
+        // a cgroup would kill each other's jobs (`end` kills all in it).
+        let n = MADE.fetch_add(1, Ordering::Relaxed);
         let dir = self
             .parent
             .join(format!("drover-{}-{n}", std::process::id()));
