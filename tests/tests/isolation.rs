@@ -102,6 +102,22 @@ impl Setup {
         saved["token"].as_str().unwrap().to_owned()
     }
 
+    /// Submits `script`, which says `ready` once it runs, and waits for that.
+    async fn started(&self, script: &str) -> drover_tests::runner_core::wire::Job {
+        let job = self
+            .admin
+            .client
+            .submit(&script_job("self:ws", script))
+            .await
+            .unwrap();
+        eventually("the job to be ready", DEADLINE, || async {
+            let log = self.admin.client.logs(&job.id).await.unwrap();
+            log.contains("ready").then_some(())
+        })
+        .await;
+        job
+    }
+
     /// Runs `script` to the end; its state and log.
     async fn run(&self, script: &str) -> (JobState, String) {
         self.run_job(script_job("self:ws", script)).await
@@ -264,19 +280,10 @@ async fn a_sandboxed_job_sees_no_other_job() {
     let m = marker();
     let _cleanup = KillOnDrop(format!("300.{m}"));
     let first = s
-        .admin
-        .client
-        .submit(&script_job(
-            "self:ws",
-            &format!("echo secret-{m} > a-file; echo ready; exec sleep 300.{m}"),
+        .started(&format!(
+            "echo secret-{m} > a-file; echo ready; exec sleep 300.{m}"
         ))
-        .await
-        .unwrap();
-    eventually("the first job to be ready", DEADLINE, || async {
-        let log = s.admin.client.logs(&first.id).await.unwrap();
-        log.contains("ready").then_some(())
-    })
-    .await;
+        .await;
     let (state, log) = s
         .run(
             "for f in /proc/[0-9]*/cmdline; do tr '\\0' ' ' < $f; echo; done; \
@@ -352,20 +359,7 @@ async fn a_job_ending_in_one_fleet_leaves_another_fleets_job_running() {
     s.c.wait_for_waiting(2).await;
     let m = marker();
     let _cleanup = KillOnDrop(format!("300.{m}"));
-    let long = s
-        .admin
-        .client
-        .submit(&script_job(
-            "self:ws",
-            &format!("echo ready; exec sleep 300.{m}"),
-        ))
-        .await
-        .unwrap();
-    eventually("the long job to be ready", DEADLINE, || async {
-        let log = s.admin.client.logs(&long.id).await.unwrap();
-        log.contains("ready").then_some(())
-    })
-    .await;
+    let long = s.started(&format!("echo ready; exec sleep 300.{m}")).await;
     // One slot each: this job runs in the other fleet, which kills what is
     // left in its job's cgroup before it reports the job done.
     let (state, log) = s.run("echo short").await;
