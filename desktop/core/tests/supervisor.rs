@@ -310,6 +310,10 @@ fn runners_pools_and_settings_survive_a_restart() {
             .unwrap_err();
         assert_eq!(bad.code, "INVALID_INPUT");
         sup.set_paused(true).await.unwrap();
+        // Paused runners give up their long-polls; until the coordinator
+        // has seen them go, a job submitted now could be leased to one (and
+        // wait, leased, for its TTL): the same wait as the pause test's.
+        c.wait_for_waiting(0).await;
         let job = submit(&ann, &reference, "true").await;
         sup.begin_quit().await;
         sup.wait_stopped().await;
