@@ -35,6 +35,8 @@ pub struct Waiter {
     /// It looked at the queue once since it registered and found nothing:
     /// it is parked (what [`Hub::waiting`] counts).
     looked: AtomicBool,
+    /// Its runner was paused: the request ends without looking again.
+    ended: AtomicBool,
 }
 
 impl Waiter {
@@ -132,6 +134,12 @@ impl WaiterGuard<'_> {
     pub fn looked(&self) {
         self.waiter.looked.store(true, Ordering::Release);
     }
+
+    /// Its runner was paused since it registered: it should answer, with
+    /// nothing, rather than look again.
+    pub fn ended(&self) -> bool {
+        self.waiter.ended.load(Ordering::Acquire)
+    }
 }
 
 impl Drop for WaiterGuard<'_> {
@@ -200,6 +208,7 @@ impl Hub {
             woken: AtomicBool::new(false),
             wake: Mutex::new(None),
             looked: AtomicBool::new(false),
+            ended: AtomicBool::new(false),
         });
         w.by_pool
             .entry(runtime.clone())
@@ -267,6 +276,10 @@ impl Hub {
                 });
             }
             Signal::Revoked { runner } => self.wake_runner_all(&RunnerId::from_db(runner.clone())),
+            Signal::Hello {
+                runner,
+                paused: true,
+            } => self.end_runner_all(&RunnerId::from_db(runner.clone())),
             Signal::Hello { .. } => {}
             Signal::Cancel { lease } => self.signal_lease(lease),
             Signal::Job { job } => self.job_changed(job),
@@ -295,6 +308,17 @@ impl Hub {
 
     /// Wakes every waiter of `runner` (it was revoked: they should find out).
     pub fn wake_runner_all(&self, runner: &RunnerId) {
+        self.wake_runner(runner, false);
+    }
+
+    /// Ends every waiting request of `runner`: it was paused, and its owner
+    /// reads them to their end (a job leased to one before now still
+    /// reaches it), so they answer at once, with nothing.
+    pub fn end_runner_all(&self, runner: &RunnerId) {
+        self.wake_runner(runner, true);
+    }
+
+    fn wake_runner(&self, runner: &RunnerId, end: bool) {
         let mut w = self.waiters.lock().expect("hub lock");
         for pool in w.by_pool.values_mut() {
             let keys: Vec<u64> = pool
@@ -304,6 +328,7 @@ impl Hub {
                 .collect();
             for key in keys {
                 if let Some(x) = pool.remove(&key) {
+                    x.ended.store(end, Ordering::Release);
                     x.woken.store(true, Ordering::Release);
                     x.notify.notify_one();
                 }

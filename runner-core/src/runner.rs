@@ -25,6 +25,10 @@ pub use events::{Event, EventKind};
 pub use job::safety_margin;
 pub use presence::PAUSED_HELLO;
 
+/// How long a runner paused while its lease poll waits still reads that
+/// poll, for the coordinator to end it (see `try_lease_and_run`).
+pub const PAUSE_GRACE: Duration = Duration::from_secs(2);
+
 /// A runner's identity and credential.
 #[derive(Clone, Debug)]
 pub struct Credential {
@@ -343,19 +347,36 @@ impl Runner {
                 _ = drain.wait_for(|d| *d) => return Ok(Step::Drained),
             }
         }
-        let leased = tokio::select! {
-            r = self.ask_for_work() => {
-                self.link(&r);
-                if r.is_ok() {
-                    self.waiting.store(false, Ordering::Release);
-                }
-                r?
-            }
-            _ = drain.wait_for(|d| *d) => return Ok(Step::Drained),
-            // Paused while waiting: give up the poll (as a drain does), and
-            // wait above for the resume.
-            Ok(_) = pause.wait_for(|p| *p) => return Ok(Step::Idle),
+        let ask = self.ask_for_work();
+        tokio::pin!(ask);
+        // `Err(paused)`: the pause changed first (not paused: its sender is
+        // gone, and can pause no more).
+        let first = tokio::select! {
+            r = &mut ask => Ok(r),
+            _ = drain.wait_for(|d| *d) => return Ok(self.gave_up_poll(Step::Drained)),
+            paused = pause.wait_for(|p| *p) => Err(paused.is_ok()),
         };
+        let asked = match first {
+            Ok(r) => r,
+            Err(false) => ask.as_mut().await,
+            // Paused while waiting. Until the coordinator hears of it (the
+            // presence task says hello, paused), it may still hand this
+            // poll a job, which a dropped poll would strand, leased to
+            // nobody, until its TTL. So the poll is read to its end: the
+            // coordinator ends it once the pause reaches it, or answers with
+            // a job leased before that, which runs. A coordinator that does
+            // not end it (an older one) has it given up after PAUSE_GRACE.
+            Err(true) => tokio::select! {
+                r = &mut ask => r,
+                () = tokio::time::sleep(PAUSE_GRACE) => return Ok(self.gave_up_poll(Step::Idle)),
+                _ = drain.wait_for(|d| *d) => return Ok(self.gave_up_poll(Step::Drained)),
+            },
+        };
+        self.link(&asked);
+        if asked.is_ok() {
+            self.waiting.store(false, Ordering::Release);
+        }
+        let leased = asked?;
         let lease = match leased {
             None => return Ok(Step::Idle),
             Some(Offer::Lease(lease)) => *lease,
@@ -395,6 +416,14 @@ impl Runner {
             next = self.run_job(lease, controls).await;
         }
         Ok(Step::Ran { job })
+    }
+
+    /// A lease poll given up unanswered may have been handed a job meanwhile:
+    /// the next poll says which leases this runner holds, and the
+    /// coordinator gives back any other at once instead of at its TTL.
+    fn gave_up_poll(&self, step: Step) -> Step {
+        self.report_held.store(true, Ordering::Release);
+        step
     }
 
     /// Gives back a lease this runner cannot run: reports its job failed,

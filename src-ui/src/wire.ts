@@ -504,7 +504,7 @@ export interface paths {
         put?: never;
         /**
          * Announce detected capabilities
-         * @description Replaces the runner's detected capabilities and its slots (how many leases it may hold at once), records whether its owner paused it (`paused`: listings then say so), and marks it seen. Answers its id, pool and name.
+         * @description Replaces the runner's detected capabilities and its slots (how many leases it may hold at once), records whether its owner paused it (`paused`: listings then say so, and its lease requests waiting now end at once, with no job), and marks it seen. Answers its id, pool and name.
          */
         post: operations["runnerHello"];
         delete?: never;

@@ -22,7 +22,8 @@ pub enum Fault {
     /// and delivered if the link heals (as TCP would retransmit it).
     BlackHole,
     /// Every piece of data waits this long before it is forwarded (and a
-    /// partition that starts meanwhile holds it).
+    /// partition that starts meanwhile holds it); so does the end of the
+    /// stream, which TCP sends after the data.
     Delay(Duration),
     /// Every connection is reset (RST), and new ones are reset at once.
     Reset,
@@ -163,7 +164,14 @@ async fn forward(
     let mut buf = vec![0u8; 64 * 1024];
     loop {
         let n = match from.read(&mut buf).await {
-            Ok(0) | Err(_) => break,
+            Ok(0) => {
+                let fault = *faults.borrow();
+                if let Fault::Delay(delay) = fault {
+                    tokio::time::sleep(delay).await;
+                }
+                break;
+            }
+            Err(_) => break,
             Ok(n) => n,
         };
         let fault = *faults.borrow();

@@ -1,10 +1,11 @@
 //! SPEC §2 rules 1, 6, 7: no double hand-out, lease order, round-robin
-//! wake-ups, provenance; and the torture test.
+//! wake-ups, provenance; the torture test; a pause strands no job.
 
 use std::collections::HashSet;
 
-use drover_tests::runner_core::client::Scope;
-use drover_tests::runner_core::wire::{JobState, SubmitJob};
+use drover_tests::proxy::{Fault, Proxy};
+use drover_tests::runner_core::client::{RunnerListing, Scope};
+use drover_tests::runner_core::wire::{JobState, MAX_LEASE_WAIT_MS, SubmitJob};
 use drover_tests::*;
 
 #[tokio::test]
@@ -211,3 +212,121 @@ async fn torture_many_runners_thousands_of_jobs_zero_duplicates_zero_lost() {
 }
 
 use std::time::Duration;
+
+/// A runner paused while its lease request waits: the coordinator ends
+/// that request once it hears of the pause (hello, paused), well before
+/// the request's own wait is up.
+#[tokio::test]
+async fn a_pause_ends_the_runners_waiting_lease_request() {
+    let c = Coordinator::start().await;
+    let admin = c.bootstrap("acme", "admin@acme.test");
+    let paired = pair(&admin, Scope::Workspace, None, "paused", &[]).await;
+    let runner = c.client(&paired.token);
+    runner.hello_as(&[], 1, false).await.unwrap();
+    let asked = std::time::Instant::now();
+    let poll = tokio::spawn(async move {
+        let offer = runner.offer(Duration::from_millis(MAX_LEASE_WAIT_MS)).await;
+        (offer.map(|o| o.is_none()), asked.elapsed())
+    });
+    c.wait_for_waiting(1).await;
+    let owner = c.client(&paired.token);
+    owner.hello_as(&[], 1, true).await.unwrap();
+    let (empty, after) = poll.await.unwrap();
+    assert!(empty.unwrap(), "the ended request brought a job");
+    assert!(
+        after < Duration::from_millis(MAX_LEASE_WAIT_MS / 2),
+        "the request waited {after:?}, as if the pause had not ended it"
+    );
+    // Not queued for it meanwhile: a job submitted now waits for a resume.
+    let job = admin
+        .client
+        .submit(&script_job("self:ws", "true"))
+        .await
+        .unwrap();
+    assert_eq!(c.waiting_leases().await, 0);
+    assert_eq!(
+        admin.client.job(&job.id).await.unwrap().state,
+        JobState::Queued
+    );
+}
+
+/// A job submitted just as its runner is paused is never stranded on a
+/// lease request the runner gave up: the runner (a runner-core fleet, as
+/// the desktop app runs) reads its request to its end, so a job leased to
+/// it before the pause reached the coordinator runs, and later ones wait.
+/// The runner's link is slow (a proxy delays each way by 200 ms, its
+/// connection's close too), so its pause reaches the coordinator well
+/// after the submit; the lease's TTL is a minute, longer than the wait
+/// here, so a stranded lease would show as one.
+#[tokio::test]
+async fn a_job_submitted_as_its_runner_pauses_runs_or_waits_never_stranded() {
+    use drover_tests::runner_core::client::{Client, ClientOptions, Token};
+    use drover_tests::runner_core::fleet::Fleet;
+    use drover_tests::runner_core::runner::{Credential, RunnerSettings};
+    let c = Coordinator::start_with(CoordinatorOptions {
+        lease_ttl_ms: 60_000,
+        ..CoordinatorOptions::default()
+    })
+    .await;
+    let admin = c.bootstrap("acme", "admin@acme.test");
+    let paired = pair(&admin, Scope::Workspace, None, "laptop", &[]).await;
+    let proxy = Proxy::start(&c.url).await;
+    proxy.set(Fault::Delay(Duration::from_millis(200)));
+    let work = TempDir::new("pausing");
+    let client = Client::with_options(&proxy.url(), Token::new(""), &ClientOptions::default())
+        .expect("client");
+    let settings = RunnerSettings {
+        work_root: work.path().to_owned(),
+        ..RunnerSettings::default()
+    };
+    let (mut fleet, _events) = Fleet::new(client, settings).expect("a fleet");
+    fleet.add(Credential {
+        runner_id: paired.runner.id.to_string(),
+        token: Token::new(paired.token.clone()),
+    });
+    c.wait_for_waiting(1).await;
+
+    fleet.set_paused(true);
+    let first = admin
+        .client
+        .submit(&script_job("self:ws", "true"))
+        .await
+        .unwrap();
+    let done = eventually(
+        "the job leased as the runner paused to run",
+        Duration::from_secs(20),
+        || {
+            let client = &admin.client;
+            let id = &first.id;
+            async move {
+                let job = client.job(id).await.ok()?;
+                (job.state == JobState::Succeeded).then_some(job)
+            }
+        },
+    )
+    .await;
+    assert_eq!(done.attempt, 1, "{done:?}");
+
+    // The pause has reached the coordinator: listed paused, nothing waiting.
+    eventually("listed paused", DEADLINE, || {
+        let client = &admin.client;
+        async move {
+            let runners = client.runners(RunnerListing::Roster).await.ok()?.runners;
+            runners.iter().all(|r| r.paused).then_some(())
+        }
+    })
+    .await;
+    c.wait_for_waiting(0).await;
+    let second = admin
+        .client
+        .submit(&script_job("self:ws", "true"))
+        .await
+        .unwrap();
+    assert_eq!(
+        admin.client.job(&second.id).await.unwrap().state,
+        JobState::Queued
+    );
+    fleet.set_paused(false);
+    let done = wait_done(&admin.client, &second.id).await;
+    assert_eq!((done.state, done.attempt), (JobState::Succeeded, 1));
+}

@@ -36,8 +36,14 @@ pub enum Signal {
     Runner { runtime: String, runner: String },
     /// The runner was revoked: its waiters should find out.
     Revoked { runner: String },
-    /// The runner said hello with new capabilities: what was cached of it is stale.
-    Hello { runner: String },
+    /// The runner said hello with new capabilities: what was cached of it
+    /// is stale. `paused`: its owner paused it, so its waiting lease
+    /// requests end (absent from a replica that predates it: false).
+    Hello {
+        runner: String,
+        #[serde(default)]
+        paused: bool,
+    },
     /// A cancel was asked for on this lease, or it ended: its heartbeat
     /// looks again.
     Cancel { lease: String },

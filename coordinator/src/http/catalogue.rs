@@ -1220,7 +1220,7 @@ pub static OPS: &[Op] = &[
         tag: "runner protocol",
         auth: Auth::Runner,
         summary: r#"Announce detected capabilities"#,
-        description: r#"Replaces the runner's detected capabilities and its slots (how many leases it may hold at once), records whether its owner paused it (`paused`: listings then say so), and marks it seen. Answers its id, pool and name."#,
+        description: r#"Replaces the runner's detected capabilities and its slots (how many leases it may hold at once), records whether its owner paused it (`paused`: listings then say so, and its lease requests waiting now end at once, with no job), and marks it seen. Answers its id, pool and name."#,
         params: r##"[{"$ref": "#/components/parameters/DroverProtocol"}]"##,
         body: Some(Body {
             required: true,

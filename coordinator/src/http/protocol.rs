@@ -84,9 +84,11 @@ async fn hello(
             st.now(),
         )
         .await?;
-    // Its capabilities changed: the next call, on any replica, reads them afresh.
+    // Its capabilities changed: the next call, on any replica, reads them
+    // afresh. Paused: its waiting lease requests end, on every replica.
     st.announce(vec![Signal::Hello {
         runner: r.runner_id.to_string(),
+        paused: req.paused,
     }]);
     Ok(axum::Json(wire::HelloResponse {
         runner_id: r.runner_id.to_string(),
@@ -214,7 +216,8 @@ async fn next_lease(
             _ = tokio::time::sleep_until(deadline) => guard.was_woken(),
             _ = st.shutting_down() => false,
         };
-        if !woken {
+        // Ended (its runner was paused meanwhile), or nothing came in time.
+        if guard.ended() || !woken {
             drop(guard);
             m.lease_empty.inc();
             touch(st, r).await?;

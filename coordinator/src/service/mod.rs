@@ -79,7 +79,7 @@ impl Services {
     /// Acts on one signal, from here or from another replica.
     pub fn apply(&self, signal: &Signal) {
         match signal {
-            Signal::Revoked { runner } | Signal::Hello { runner } => {
+            Signal::Revoked { runner } | Signal::Hello { runner, .. } => {
                 self.runners.forget_runner(runner)
             }
             Signal::LookAgain => self.runners.clear(),
