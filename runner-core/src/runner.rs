@@ -16,18 +16,16 @@ use crate::backoff::Backoff;
 use crate::client::{Client, ClientError, Offer, Token};
 use crate::isolation::{Isolation, Prepared};
 
+mod asking;
 mod events;
 mod job;
 mod logs;
 mod presence;
 
+pub use asking::PAUSE_GRACE;
 pub use events::{Event, EventKind};
 pub use job::safety_margin;
 pub use presence::PAUSED_HELLO;
-
-/// How long a runner paused while its lease poll waits still reads that
-/// poll, for the coordinator to end it (see `try_lease_and_run`).
-pub const PAUSE_GRACE: Duration = Duration::from_secs(2);
 
 /// A runner's identity and credential.
 #[derive(Clone, Debug)]
@@ -418,14 +416,6 @@ impl Runner {
         Ok(Step::Ran { job })
     }
 
-    /// A lease poll given up unanswered may have been handed a job meanwhile:
-    /// the next poll says which leases this runner holds, and the
-    /// coordinator gives back any other at once instead of at its TTL.
-    fn gave_up_poll(&self, step: Step) -> Step {
-        self.report_held.store(true, Ordering::Release);
-        step
-    }
-
     /// Gives back a lease this runner cannot run: reports its job failed,
     /// saying why, so it neither runs nor waits for the lease to expire.
     /// Without a lease id there is nothing to report on; the lease expires.
@@ -469,61 +459,5 @@ impl Runner {
                 _ => return,
             }
         }
-    }
-
-    /// Asks for a job: a long-poll; or, when the coordinator should hear
-    /// which leases this runner holds, a quick look that says so (one at a
-    /// time, and any lease it brings is held before the next report).
-    async fn ask_for_work(&self) -> Result<Option<Offer>, ClientError> {
-        let wait = self.settings.lease_wait;
-        let long_poll = || async {
-            let r = self.client.offer(wait).await;
-            if let Ok(offer) = &r {
-                self.hold(offer.as_ref());
-            }
-            r
-        };
-        if !self.report_held.load(Ordering::Acquire) || self.held_unknown.load(Ordering::Acquire) {
-            return long_poll().await;
-        }
-        let one = self.reporting.lock().await;
-        if !self.report_held.load(Ordering::Acquire) {
-            drop(one);
-            return long_poll().await;
-        }
-        let held: Vec<String> = self.held.lock().expect("held").iter().cloned().collect();
-        match self.client.offer_holding(Duration::ZERO, Some(held)).await {
-            Ok(offer) => {
-                self.report_held.store(false, Ordering::Release);
-                self.hold(offer.as_ref());
-                Ok(offer)
-            }
-            // A coordinator that predates `held` refuses the field.
-            Err(ClientError::Api {
-                code: ErrorCode::BadRequest,
-                ..
-            }) => {
-                self.held_unknown.store(true, Ordering::Release);
-                drop(one);
-                long_poll().await
-            }
-            Err(e) => Err(e),
-        }
-    }
-
-    /// Counts the lease an answer brought as held.
-    fn hold(&self, offer: Option<&Offer>) {
-        let id = match offer {
-            Some(Offer::Lease(lease)) => Some(&lease.lease_id),
-            Some(Offer::Unreadable { lease_id, .. }) => lease_id.as_ref(),
-            None => None,
-        };
-        if let Some(id) = id {
-            self.held.lock().expect("held").insert(id.clone());
-        }
-    }
-
-    fn unhold(&self, lease: &str) {
-        self.held.lock().expect("held").remove(lease);
     }
 }
