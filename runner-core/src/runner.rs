@@ -356,7 +356,10 @@ impl Runner {
         };
         let asked = match first {
             Ok(r) => r,
-            Err(false) => ask.as_mut().await,
+            Err(false) => tokio::select! {
+                r = &mut ask => r,
+                _ = drain.wait_for(|d| *d) => return Ok(self.gave_up_poll(Step::Drained)),
+            },
             // Paused while waiting. Until the coordinator hears of it (the
             // presence task says hello, paused), it may still hand this
             // poll a job, which a dropped poll would strand, leased to
