@@ -20,6 +20,7 @@ takes longer on an idle machine, so both are reported.
 DROVER_COORDINATOR and DROVER_CLI name other binaries (e.g. older builds);
 RUNNER_ARGS adds flags to the runner (e.g. `--sandbox bwrap`).
 """
+import contextlib
 import json
 import os
 import subprocess
@@ -61,6 +62,36 @@ def ms(xs, q):
     return f"{xs[int(q * (len(xs) - 1))]:.1f}"
 
 
+@contextlib.contextmanager
+def serving(d, db, extra, env, name):
+    """A coordinator on `db` (a fresh one: bootstrapped here) with `extra`
+    flags, and one workspace runner paired to it, both stopped on leaving;
+    `d` a directory for the runner's state. Yields the coordinator's URL and
+    a member's token."""
+    member = json.loads(subprocess.check_output(
+        [COORDINATOR, "admin", "bootstrap", "--workspace", name, "--email", f"{name}@bench.test",
+         "--database", db, "--json"], env=env))["token"]
+    coordinator = subprocess.Popen(
+        [COORDINATOR, "serve", "--listen", "127.0.0.1:0", "--database", db, *extra],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
+    runner = None
+    try:
+        base = coordinator.stdout.readline().split()[-1]
+        _, paired = call(base, "POST", "/v1/workspace/runners", member, {"name": name})
+        runner = subprocess.Popen(
+            [CLI, "runner", "--url", base, "--state-dir", os.path.join(d, "runner"),
+             *os.environ.get("RUNNER_ARGS", "").split()],
+            env=dict(env, DROVER_TOKEN=paired["token"]),
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        yield base, member
+    finally:
+        if runner:
+            runner.terminate()
+            runner.wait(timeout=30)
+        coordinator.terminate()
+        coordinator.wait(timeout=30)
+
+
 def run(db, label, extra, idle_ms):
     with tempfile.TemporaryDirectory() as d:
         env = dict(os.environ)
@@ -71,21 +102,7 @@ def run(db, label, extra, idle_ms):
             with open(key, "w") as f:
                 f.write("k1:" + os.urandom(32).hex() + "\n")
             env["DROVER_SECRET_KEY_FILE"] = key
-        member = json.loads(subprocess.check_output(
-            [COORDINATOR, "admin", "bootstrap", "--workspace", f"bench{idle_ms}", "--email", f"bench{idle_ms}@bench.test",
-             "--database", db, "--json"], env=env))["token"]
-        coordinator = subprocess.Popen(
-            [COORDINATOR, "serve", "--listen", "127.0.0.1:0", "--database", db, *extra],
-            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
-        runner = None
-        try:
-            base = coordinator.stdout.readline().split()[-1]
-            _, paired = call(base, "POST", "/v1/workspace/runners", member, {"name": "bench"})
-            runner = subprocess.Popen(
-                [CLI, "runner", "--url", base, "--state-dir", os.path.join(d, "runner"),
-                 *os.environ.get("RUNNER_ARGS", "").split()],
-                env=dict(env, DROVER_TOKEN=paired["token"]),
-                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        with serving(d, db, extra, env, f"bench{idle_ms}") as (base, member):
             cli_env = dict(env, DROVER_URL=base, DROVER_TOKEN=member)
             submit = [CLI, "submit", "--runtime", "self:ws", "--wait", "--", "true"]
             # A first job: the runner is up and waiting (and caches are warm).
@@ -104,12 +121,6 @@ def run(db, label, extra, idle_ms):
                 ran.append(job["finishedAt"] - job["startedAt"])
             return (f"| {label} | {idle_ms} | {RUNS} | {ms(total, 0.5)} | {ms(total, 0.9)} | {ms(total, 0.99)} "
                     f"| {ms(queued, 0.5)} | {ms(ran, 0.5)} |")
-        finally:
-            if runner:
-                runner.terminate()
-                runner.wait(timeout=30)
-            coordinator.terminate()
-            coordinator.wait(timeout=30)
 
 
 def main():

@@ -25,8 +25,7 @@ import subprocess
 import sys
 import tempfile
 
-from cli import CLI, COORDINATOR, json, runner_waiting
-from storm import call
+from cli import CLI, serving
 
 RUNS = int(os.environ.get("RUNS", "100"))
 CALLS = "sendto,recvfrom,writev,clone3,execve,exit_group,connect"
@@ -44,16 +43,17 @@ PHASES = [
 ]
 
 
-def phases(trace, servers):
-    """Marks per run, from `perf trace` output; `servers` are the
-    coordinator's and the runner's pids (not runs of the CLI)."""
+def phases(trace):
+    """Marks per run, from `perf trace` output. A run starts where a
+    process execs as `drover` (the runner, also `drover`, started before
+    the trace)."""
     events = []
     for line in trace.splitlines():
         m = LINE.match(line)
         if m:
             events.append((float(m.group(1)), m.group(2), int(m.group(3)), m.group(4)))
     events.sort()
-    runs, run, seen = [], None, set(servers)
+    runs, run, seen = [], None, set()
     for t, comm, pid, call_ in events:
         if comm == "drover" and call_ == "execve" and pid not in seen:
             seen.add(pid)
@@ -84,20 +84,7 @@ def main():
         sys.exit("bench/cli_phases.py needs perf (apt-get install linux-perf) and root")
     with tempfile.TemporaryDirectory() as d:
         db = f"sqlite://{d}/drover.db"
-        member = json.loads(subprocess.check_output(
-            [COORDINATOR, "admin", "bootstrap", "--workspace", "phases", "--email", "phases@bench.test",
-             "--database", db, "--json"]))["token"]
-        coordinator = subprocess.Popen(
-            [COORDINATOR, "serve", "--listen", "127.0.0.1:0", "--database", db, "--sqlite-sync", "normal"],
-            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-        runner = None
-        try:
-            base = coordinator.stdout.readline().split()[-1]
-            _, paired = call(base, "POST", "/v1/workspace/runners", member, {"name": "phases"})
-            runner = subprocess.Popen(
-                [CLI, "runner", "--url", base, "--state-dir", os.path.join(d, "runner")],
-                env=dict(os.environ, DROVER_TOKEN=paired["token"]),
-                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        with serving(d, db, ["--sqlite-sync", "normal"], dict(os.environ), "phases") as (base, member):
             env = dict(os.environ, DROVER_URL=base, DROVER_TOKEN=member)
             submit = [CLI, "submit", "--runtime", "self:ws", "--wait", "--", "true"]
             subprocess.run(submit, env=env, check=True, capture_output=True, timeout=60)
@@ -117,13 +104,7 @@ def main():
             subprocess.run([perf, "trace", "-a", "-e", CALLS, "-o", out, "--", sys.executable, script],
                            env=env, check=True, stdout=subprocess.DEVNULL)
             with open(out) as f:
-                runs = phases(f.read(), {coordinator.pid, runner.pid})
-        finally:
-            if runner:
-                runner.terminate()
-                runner.wait(timeout=30)
-            coordinator.terminate()
-            coordinator.wait(timeout=30)
+                runs = phases(f.read())
     print(f"| phase ({RUNS} runs, SQLite NORMAL, under `perf trace`) | p50 ms |")
     print("|---|---|")
     for a, b, name in PHASES:

@@ -194,6 +194,33 @@ pub async fn wait_state(client: &Client, id: &str, state: JobState) -> Job {
     .await
 }
 
+/// `runner` (its hello said) asks for a job, waiting as long as a request
+/// may; once `coordinator` has that request waiting, `owner` (the same
+/// runner's token, on that replica or another) says hello, paused. Checks
+/// that the request then ends with no job, well before its own wait.
+pub async fn a_pause_ends_the_waiting_request(
+    runner: Client,
+    coordinator: &Coordinator,
+    owner: &Client,
+) {
+    let wait = Duration::from_millis(wire::MAX_LEASE_WAIT_MS);
+    let asked = std::time::Instant::now();
+    let poll = tokio::spawn(async move {
+        (
+            runner.offer(wait).await.map(|o| o.is_none()),
+            asked.elapsed(),
+        )
+    });
+    coordinator.wait_for_waiting(1).await;
+    owner.hello_as(&[], 1, true).await.unwrap();
+    let (empty, after) = poll.await.unwrap();
+    assert!(empty.unwrap(), "the ended request brought a job");
+    assert!(
+        after < wait / 2,
+        "the request waited {after:?}, as if the pause had not ended it"
+    );
+}
+
 /// The error code of a failed call.
 pub fn code<T: std::fmt::Debug>(r: Result<T, ClientError>) -> wire::ErrorCode {
     match r {

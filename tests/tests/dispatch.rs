@@ -2,10 +2,11 @@
 //! wake-ups, provenance; the torture test; a pause strands no job.
 
 use std::collections::HashSet;
+use std::time::Duration;
 
 use drover_tests::proxy::{Fault, Proxy};
 use drover_tests::runner_core::client::{RunnerListing, Scope};
-use drover_tests::runner_core::wire::{JobState, MAX_LEASE_WAIT_MS, SubmitJob};
+use drover_tests::runner_core::wire::{JobState, SubmitJob};
 use drover_tests::*;
 
 #[tokio::test]
@@ -211,8 +212,6 @@ async fn torture_many_runners_thousands_of_jobs_zero_duplicates_zero_lost() {
     drop(procs);
 }
 
-use std::time::Duration;
-
 /// A runner paused while its lease request waits: the coordinator ends
 /// that request once it hears of the pause (hello, paused), well before
 /// the request's own wait is up.
@@ -223,20 +222,7 @@ async fn a_pause_ends_the_runners_waiting_lease_request() {
     let paired = pair(&admin, Scope::Workspace, None, "paused", &[]).await;
     let runner = c.client(&paired.token);
     runner.hello_as(&[], 1, false).await.unwrap();
-    let asked = std::time::Instant::now();
-    let poll = tokio::spawn(async move {
-        let offer = runner.offer(Duration::from_millis(MAX_LEASE_WAIT_MS)).await;
-        (offer.map(|o| o.is_none()), asked.elapsed())
-    });
-    c.wait_for_waiting(1).await;
-    let owner = c.client(&paired.token);
-    owner.hello_as(&[], 1, true).await.unwrap();
-    let (empty, after) = poll.await.unwrap();
-    assert!(empty.unwrap(), "the ended request brought a job");
-    assert!(
-        after < Duration::from_millis(MAX_LEASE_WAIT_MS / 2),
-        "the request waited {after:?}, as if the pause had not ended it"
-    );
+    a_pause_ends_the_waiting_request(runner, &c, &c.client(&paired.token)).await;
     // Not queued for it meanwhile: a job submitted now waits for a resume.
     let job = admin
         .client
@@ -256,15 +242,15 @@ async fn a_pause_ends_the_runners_waiting_lease_request() {
 /// it before the pause reached the coordinator runs, and later ones wait.
 /// The runner's link is slow (a proxy delays each way by 200 ms, its
 /// connection's close too), so its pause reaches the coordinator well
-/// after the submit; the lease's TTL is a minute, longer than the wait
-/// here, so a stranded lease would show as one.
+/// after the submit; the lease's TTL is twice the tests' deadline, so a
+/// stranded lease would show as one.
 #[tokio::test]
 async fn a_job_submitted_as_its_runner_pauses_runs_or_waits_never_stranded() {
     use drover_tests::runner_core::client::{Client, ClientOptions, Token};
     use drover_tests::runner_core::fleet::Fleet;
     use drover_tests::runner_core::runner::{Credential, RunnerSettings};
     let c = Coordinator::start_with(CoordinatorOptions {
-        lease_ttl_ms: 60_000,
+        lease_ttl_ms: 2 * DEADLINE.as_millis() as u64,
         ..CoordinatorOptions::default()
     })
     .await;
@@ -292,19 +278,7 @@ async fn a_job_submitted_as_its_runner_pauses_runs_or_waits_never_stranded() {
         .submit(&script_job("self:ws", "true"))
         .await
         .unwrap();
-    let done = eventually(
-        "the job leased as the runner paused to run",
-        Duration::from_secs(20),
-        || {
-            let client = &admin.client;
-            let id = &first.id;
-            async move {
-                let job = client.job(id).await.ok()?;
-                (job.state == JobState::Succeeded).then_some(job)
-            }
-        },
-    )
-    .await;
+    let done = wait_state(&admin.client, &first.id, JobState::Succeeded).await;
     assert_eq!(done.attempt, 1, "{done:?}");
 
     // The pause has reached the coordinator: listed paused, nothing waiting.

@@ -394,21 +394,7 @@ async fn a_pause_said_on_one_replica_ends_the_lease_request_waiting_on_another()
     let paired = pair(&admin, Scope::Workspace, None, "laptop", &[]).await;
     let on_b = b.client(&paired.token);
     on_b.hello_as(&[], 1, false).await.unwrap();
-    let wait = Duration::from_millis(drover_tests::runner_core::wire::MAX_LEASE_WAIT_MS);
-    let asked = std::time::Instant::now();
-    let poll =
-        tokio::spawn(async move { (on_b.offer(wait).await.map(|o| o.is_none()), asked.elapsed()) });
-    b.wait_for_waiting(1).await;
-    a.client(&paired.token)
-        .hello_as(&[], 1, true)
-        .await
-        .unwrap();
-    let (empty, after) = poll.await.unwrap();
-    assert!(empty.unwrap(), "the ended request brought a job");
-    assert!(
-        after < wait / 2,
-        "the request on the other replica waited {after:?}"
-    );
+    a_pause_ends_the_waiting_request(on_b, &b, &a.client(&paired.token)).await;
 }
 
 /// A runner that leaves through one replica is refused at once on another,
